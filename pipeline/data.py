@@ -1,0 +1,348 @@
+"""Stage 1 — data: GLUE classification tasks as `datasets.Dataset`s.
+
+A task comes either from the Hub (`nyu-mll/glue`, pinned to the commit it was read at) or from a folder
+in the official GLUE TSV format (`--data-dir` or `GLUE_DIR`). Both give the same columns: the task's text
+columns, named as on the Hub, and an integer `label` whose names are the Hub's `ClassLabel` names.
+
+GLUE TSVs are read with quoting off: a sentence may start with `"` and must stay as written.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import datasets
+
+from .errors import DataError, UnknownNameError
+
+HUB_DATASET_ID = "nyu-mll/glue"
+
+# A sentence in SST-2 or QNLI can be longer than csv's default field limit allows.
+csv.field_size_limit(1 << 24)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """How one GLUE classification task is laid out, on the Hub and in the GLUE TSV files."""
+
+    name: str
+    text_columns: tuple[str, ...]
+    label_names: tuple[str, ...]
+    folder: str  # folder name in the official GLUE download ("SST-2"); its lower-case form is accepted too
+    train_file: str
+    validation_file: str
+    validation_split: str  # the split evaluated on the Hub
+    # TSV column of each text column and of the label: a header name, or a position for header-less files
+    tsv_columns: dict[str, str | int]
+    tsv_has_header: bool = True
+    tsv_labels_are_names: bool = False  # "entailment" rather than "0"
+    citation: str = ""
+
+
+GLUE_CITATION = (
+    "Wang et al., GLUE: A Multi-Task Benchmark and Analysis Platform for Natural Language Understanding, "
+    "ICLR 2019"
+)
+
+TASKS: dict[str, TaskSpec] = {
+    spec.name: spec
+    for spec in [
+        TaskSpec(
+            name="sst2",
+            text_columns=("sentence",),
+            label_names=("negative", "positive"),
+            folder="SST-2",
+            train_file="train.tsv",
+            validation_file="dev.tsv",
+            validation_split="validation",
+            tsv_columns={"sentence": "sentence", "label": "label"},
+            citation="Socher et al., Recursive Deep Models for Semantic Compositionality Over a Sentiment "
+            "Treebank, EMNLP 2013",
+        ),
+        TaskSpec(
+            name="cola",
+            text_columns=("sentence",),
+            label_names=("unacceptable", "acceptable"),
+            folder="CoLA",
+            train_file="train.tsv",
+            validation_file="dev.tsv",
+            validation_split="validation",
+            tsv_columns={"sentence": 3, "label": 1},
+            tsv_has_header=False,
+            citation="Warstadt, Singh and Bowman, Neural Network Acceptability Judgments, TACL 2019",
+        ),
+        TaskSpec(
+            name="mrpc",
+            text_columns=("sentence1", "sentence2"),
+            label_names=("not_equivalent", "equivalent"),
+            folder="MRPC",
+            train_file="train.tsv",
+            validation_file="dev.tsv",
+            validation_split="validation",
+            tsv_columns={"sentence1": "#1 String", "sentence2": "#2 String", "label": "Quality"},
+            citation="Dolan and Brockett, Automatically Constructing a Corpus of Sentential Paraphrases, "
+            "IWP 2005",
+        ),
+        TaskSpec(
+            name="qqp",
+            text_columns=("question1", "question2"),
+            label_names=("not_duplicate", "duplicate"),
+            folder="QQP",
+            train_file="train.tsv",
+            validation_file="dev.tsv",
+            validation_split="validation",
+            tsv_columns={"question1": "question1", "question2": "question2", "label": "is_duplicate"},
+            citation="Iyer, Dandekar and Csernai, First Quora Dataset Release: Question Pairs, 2017",
+        ),
+        TaskSpec(
+            name="rte",
+            text_columns=("sentence1", "sentence2"),
+            label_names=("entailment", "not_entailment"),
+            folder="RTE",
+            train_file="train.tsv",
+            validation_file="dev.tsv",
+            validation_split="validation",
+            tsv_columns={"sentence1": "sentence1", "sentence2": "sentence2", "label": "label"},
+            tsv_labels_are_names=True,
+            citation="Dagan et al. 2006; Bar Haim et al. 2006; Giampiccolo et al. 2007; Bentivogli et al. "
+            "2009 (PASCAL RTE challenges)",
+        ),
+        TaskSpec(
+            name="qnli",
+            text_columns=("question", "sentence"),
+            label_names=("entailment", "not_entailment"),
+            folder="QNLI",
+            train_file="train.tsv",
+            validation_file="dev.tsv",
+            validation_split="validation",
+            tsv_columns={"question": "question", "sentence": "sentence", "label": "label"},
+            tsv_labels_are_names=True,
+            citation="Rajpurkar et al., SQuAD: 100,000+ Questions for Machine Comprehension of Text, "
+            "EMNLP 2016",
+        ),
+        TaskSpec(
+            name="mnli",
+            text_columns=("premise", "hypothesis"),
+            label_names=("entailment", "neutral", "contradiction"),
+            folder="MNLI",
+            train_file="train.tsv",
+            validation_file="dev_matched.tsv",
+            validation_split="validation_matched",
+            tsv_columns={"premise": "sentence1", "hypothesis": "sentence2", "label": "gold_label"},
+            tsv_labels_are_names=True,
+            citation="Williams, Nangia and Bowman, A Broad-Coverage Challenge Corpus for Sentence "
+            "Understanding through Inference, NAACL 2018",
+        ),
+    ]
+}
+
+
+@dataclass
+class DataSource:
+    """Where a task's rows came from, recorded in results.json.
+
+    `dataset_id` is `nyu-mll/glue` for the Hub or `glue-tsv` for a local folder; `revision` is the Hub
+    commit, or `sha256:<hex>` of the validation file for a local folder.
+    """
+
+    dataset_id: str
+    config: str
+    revision: str
+    files: dict[str, dict[str, str]] = field(default_factory=dict)  # split -> {"path", "sha256"}
+
+
+@dataclass
+class TaskData:
+    """A loaded task: its spec, its training and validation splits, and where they came from."""
+
+    spec: TaskSpec
+    train: datasets.Dataset
+    validation: datasets.Dataset
+    source: DataSource
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.spec.label_names)
+
+
+def get_task(name: str) -> TaskSpec:
+    """The spec of a GLUE classification task; raises [`UnknownNameError`] listing the valid ones."""
+    if name not in TASKS:
+        raise UnknownNameError("task", name, sorted(TASKS))
+    return TASKS[name]
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def find_task_folder(spec: TaskSpec, data_dir: Path) -> Path:
+    """The task's folder inside a GLUE download: `SST-2/` as GLUE ships it, or `sst2/`."""
+    for candidate in (data_dir / spec.folder, data_dir / spec.name, data_dir / spec.folder.lower()):
+        if candidate.is_dir():
+            return candidate
+    raise DataError(
+        f"{data_dir}: no folder '{spec.folder}' or '{spec.name}' for task {spec.name}; point --data-dir "
+        "(or GLUE_DIR) at a folder holding the GLUE task folders"
+    )
+
+
+def read_glue_tsv(path: Path, spec: TaskSpec) -> datasets.Dataset:
+    """Reads one GLUE TSV file into a `Dataset` with the task's text columns and an integer `label`.
+
+    Args:
+        path: the TSV file, e.g. `glue/SST-2/dev.tsv`.
+        spec: the task's layout.
+
+    Returns:
+        A `datasets.Dataset` with a `ClassLabel` column `label`.
+
+    Raises:
+        [`DataError`]: the file is missing or empty, a column is missing, or a label is unknown. The message
+        names the file (and the line for a bad row).
+
+    Example:
+        >>> ds = read_glue_tsv(Path("glue/sst2/dev.tsv"), TASKS["sst2"])
+        >>> len(ds), ds.features["label"].names
+        (872, ['negative', 'positive'])
+    """
+    if not path.is_file():
+        raise DataError(f"{path}: file not found; the {spec.name} folder needs {path.name}")
+    # utf-8-sig: MRPC's files start with a byte order mark carried over from Microsoft's release.
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        rows = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+    if spec.tsv_has_header:
+        if not rows:
+            raise DataError(f"{path}: file is empty; expected a header and rows")
+        header, rows = rows[0], rows[1:]
+        positions = {}
+        for column, tsv_name in spec.tsv_columns.items():
+            if tsv_name not in header:
+                raise DataError(
+                    f"{path}: missing column '{tsv_name}' (header has: {', '.join(header)}); "
+                    f"is this the GLUE {spec.name} file?"
+                )
+            positions[column] = header.index(tsv_name)
+    else:
+        positions = dict(spec.tsv_columns)
+    if not rows:
+        raise DataError(f"{path}: the split is empty (no rows after the header)")
+
+    label_index = {name: i for i, name in enumerate(spec.label_names)}
+    columns: dict[str, list] = {column: [] for column in (*spec.text_columns, "label")}
+    width = max(positions.values()) + 1
+    first_line = 2 if spec.tsv_has_header else 1
+    for line_number, row in enumerate(rows, start=first_line):
+        if len(row) < width:
+            raise DataError(
+                f"{path}:{line_number}: row has {len(row)} fields, expected at least {width}; "
+                "the file may be truncated or not tab-separated"
+            )
+        raw_label = row[positions["label"]].strip()
+        if spec.tsv_labels_are_names:
+            label = label_index.get(raw_label)
+        else:
+            label = int(raw_label) if raw_label.isdigit() and int(raw_label) < len(spec.label_names) else None
+        if label is None:
+            valid = ", ".join(
+                spec.label_names if spec.tsv_labels_are_names else map(str, label_index.values())
+            )
+            raise DataError(f"{path}:{line_number}: unknown label '{raw_label}'; valid labels: {valid}")
+        for column in spec.text_columns:
+            columns[column].append(row[positions[column]])
+        columns["label"].append(label)
+
+    features = datasets.Features(
+        {column: datasets.Value("string") for column in spec.text_columns}
+        | {"label": datasets.ClassLabel(names=list(spec.label_names))}
+    )
+    return datasets.Dataset.from_dict(columns, features=features)
+
+
+def load_task_from_folder(spec: TaskSpec, data_dir: str | os.PathLike) -> TaskData:
+    """Loads a task's train and validation splits from a folder in the GLUE TSV format."""
+    data_dir = Path(data_dir).expanduser().resolve()
+    if not data_dir.is_dir():
+        raise DataError(
+            f"{data_dir}: data folder not found; point --data-dir (or GLUE_DIR) at a GLUE download"
+        )
+    folder = find_task_folder(spec, data_dir)
+    splits, files = {}, {}
+    for split, file_name in (("train", spec.train_file), ("validation", spec.validation_file)):
+        path = folder / file_name
+        splits[split] = read_glue_tsv(path, spec)
+        files[split] = {"path": str(path), "sha256": _sha256(path)}
+    return TaskData(
+        spec=spec,
+        train=splits["train"],
+        validation=splits["validation"],
+        source=DataSource(
+            dataset_id="glue-tsv",
+            config=spec.name,
+            revision=f"sha256:{files['validation']['sha256']}",
+            files=files,
+        ),
+    )
+
+
+def load_task_from_hub(spec: TaskSpec, revision: str | None = None) -> TaskData:
+    """Loads a task from the Hub's `nyu-mll/glue`, pinned to one commit so the run can be reproduced."""
+    import httpx2  # huggingface_hub's HTTP client: its connection errors are not OSErrors
+    import huggingface_hub
+
+    try:
+        if revision is None:
+            revision = huggingface_hub.HfApi().dataset_info(HUB_DATASET_ID).sha
+        loaded = datasets.load_dataset(HUB_DATASET_ID, spec.name, revision=revision)
+    except (OSError, ValueError, httpx2.HTTPError, huggingface_hub.errors.HfHubHTTPError) as error:
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise DataError(
+            f"could not load GLUE '{spec.name}' from the Hub ({HUB_DATASET_ID}): {reason}; "
+            "without internet, set GLUE_DIR or pass --data-dir with the GLUE TSV files"
+        ) from error
+    train, validation = loaded["train"], loaded[spec.validation_split]
+    for split_name, split in (("train", train), (spec.validation_split, validation)):
+        if len(split) == 0:
+            raise DataError(f"{HUB_DATASET_ID}/{spec.name}: split '{split_name}' is empty")
+    keep = [*spec.text_columns, "label"]
+    return TaskData(
+        spec=spec,
+        train=train.select_columns(keep),
+        validation=validation.select_columns(keep),
+        source=DataSource(dataset_id=HUB_DATASET_ID, config=spec.name, revision=revision),
+    )
+
+
+def load_task(name: str, data_dir: str | os.PathLike | None = None) -> TaskData:
+    """Loads a GLUE classification task: from `data_dir`, else from `GLUE_DIR`, else from the Hub.
+
+    Args:
+        name: task name, one of [`TASKS`] (`sst2`, `mnli`, `cola`, `mrpc`, `qnli`, `qqp`, `rte`).
+        data_dir: a folder in the GLUE TSV format. Defaults to the `GLUE_DIR` environment variable.
+
+    Returns:
+        [`TaskData`] with `train` and `validation` datasets (the validation split is what is evaluated:
+        SST-2's 872 rows, MNLI's `validation_matched`).
+
+    Raises:
+        [`UnknownNameError`]: the task is not a GLUE classification task.
+        [`DataError`]: a file is missing or malformed, or the Hub cannot be reached.
+
+    Example:
+        >>> data = load_task("sst2", data_dir="../shared/data/glue")
+        >>> len(data.validation)
+        872
+    """
+    spec = get_task(name)
+    data_dir = data_dir or os.environ.get("GLUE_DIR") or None
+    if data_dir:
+        return load_task_from_folder(spec, data_dir)
+    return load_task_from_hub(spec)
