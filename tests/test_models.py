@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pipeline.errors import ModelLoadError, UnknownNameError
+from pipeline.models import load_model, resolve_model_name, tokenize
+from tiny_models import ENCODERS, FAMILIES
+
+LABELS = ["negative", "positive"]
+TEXTS = [
+    "a gorgeous , witty , seductive movie .",
+    "bleak .",
+    "the story is bogus and its characters tissue-thin .",
+]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_family_loads_from_a_local_folder(tiny_model_dir, family):
+    torch.manual_seed(0)
+    loaded = load_model(str(tiny_model_dir(family)), LABELS)
+    assert loaded.family == family
+    assert loaded.is_decoder == (family not in ENCODERS)
+    assert loaded.model.config.id2label == {0: "negative", 1: "positive"}
+    assert loaded.revision.startswith("sha256:")
+    assert loaded.tokenizer.padding_side == "right"
+    assert loaded.tokenizer.pad_token_id is not None
+    assert loaded.model.config.pad_token_id == loaded.tokenizer.pad_token_id
+    if loaded.is_decoder:  # our decoder tokenizer, like GPT-2's, has no pad token: EOS pads
+        assert loaded.tokenizer.pad_token == loaded.tokenizer.eos_token
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_right_padding_does_not_change_logits(tiny_model_dir, family):
+    """Each row of a right-padded batch gets the logits it gets alone: padding is masked and decoders pool
+    the last real token."""
+    torch.manual_seed(0)
+    loaded = load_model(str(tiny_model_dir(family)), LABELS)
+    model = loaded.model.eval()
+    batch = tokenize(loaded.tokenizer, {"sentence": TEXTS}, ("sentence",), max_length=64)
+    assert (batch["attention_mask"] == 0).any(), (
+        "the batch must contain padding for this test to mean anything"
+    )
+    with torch.no_grad():
+        padded = model(**batch).logits
+        for row, text in enumerate(TEXTS):
+            alone = model(**tokenize(loaded.tokenizer, {"sentence": [text]}, ("sentence",), 64)).logits
+            torch.testing.assert_close(padded[row], alone[0], atol=1e-5, rtol=1e-5)
+
+
+def test_minilm_loads_offline():
+    torch.manual_seed(0)
+    loaded = load_model("minilm", LABELS)
+    assert loaded.model_id == "sentence-transformers/all-MiniLM-L6-v2"
+    assert loaded.family == "bert"
+    assert loaded.license == "apache-2.0"
+    assert loaded.model.config.hidden_size == 384
+    assert loaded.model.config._attn_implementation == "sdpa"
+
+
+def test_aliases_map_to_hub_ids():
+    assert resolve_model_name("roberta")[:2] == ("FacebookAI/roberta-base", "FacebookAI/roberta-base")
+    assert resolve_model_name("some-org/some-model")[0] == "some-org/some-model"
+
+
+def test_unknown_alias_lists_valid_names():
+    with pytest.raises(
+        UnknownNameError, match="unknown model 'robrta'; valid models: minilm, bert, distilbert"
+    ):
+        resolve_model_name("robrta")
+
+
+def test_hub_model_offline_says_what_to_do(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    with pytest.raises(
+        ModelLoadError, match=r"could not load model 'roberta' .*pass a local folder"
+    ) as caught:
+        load_model("roberta", LABELS)
+    assert "\n" not in str(caught.value)
