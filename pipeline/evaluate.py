@@ -1,0 +1,232 @@
+"""Stage 4 — evaluate: quality on the task's full validation split, and efficiency, all measured.
+
+Quality: accuracy, F1 (macro and weighted), precision and recall (macro), loss, the confusion matrix and
+per-class scores (scikit-learn). Efficiency: peak memory during evaluation (CUDA's max allocated on a GPU;
+on the CPU the growth of the process's peak resident set), throughput in non-padding tokens per second,
+evaluation time. Parameters: before fine-tuning, after (as deployed, LoRA merged), trainable, layers
+changed, and the compression factor before/after.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from sklearn.metrics import (
+    confusion_matrix,
+    f1_score,
+    precision_recall_fscore_support,
+    precision_score,
+    recall_score,
+)
+from tqdm.auto import tqdm
+
+from .data import TaskData
+from .models import tokenize
+from .train import TrainResult
+
+
+@dataclass
+class ClassScores:
+    label: str
+    precision: float
+    recall: float
+    f1: float
+    support: int
+
+
+@dataclass
+class Metrics:
+    accuracy: float
+    f1_macro: float
+    f1_weighted: float
+    precision_macro: float
+    recall_macro: float
+    loss: float
+    confusion_matrix: list[list[int]]  # rows: true label, columns: predicted label
+    per_class: list[ClassScores]
+    predictions_sha256: str  # of the predicted label ids, int64 little-endian, in split order
+
+
+@dataclass
+class Efficiency:
+    device: str
+    peak_memory_mb: float
+    peak_memory_method: str
+    eval_seconds: float
+    train_seconds: float
+    tokens: int  # non-padding tokens evaluated
+    throughput_tokens_per_s: float
+    batch_size: int
+
+
+@dataclass
+class Parameters:
+    before: int  # the model as loaded, classification head included
+    after: int  # the model as deployed: LoRA merged into the weights it adapts
+    trainable: int  # LoRA factors and the classification head
+    layers_changed: int  # layers LoRA adapts
+    compression_factor: float  # before / after
+
+
+@dataclass
+class EvalResult:
+    """What evaluation measured, plus the trained model it measured (for the stages after)."""
+
+    trained: TrainResult
+    metrics: Metrics
+    efficiency: Efficiency
+    parameters: Parameters
+    labels: list[int]  # gold labels of the evaluated split, in order
+    predictions: list[int]
+
+
+class PeakMemory:
+    """Measures the peak memory of a block: CUDA max allocated, or the growth of the CPU peak RSS.
+
+    On Linux the kernel's high-water mark (VmHWM) is reset through `/proc/self/clear_refs`, so the peak is
+    that of the block alone; elsewhere `resource.getrusage`'s lifetime peak is used and said so.
+    """
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.peak_mb = 0.0
+        self.method = ""
+
+    @staticmethod
+    def _status_kb(field: str) -> int:
+        match = re.search(rf"^{field}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.MULTILINE)
+        if match is None:
+            raise OSError(f"/proc/self/status has no {field}")
+        return int(match.group(1))
+
+    def __enter__(self) -> PeakMemory:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self._start = torch.cuda.memory_allocated(self.device)
+            self.method = "CUDA max_memory_allocated during evaluation, minus memory allocated before it"
+            return self
+        try:
+            Path("/proc/self/clear_refs").write_text("5")  # 5: reset the peak RSS to the current RSS
+            self._start = self._status_kb("VmRSS")
+            self._linux = True
+            self.method = "CPU: growth of the process peak RSS during evaluation (Linux VmHWM, reset before)"
+        except OSError:
+            import resource
+
+            self._start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            self._linux = False
+            self.method = "CPU: growth of the process lifetime peak RSS during evaluation (getrusage)"
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            self.peak_mb = (torch.cuda.max_memory_allocated(self.device) - self._start) / 2**20
+        elif self._linux:
+            self.peak_mb = (self._status_kb("VmHWM") - self._start) / 1024
+        else:
+            import resource
+
+            self.peak_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - self._start) / 1024
+
+
+def count_deployed_parameters(model: torch.nn.Module) -> int:
+    """Parameters of the model as it would be deployed: LoRA merged into the layers it adapts."""
+    merged = copy.deepcopy(model).merge_and_unload()
+    return sum(p.numel() for p in merged.parameters())
+
+
+def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> EvalResult:
+    """Evaluates a fine-tuned model on every row of the task's validation split.
+
+    Args:
+        trained: the result of [`pipeline.train.train`].
+        data: the task; `data.validation` is evaluated in order.
+        batch_size: rows per forward pass (does not change the results on the CPU).
+
+    Returns:
+        An [`EvalResult`] with metrics, efficiency and parameter counts.
+
+    Example:
+        >>> result = evaluate(trained, load_task("sst2"))
+        >>> round(result.metrics.accuracy, 3)
+        0.791
+    """
+    model, tokenizer = trained.model, trained.loaded.tokenizer
+    device = next(model.parameters()).device
+    spec = data.spec
+    validation = data.validation
+    model.eval()
+
+    logits_batches, tokens = [], 0
+    with PeakMemory(device) as memory, torch.inference_mode():
+        started = time.perf_counter()
+        for start in tqdm(range(0, len(validation), batch_size), desc="evaluate", unit="batch"):
+            rows = validation[start : start + batch_size]
+            batch = tokenize(tokenizer, rows, spec.text_columns, trained.config.max_length).to(device)
+            tokens += int(batch["attention_mask"].sum())
+            logits_batches.append(model(**batch).logits.float().cpu())
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        seconds = time.perf_counter() - started
+
+    logits = torch.cat(logits_batches)
+    labels = torch.tensor(validation["label"])
+    loss = torch.nn.functional.cross_entropy(logits, labels).item()
+    predictions = logits.argmax(dim=-1)
+    y_true, y_pred = labels.numpy(), predictions.numpy()
+    label_ids = list(range(len(spec.label_names)))
+
+    precision, recall, f1, support = precision_recall_fscore_support(
+        y_true, y_pred, labels=label_ids, zero_division=0
+    )
+    metrics = Metrics(
+        accuracy=float(np.mean(y_true == y_pred)),
+        f1_macro=float(f1_score(y_true, y_pred, labels=label_ids, average="macro", zero_division=0)),
+        f1_weighted=float(f1_score(y_true, y_pred, labels=label_ids, average="weighted", zero_division=0)),
+        precision_macro=float(
+            precision_score(y_true, y_pred, labels=label_ids, average="macro", zero_division=0)
+        ),
+        recall_macro=float(recall_score(y_true, y_pred, labels=label_ids, average="macro", zero_division=0)),
+        loss=loss,
+        confusion_matrix=confusion_matrix(y_true, y_pred, labels=label_ids).tolist(),
+        per_class=[
+            ClassScores(name, float(p), float(r), float(f), int(s))
+            for name, p, r, f, s in zip(spec.label_names, precision, recall, f1, support, strict=True)
+        ],
+        predictions_sha256=hashlib.sha256(y_pred.astype("<i8").tobytes()).hexdigest(),
+    )
+    efficiency = Efficiency(
+        device=str(device),
+        peak_memory_mb=memory.peak_mb,
+        peak_memory_method=memory.method,
+        eval_seconds=seconds,
+        train_seconds=trained.seconds,
+        tokens=tokens,
+        throughput_tokens_per_s=tokens / seconds,
+        batch_size=batch_size,
+    )
+    after = count_deployed_parameters(model)
+    parameters = Parameters(
+        before=trained.base_parameters,
+        after=after,
+        trainable=trained.trainable_parameters,
+        layers_changed=trained.layers_changed,
+        compression_factor=trained.base_parameters / after,
+    )
+    return EvalResult(
+        trained=trained,
+        metrics=metrics,
+        efficiency=efficiency,
+        parameters=parameters,
+        labels=y_true.tolist(),
+        predictions=y_pred.tolist(),
+    )

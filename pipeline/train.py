@@ -1,0 +1,189 @@
+"""Stage 3 — train: LoRA recovery fine-tuning of a classification model on a task's training split.
+
+LoRA (peft) on the attention projections, the classification head fully trained, AdamW with a
+learning-rate schedule (constant by default: 200 steps are too few to decay from 2e-4), gradient
+clipping. The loop runs on `accelerate`, so `accelerate launch publish …` trains data-parallel on several
+GPUs without code changes. On the CPU it is deterministic for a seed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+from accelerate import Accelerator
+from peft import LoraConfig, PeftModel, TaskType, get_peft_model
+from peft.tuners.tuners_utils import BaseTunerLayer
+from peft.utils import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
+from torch.utils.data import DataLoader
+from tqdm.auto import tqdm
+from transformers import get_scheduler
+
+from .data import TaskData
+from .models import LoadedModel, tokenize
+
+# The query and value projections of each family (Hu et al., 2021, adapt W_q and W_v). GPT-2 fuses q, k
+# and v into one `c_attn`. peft's own table has no entry for DistilBERT.
+LORA_TARGET_MODULES: dict[str, list[str]] = {
+    "bert": ["query", "value"],
+    "roberta": ["query", "value"],
+    "distilbert": ["q_lin", "v_lin"],
+    "gpt2": ["c_attn"],
+    "llama": ["q_proj", "v_proj"],
+    "qwen2": ["q_proj", "v_proj"],
+    "qwen3": ["q_proj", "v_proj"],
+}
+
+
+@dataclass
+class TrainConfig:
+    """Hyperparameters of LoRA recovery fine-tuning; every field is recorded in results.json."""
+
+    steps: int = field(default=200, metadata={"help": "Optimizer steps."})
+    batch_size: int = field(default=16, metadata={"help": "Training rows per step (per process)."})
+    lr: float = field(default=2e-4, metadata={"help": "Peak learning rate of AdamW."})
+    max_length: int = field(default=128, metadata={"help": "Tokens per row; longer rows are truncated."})
+    seed: int = field(
+        default=0, metadata={"help": "Seed of the head and LoRA initialisation and data order."}
+    )
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
+    lora_alpha: int = field(default=32, metadata={"help": "LoRA scaling numerator (scale = alpha / r)."})
+    lora_dropout: float = field(default=0.05, metadata={"help": "Dropout on the LoRA branch input."})
+    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay."})
+    lr_schedule: str = field(
+        default="constant_with_warmup",
+        metadata={
+            "help": "Learning-rate schedule, a name transformers' `get_scheduler` knows (e.g. linear)."
+        },
+    )
+    warmup_ratio: float = field(default=0.0, metadata={"help": "Share of steps with linear warm-up."})
+    max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient clipping by global norm."})
+
+
+@dataclass
+class TrainResult:
+    """The fine-tuned model and what happened while training it."""
+
+    model: PeftModel
+    loaded: LoadedModel  # the base model's tokenizer, id, revision and family
+    config: TrainConfig
+    losses: list[float]
+    seconds: float
+    target_modules: list[str]
+    base_parameters: int  # of the model as loaded, classification head included, before LoRA
+    trainable_parameters: int
+    layers_changed: int
+    device: str
+
+
+def lora_target_modules(family: str) -> list[str]:
+    """The attention projections LoRA adapts in a model family."""
+    targets = LORA_TARGET_MODULES.get(family) or TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING.get(
+        family
+    )
+    if not targets:
+        raise ValueError(f"no LoRA target modules known for model family '{family}'")
+    return list(targets)
+
+
+def add_lora(loaded: LoadedModel, config: TrainConfig) -> PeftModel:
+    """Wraps the model with LoRA adapters; peft keeps the classification head trainable (`SEQ_CLS`)."""
+    lora_config = LoraConfig(
+        task_type=TaskType.SEQ_CLS,
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules=lora_target_modules(loaded.family),
+    )
+    peft_model = get_peft_model(loaded.model, lora_config)
+    # The adapter's config must name the Hub weights, not the folder they were read from on this machine.
+    peft_model.peft_config["default"].base_model_name_or_path = loaded.model_id
+    peft_model.peft_config["default"].revision = (
+        None if loaded.revision.startswith("sha256:") else loaded.revision
+    )
+    return peft_model
+
+
+def train(loaded: LoadedModel, data: TaskData, config: TrainConfig) -> TrainResult:
+    """Fine-tunes `loaded.model` with LoRA on `data.train` for `config.steps` steps.
+
+    Args:
+        loaded: the model and tokenizer from [`pipeline.models.load_model`].
+        data: the task, from [`pipeline.data.load_task`].
+        config: hyperparameters.
+
+    Returns:
+        A [`TrainResult`] holding the peft model (in eval mode) and the loss of every step.
+
+    Example:
+        >>> data = load_task("sst2")
+        >>> result = train(load_model("minilm", data.spec.label_names), data, TrainConfig(steps=10))
+        >>> len(result.losses)
+        10
+    """
+    torch.manual_seed(config.seed)
+    accelerator = Accelerator(cpu=not torch.cuda.is_available(), mixed_precision="no")
+    base_parameters = sum(p.numel() for p in loaded.model.parameters())
+    model = add_lora(loaded, config)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+
+    text_columns = data.spec.text_columns
+
+    def collate(rows: list[dict]) -> dict[str, torch.Tensor]:
+        columns = {column: [row[column] for row in rows] for column in text_columns}
+        batch = tokenize(loaded.tokenizer, columns, text_columns, config.max_length)
+        batch["labels"] = torch.tensor([row["label"] for row in rows])
+        return batch
+
+    loader = DataLoader(
+        data.train,
+        batch_size=config.batch_size,
+        shuffle=True,
+        drop_last=len(data.train) >= config.batch_size,
+        collate_fn=collate,
+        generator=torch.Generator().manual_seed(config.seed),
+    )
+    optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=config.weight_decay)
+    scheduler = get_scheduler(
+        config.lr_schedule,
+        optimizer,
+        num_warmup_steps=int(config.warmup_ratio * config.steps),
+        num_training_steps=config.steps,
+    )
+    model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
+
+    model.train()
+    losses: list[float] = []
+    started = time.perf_counter()
+    progress = tqdm(total=config.steps, desc="train", unit="step", disable=not accelerator.is_main_process)
+    while len(losses) < config.steps:
+        for batch in loader:
+            loss = model(**batch).loss
+            accelerator.backward(loss)
+            accelerator.clip_grad_norm_(trainable, config.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+            losses.append(loss.item())
+            progress.update(1)
+            progress.set_postfix(loss=f"{loss.item():.4f}")
+            if len(losses) == config.steps:
+                break
+    progress.close()
+    seconds = time.perf_counter() - started
+
+    model = accelerator.unwrap_model(model)
+    model.eval()
+    return TrainResult(
+        model=model,
+        loaded=loaded,
+        config=config,
+        losses=losses,
+        seconds=seconds,
+        target_modules=lora_target_modules(loaded.family),
+        base_parameters=base_parameters,
+        trainable_parameters=sum(p.numel() for p in trainable),
+        layers_changed=sum(isinstance(module, BaseTunerLayer) for module in model.modules()),
+        device=str(accelerator.device),
+    )

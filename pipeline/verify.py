@@ -1,0 +1,139 @@
+"""Stage 5 — verify: is the accuracy clearly above what always answering the majority class gets?
+
+With p0 the majority-class share of the evaluated split and n its size, SE = sqrt(p0·(1 − p0)/n) and the
+threshold is p0 + 3·SE. The status is one of:
+
+- FAIL: accuracy below the threshold, or any metric not finite;
+- PASS: accuracy at or above the threshold, and the module compresses the model (factor > 1);
+- PASS_NO_COMPRESSION: accuracy at or above the threshold, no compression.
+
+Also reported: the exact one-sided binomial p-value of the accuracy against p0, and its Wilson 95% interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+
+from scipy.stats import binomtest
+
+from .evaluate import EvalResult
+
+
+class Status(StrEnum):
+    PASS = "PASS"
+    PASS_NO_COMPRESSION = "PASS_NO_COMPRESSION"
+    FAIL = "FAIL"
+
+
+@dataclass
+class Verification:
+    n: int
+    class_counts: dict[str, int]  # label name -> rows of the evaluated split
+    majority_label: str
+    p0: float
+    se: float
+    threshold: float
+    accuracy: float
+    correct: int
+    p_value: float  # P(X >= correct) for X ~ Binomial(n, p0)
+    wilson_low: float
+    wilson_high: float
+    compression_factor: float
+    status: Status
+    reasons: list[str]
+
+
+def majority_threshold(class_counts: list[int]) -> tuple[float, float, float]:
+    """Returns `(p0, SE, threshold)` for the class counts of an evaluation split.
+
+    Example:
+        >>> p0, se, threshold = majority_threshold([428, 444])  # SST-2 validation
+        >>> round(100 * threshold, 3)
+        55.996
+    """
+    n = sum(class_counts)
+    if n == 0:
+        raise ValueError("cannot verify on an empty split")
+    p0 = max(class_counts) / n
+    se = math.sqrt(p0 * (1 - p0) / n)
+    return p0, se, p0 + 3 * se
+
+
+def decide_status(
+    accuracy: float, threshold: float, compression_factor: float, finite: bool
+) -> tuple[Status, list[str]]:
+    """The status and the reasons for it, each reason one sentence with the figures it rests on."""
+    if not finite:
+        return Status.FAIL, ["a metric is not finite (NaN or infinite): the run is broken"]
+    if accuracy < threshold:
+        return Status.FAIL, [
+            f"accuracy {accuracy:.4%} is below the threshold {threshold:.4%} (majority share + 3 SE)"
+        ]
+    passed = f"accuracy {accuracy:.4%} is at or above the threshold {threshold:.4%} (majority share + 3 SE)"
+    if compression_factor > 1:
+        return Status.PASS, [
+            passed,
+            f"the module compresses the model by a factor of {compression_factor:.4f}",
+        ]
+    return Status.PASS_NO_COMPRESSION, [
+        passed,
+        f"no compression: compression factor {compression_factor:.4f} is not above 1",
+    ]
+
+
+def _all_finite(value) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_all_finite(item) for item in value.values())
+    if isinstance(value, list | tuple):
+        return all(_all_finite(item) for item in value)
+    return True
+
+
+def verify(evaluation: EvalResult, label_names: list[str] | tuple[str, ...]) -> Verification:
+    """Verifies an evaluation against the majority-class baseline.
+
+    Args:
+        evaluation: the result of [`pipeline.evaluate.evaluate`].
+        label_names: the task's label names, in label-id order.
+
+    Returns:
+        A [`Verification`] holding every figure the status rests on.
+
+    Example:
+        >>> verification = verify(evaluation, ["negative", "positive"])
+        >>> verification.status
+        <Status.PASS_NO_COMPRESSION: 'PASS_NO_COMPRESSION'>
+    """
+    counts = Counter(evaluation.labels)
+    class_counts = [counts.get(i, 0) for i in range(len(label_names))]
+    n = len(evaluation.labels)
+    p0, se, threshold = majority_threshold(class_counts)
+    correct = sum(int(t == p) for t, p in zip(evaluation.labels, evaluation.predictions, strict=True))
+    accuracy = evaluation.metrics.accuracy
+    p_value = binomtest(correct, n, p0, alternative="greater").pvalue
+    # The interval is two-sided: a one-sided test's proportion_ci would run up to 1.
+    interval = binomtest(correct, n, p0).proportion_ci(confidence_level=0.95, method="wilson")
+    finite = _all_finite(asdict(evaluation.metrics)) and _all_finite(asdict(evaluation.efficiency))
+    compression = evaluation.parameters.compression_factor
+    status, reasons = decide_status(accuracy, threshold, compression, finite)
+    return Verification(
+        n=n,
+        class_counts=dict(zip(label_names, class_counts, strict=True)),
+        majority_label=label_names[class_counts.index(max(class_counts))],
+        p0=p0,
+        se=se,
+        threshold=threshold,
+        accuracy=accuracy,
+        correct=correct,
+        p_value=float(p_value),
+        wilson_low=float(interval.low),
+        wilson_high=float(interval.high),
+        compression_factor=compression,
+        status=status,
+        reasons=reasons,
+    )
