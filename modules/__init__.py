@@ -1,0 +1,36 @@
+"""The attention modules, one folder each, and the registry the pipeline asks for them by name.
+
+Example:
+    >>> from modules import get_module, module_names
+    >>> module_names()
+    ['none']
+    >>> get_module("none").bidirectional
+    True
+"""
+
+from .base import AttentionModule
+from .none import MODULE as NONE
+
+REGISTRY: dict[str, AttentionModule] = {module.name: module for module in (NONE,)}
+
+
+class UnknownModuleError(ValueError):
+    """The module name is not in the registry."""
+
+    def __init__(self, name: str):
+        self.name = name
+        super().__init__(f"unknown module '{name}'; valid modules: {', '.join(module_names())}")
+
+
+def module_names() -> list[str]:
+    return sorted(REGISTRY)
+
+
+def get_module(name: str) -> AttentionModule:
+    """The module registered under `name`; raises [`UnknownModuleError`] listing the valid names."""
+    if name not in REGISTRY:
+        raise UnknownModuleError(name)
+    return REGISTRY[name]
+
+
+__all__ = ["REGISTRY", "AttentionModule", "UnknownModuleError", "get_module", "module_names"]

@@ -1,0 +1,324 @@
+"""The command line: `publish --model roberta --module adaptive_span`, and `attncard <command>`.
+
+`publish` runs the stages in order — data, model, train, evaluate, verify, render — and writes the run folder
+`runs/<repo-name>/`. Bad input ends with one line on stderr saying what is wrong and what to do, and exit
+status 2; nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from modules import UnknownModuleError, get_module, module_names
+
+from .data import TASKS, get_task
+from .errors import AttncardError, UnknownNameError
+from .models import MODEL_ALIASES, resolve_model_name
+from .train import TrainConfig
+
+EXIT_BAD_INPUT = 2
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line, naming the fix, with exit status 2."""
+
+    def error(self, message: str):
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be a positive finite number")
+    return value
+
+
+def _repo_id(text: str) -> str:
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(text)
+    except HFValidationError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a Hub repo id; write it as ORG/NAME") from None
+    if "/" not in text:
+        raise argparse.ArgumentTypeError(f"'{text}' has no owner; write it as ORG/NAME")
+    return text
+
+
+def add_publish_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = TrainConfig()
+    parser.add_argument(
+        "--model",
+        required=True,
+        help=f"base model: an alias ({', '.join(MODEL_ALIASES)}), a Hub id (org/name) or a local folder; "
+        "'minilm' is shipped with attncard and works offline",
+    )
+    parser.add_argument(
+        "--module", required=True, help=f"attention module to install ({', '.join(module_names())})"
+    )
+    parser.add_argument(
+        "--task", default="sst2", help=f"GLUE classification task ({', '.join(TASKS)}); default: sst2"
+    )
+    group = parser.add_argument_group("training")
+    group.add_argument(
+        "--steps", type=_positive_int, default=defaults.steps, help="optimizer steps (default: %(default)s)"
+    )
+    group.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        default=defaults.batch_size,
+        help="training rows per step (default: %(default)s)",
+    )
+    group.add_argument(
+        "--lr", type=_positive_float, default=defaults.lr, help="learning rate (default: %(default)s)"
+    )
+    group.add_argument(
+        "--max-length",
+        type=_positive_int,
+        default=defaults.max_length,
+        help="tokens per row, longer rows are truncated (default: %(default)s)",
+    )
+    group.add_argument("--seed", type=int, default=defaults.seed, help="random seed (default: %(default)s)")
+    group = parser.add_argument_group("input and output")
+    group.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="folder of GLUE TSV files (SST-2/dev.tsv, …); default: $GLUE_DIR, else the Hub",
+    )
+    group.add_argument(
+        "--output",
+        type=Path,
+        default=Path("runs"),
+        help="folder that receives the run folder <repo-name>/ (default: runs)",
+    )
+    group.add_argument(
+        "--repo-id",
+        type=_repo_id,
+        default=None,
+        help="Hub repository ORG/NAME; its NAME names the run folder (default name: <model>-<module>-<task>)",
+    )
+    group.add_argument(
+        "--push", action="store_true", help="push the run folder to the Hub (not available yet)"
+    )
+
+
+@dataclass
+class PublishOptions:
+    model: str
+    module: str
+    task: str
+    train: TrainConfig
+    data_dir: Path | None
+    output: Path
+    repo_id: str | None
+    push: bool
+
+    @property
+    def repo_name(self) -> str:
+        if self.repo_id:
+            return self.repo_id.split("/")[-1]
+        model = self.model if self.model in MODEL_ALIASES else Path(self.model.rstrip("/")).name.lower()
+        return f"{model}-{self.module}-{self.task}"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.output / self.repo_name
+
+    def command(self, data_dir: str | None) -> str:
+        """The command that reproduces this run."""
+        words = [
+            "publish",
+            "--model",
+            self.model,
+            "--module",
+            self.module,
+            "--task",
+            self.task,
+            "--steps",
+            str(self.train.steps),
+            "--batch-size",
+            str(self.train.batch_size),
+            "--lr",
+            str(self.train.lr),
+            "--max-length",
+            str(self.train.max_length),
+            "--seed",
+            str(self.train.seed),
+        ]
+        if data_dir:
+            words += ["--data-dir", data_dir]
+        if self.repo_id:
+            words += ["--repo-id", self.repo_id]
+        return shlex.join(words)
+
+
+def options_from_args(args: argparse.Namespace) -> PublishOptions:
+    """Checks names before any work starts, so a typo costs nothing."""
+    if args.module not in module_names():
+        raise UnknownNameError("module", args.module, module_names())
+    get_task(args.task)
+    resolve_model_name(args.model)
+    if args.push:
+        raise AttncardError(
+            "--push is not available yet: the Hub push lands in a later release; run without --push and "
+            "upload the run folder yourself"
+        )
+    return PublishOptions(
+        model=args.model,
+        module=args.module,
+        task=args.task,
+        train=TrainConfig(
+            steps=args.steps,
+            batch_size=args.batch_size,
+            lr=args.lr,
+            max_length=args.max_length,
+            seed=args.seed,
+        ),
+        data_dir=args.data_dir,
+        output=args.output,
+        repo_id=args.repo_id,
+        push=args.push,
+    )
+
+
+def run_publish(options: PublishOptions) -> Path:
+    """Runs every stage for one (model, module, task) and writes the run folder. Returns its path."""
+    import transformers
+
+    from .data import load_task
+    from .evaluate import evaluate
+    from .models import load_model
+    from .publish import collect_results, write_run_folder
+    from .results import ModuleRecord, utc_now
+    from .train import train
+    from .verify import verify
+
+    transformers.logging.set_verbosity_error()  # the head is new by design; its load report is noise here
+    # Library noise: peft asks transformers a deprecated question; GPT-2's Conv1D is handled by peft itself.
+    warnings.filterwarnings(
+        "ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning
+    )
+    warnings.filterwarnings("ignore", message="fan_in_fan_out is set to False", category=UserWarning)
+    started_at = utc_now()
+    module = get_module(options.module)
+    module_config = module.config_class()
+
+    data = load_task(options.task, options.data_dir)
+    print(
+        f"data: {data.spec.name}, {len(data.train)} training rows, {len(data.validation)} validation rows "
+        f"({data.source.dataset_id}, {data.source.revision})",
+        file=sys.stderr,
+    )
+    transformers.set_seed(options.train.seed)  # the classification head is initialised while loading
+    loaded = load_model(options.model, data.spec.label_names)
+    module.apply(loaded.model, module_config)
+    print(f"model: {loaded.model_id} ({loaded.family}), module: {module.name}", file=sys.stderr)
+
+    trained = train(loaded, data, options.train)
+    evaluation = evaluate(trained, data)
+    verification = verify(evaluation, data.spec.label_names)
+    data_dir = data.source.files and str(Path(data.source.files["validation"]["path"]).parent.parent)
+    results = collect_results(
+        repo_name=options.repo_name,
+        command=options.command(data_dir or None),
+        started_at=started_at,
+        data=data,
+        module=ModuleRecord(name=module.name, config=_config_dict(module_config)),
+        evaluation=evaluation,
+        verification=verification,
+    )
+    run_dir = write_run_folder(evaluation, results, options.run_dir)
+    print(
+        f"{verification.status.value}: accuracy {verification.accuracy:.4f} on {verification.n} rows, "
+        f"threshold {verification.threshold:.4f}; wrote {run_dir}/",
+        file=sys.stderr,
+    )
+    return run_dir
+
+
+def _config_dict(config) -> dict:
+    from dataclasses import asdict
+
+    return asdict(config)
+
+
+def build_publish_parser(prog: str = "publish") -> OneLineParser:
+    parser = OneLineParser(
+        prog=prog,
+        description=(
+            "Fine-tune a model with LoRA and an attention module on a GLUE task, evaluate it on the full "
+            "validation split, verify it against the majority-class baseline, and write the run folder "
+            "runs/<repo-name>/ (adapter weights, config, tokenizer, results.json and the model card)."
+        ),
+        epilog="example: publish --model minilm --module none --task sst2 --steps 200",
+    )
+    add_publish_arguments(parser)
+    return parser
+
+
+def _run(action) -> int:
+    try:
+        action()
+    except (AttncardError, UnknownModuleError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("interrupted; nothing was written", file=sys.stderr)
+        return 130
+    return 0
+
+
+def publish_main(argv: list[str] | None = None) -> int:
+    """The `publish` console script."""
+    args = build_publish_parser().parse_args(argv)
+    return _run(lambda: run_publish(options_from_args(args)))
+
+
+def _print_modules() -> None:
+    print(f"{'module':<16}{'causal':<8}{'bidirectional':<15}{'gqa':<5}")
+    for name in module_names():
+        module = get_module(name)
+        flags = [module.causal, module.bidirectional, module.gqa]
+        print(
+            f"{name:<16}"
+            + "".join(f"{'yes' if f else 'no':<{w}}" for f, w in zip(flags, (8, 15, 5), strict=True))
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The `attncard` console script: `attncard publish …`, `attncard modules`."""
+    parser = OneLineParser(
+        prog="attncard", description="Verified model cards for efficient-attention modules."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    publish_parser = commands.add_parser("publish", help="train, evaluate, verify and write a run folder")
+    add_publish_arguments(publish_parser)
+    commands.add_parser("modules", help="list the attention modules and what they support")
+    args = parser.parse_args(argv)
+    if args.command == "modules":
+        return _run(_print_modules)
+    return _run(lambda: run_publish(options_from_args(args)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

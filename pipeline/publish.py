@@ -1,0 +1,139 @@
+"""Stage 7 — publish: the run folder, holding exactly what is pushed to the Hub.
+
+    runs/<repo-name>/
+        adapter_model.safetensors, adapter_config.json   the LoRA adapter and trained head (PEFT format)
+        config.json                                      the base model's transformers config, with labels
+        tokenizer files                                  as `save_pretrained` writes them
+        README.md                                        the model card
+        results.json                                     every figure, and the sha256 of every other file
+
+The folder is assembled under a temporary name next to its destination and renamed into place only when
+complete: a failed run leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+from pathlib import Path
+
+from .data import TaskData
+from .evaluate import EvalResult
+from .render import render_card
+from .results import (
+    SCHEMA_VERSION,
+    DatasetRecord,
+    EnvironmentRecord,
+    ModelRecord,
+    ModuleRecord,
+    Results,
+    TrainingRecord,
+    build_manifest,
+    utc_now,
+)
+from .verify import Verification
+
+CARD_FILE = "README.md"
+
+
+def collect_results(
+    *,
+    repo_name: str,
+    command: str,
+    started_at: str,
+    data: TaskData,
+    module: ModuleRecord,
+    evaluation: EvalResult,
+    verification: Verification,
+) -> Results:
+    """Gathers what the stages measured into one [`Results`] (its manifest is filled in by the writer)."""
+    trained = evaluation.trained
+    loaded = trained.loaded
+    return Results(
+        schema_version=SCHEMA_VERSION,
+        repo_name=repo_name,
+        command=command,
+        started_at=started_at,
+        finished_at=utc_now(),
+        model=ModelRecord(
+            name=loaded.name,
+            model_id=loaded.model_id,
+            revision=loaded.revision,
+            family=loaded.family,
+            license=loaded.license,
+        ),
+        module=module,
+        dataset=DatasetRecord(
+            task=data.spec.name,
+            dataset_id=data.source.dataset_id,
+            config=data.source.config,
+            revision=data.source.revision,
+            split=data.spec.validation_split,
+            label_names=list(data.spec.label_names),
+            train_rows=len(data.train),
+            validation_rows=len(data.validation),
+            files=data.source.files,
+        ),
+        training=TrainingRecord(
+            hyperparameters=trained.config,
+            lora_target_modules=trained.target_modules,
+            losses=trained.losses,
+            seconds=trained.seconds,
+            device=trained.device,
+        ),
+        metrics=evaluation.metrics,
+        efficiency=evaluation.efficiency,
+        parameters=evaluation.parameters,
+        verification=verification,
+        environment=EnvironmentRecord.capture(),
+    )
+
+
+def write_run_folder(evaluation: EvalResult, results: Results, run_dir: str | os.PathLike) -> Path:
+    """Writes the run folder: adapter, config, tokenizer, model card and results.json, all or nothing.
+
+    Args:
+        evaluation: holds the trained model and tokenizer to save.
+        results: the run's figures; its `manifest` is filled in here.
+        run_dir: the folder to write, e.g. `runs/minilm-none-sst2`; an existing one is replaced.
+
+    Returns:
+        The run folder.
+
+    Example:
+        >>> write_run_folder(evaluation, results, "runs/minilm-none-sst2")
+        PosixPath('runs/minilm-none-sst2')
+    """
+    run_dir = Path(run_dir)
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    partial = run_dir.parent / f".{run_dir.name}.partial-{os.getpid()}"
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        trained = evaluation.trained
+        # save_embedding_layers=False: peft would otherwise fetch the base config from the Hub to check
+        # whether the vocabulary changed; it cannot have, nothing here resizes embeddings.
+        trained.model.save_pretrained(partial, save_embedding_layers=False)
+        base_model = trained.model.get_base_model()
+        config = copy.deepcopy(base_model.config)
+        config.architectures = [type(base_model).__name__]  # the checkpoint may name its bare encoder
+        config.save_pretrained(partial)
+        trained.loaded.tokenizer.save_pretrained(partial)
+        # peft writes a boilerplate README.md of its own; ours replaces it.
+        (partial / CARD_FILE).unlink(missing_ok=True)
+
+        results.manifest = build_manifest(partial)
+        (partial / CARD_FILE).write_text(render_card(results), encoding="utf-8")
+        results.manifest = build_manifest(partial)
+        results.save(partial)
+
+        if run_dir.exists():
+            replaced = run_dir.parent / f".{run_dir.name}.replaced-{os.getpid()}"
+            run_dir.rename(replaced)
+            partial.rename(run_dir)
+            shutil.rmtree(replaced)
+        else:
+            partial.rename(run_dir)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return run_dir

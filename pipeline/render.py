@@ -1,0 +1,159 @@
+"""Stage 6 — render: the model card, from results.json alone, through one Jinja template.
+
+The template is rendered with `StrictUndefined`, so a figure missing from the results fails the render
+instead of leaving a gap. The YAML front matter (licence, base model, datasets, tags, model-index) is built
+with huggingface_hub's `ModelCardData` and `EvalResult`, so the Hub parses it as it parses its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import jinja2
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+from .data import GLUE_CITATION, TASKS
+from .results import Results
+from .train import TrainConfig
+
+TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
+CARD_TEMPLATE = "model_card.md.j2"
+# The final training loss shown in the card is the mean over this many last steps: one step's loss is noise.
+LOSS_TAIL_STEPS = 20
+
+TASK_TITLES = {
+    "sst2": "GLUE SST-2",
+    "cola": "GLUE CoLA",
+    "mrpc": "GLUE MRPC",
+    "qqp": "GLUE QQP",
+    "rte": "GLUE RTE",
+    "qnli": "GLUE QNLI",
+    "mnli": "GLUE MNLI",
+}
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.2f}%"
+
+
+def _num(value: float, digits: int = 4) -> str:
+    return f"{value:.{digits}f}"
+
+
+def _sci(value: float) -> str:
+    return f"{value:.3e}"
+
+
+def _capitalize_first(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def template_environment() -> jinja2.Environment:
+    """The Jinja environment of the card: strict about undefined names, with the number formats it uses."""
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,  # Markdown, not HTML
+    )
+    environment.filters.update(pct=_pct, num=_num, sci=_sci, capitalize_first=_capitalize_first)
+    return environment
+
+
+def card_data(results: Results) -> ModelCardData:
+    """The card's YAML metadata, with the model-index holding the measured accuracy and F1."""
+    task_title = TASK_TITLES.get(results.dataset.task, results.dataset.task)
+    dataset = {
+        "dataset_type": "nyu-mll/glue",
+        "dataset_name": task_title,
+        "dataset_config": results.dataset.config,
+        "dataset_split": results.dataset.split,
+        "dataset_revision": results.dataset.revision,
+    }
+    task = {"task_type": "text-classification", "task_name": "Text Classification"}
+    return ModelCardData(
+        model_name=results.repo_name,
+        license=results.model.license,
+        base_model=results.model.model_id,
+        datasets=["nyu-mll/glue"],
+        tags=["attncard", "peft", "lora", f"attention-{results.module.name}", results.dataset.task],
+        pipeline_tag="text-classification",
+        library_name="peft",
+        eval_results=[
+            EvalResult(
+                **task,
+                **dataset,
+                metric_type="accuracy",
+                metric_name="Accuracy",
+                metric_value=results.metrics.accuracy,
+                verified=False,
+            ),
+            EvalResult(
+                **task,
+                **dataset,
+                metric_type="f1",
+                metric_name="F1 (macro)",
+                metric_value=results.metrics.f1_macro,
+                metric_config="macro",
+                verified=False,
+            ),
+        ],
+    )
+
+
+def status_line(results: Results) -> str:
+    """One sentence under the title saying what the status means for this run."""
+    v = results.verification
+    return {
+        "PASS": f"accuracy {_pct(v.accuracy)} clears the threshold {_pct(v.threshold)} and the model is "
+        f"compressed {_num(v.compression_factor)}×.",
+        "PASS_NO_COMPRESSION": f"accuracy {_pct(v.accuracy)} clears the threshold {_pct(v.threshold)}; the "
+        "model is not compressed.",
+        "FAIL": f"{_capitalize_first(v.reasons[0])}. Do not use this checkpoint.",
+    }[v.status.value]
+
+
+def render_card(results: Results) -> str:
+    """Renders the model card (README.md) of a run.
+
+    Args:
+        results: the run's results; `results.manifest` lists the files the card's file table shows.
+
+    Returns:
+        The card as Markdown with YAML front matter.
+
+    Raises:
+        `jinja2.UndefinedError`: the template uses a figure the results do not have.
+        `ValueError`: a figure in the metadata is not finite.
+
+    Example:
+        >>> card = render_card(Results.load("runs/minilm-none-sst2"))
+        >>> card.startswith("---")
+        True
+    """
+    if not all(math.isfinite(v) for v in (results.metrics.accuracy, results.metrics.f1_macro)):
+        raise ValueError("accuracy and F1 must be finite to be written into the card's model-index")
+    config = results.training.hyperparameters
+    hyperparameters = [
+        (f.name, getattr(config, f.name), f.metadata["help"]) for f in dataclasses.fields(TrainConfig)
+    ]
+    tail = results.training.losses[-LOSS_TAIL_STEPS:]
+    text = (
+        template_environment()
+        .get_template(CARD_TEMPLATE)
+        .render(
+            r=results,
+            front_matter=card_data(results).to_yaml(),
+            status_line=status_line(results),
+            task_title=TASK_TITLES.get(results.dataset.task, results.dataset.task),
+            task_citation=TASKS[results.dataset.task].citation,
+            glue_citation=GLUE_CITATION,
+            hyperparameters=hyperparameters,
+            tail_steps=len(tail),
+            final_loss=sum(tail) / len(tail),
+        )
+    )
+    ModelCard(text)  # parses the front matter as the Hub will; raises on invalid YAML
+    return text

