@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import platform
 import re
 import time
 from dataclasses import dataclass
@@ -54,9 +55,17 @@ class Metrics:
     predictions_sha256: str  # of the predicted label ids, int64 little-endian, in split order
 
 
+TIMING_METHOD = (
+    "wall-clock time (time.perf_counter) of one pass over the whole split, tokenization included; "
+    "throughput = non-padding tokens / that time"
+)
+
+
 @dataclass
 class Efficiency:
     device: str
+    device_name: str  # the GPU's name, or the CPU's model name
+    torch_threads: int
     peak_memory_mb: float
     peak_memory_method: str
     eval_seconds: float
@@ -64,6 +73,7 @@ class Efficiency:
     tokens: int  # non-padding tokens evaluated
     throughput_tokens_per_s: float
     batch_size: int
+    timing_method: str
 
 
 @dataclass
@@ -138,6 +148,18 @@ class PeakMemory:
             self.peak_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - self._start) / 1024
 
 
+def device_name(device: torch.device) -> str:
+    """The GPU's name, or the CPU's model name as the kernel reports it."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        match = re.search(r"^model name\s*:\s*(.+)$", cpuinfo.read_text(), re.MULTILINE)
+        if match:
+            return match.group(1).strip()
+    return platform.processor() or platform.machine()
+
+
 def count_deployed_parameters(model: torch.nn.Module) -> int:
     """Parameters of the model as it would be deployed: LoRA merged into the layers it adapts."""
     merged = copy.deepcopy(model).merge_and_unload()
@@ -206,6 +228,8 @@ def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> Eval
     )
     efficiency = Efficiency(
         device=str(device),
+        device_name=device_name(device),
+        torch_threads=torch.get_num_threads(),
         peak_memory_mb=memory.peak_mb,
         peak_memory_method=memory.method,
         eval_seconds=seconds,
@@ -213,6 +237,7 @@ def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> Eval
         tokens=tokens,
         throughput_tokens_per_s=tokens / seconds,
         batch_size=batch_size,
+        timing_method=TIMING_METHOD,
     )
     after = count_deployed_parameters(model)
     parameters = Parameters(

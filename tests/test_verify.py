@@ -67,7 +67,7 @@ def _evaluation(labels, predictions, *, loss=0.5, factor=1.0) -> EvalResult:
         per_class=[],
         predictions_sha256="0" * 64,
     )
-    efficiency = Efficiency("cpu", 1.0, "test", 1.0, 1.0, 10, 10.0, 8)
+    efficiency = Efficiency("cpu", "test cpu", 1, 1.0, "test", 1.0, 1.0, 10, 10.0, 8, "test")
     parameters = Parameters(
         before=100, after=round(100 / factor), trainable=1, layers_changed=1, compression_factor=factor
     )
