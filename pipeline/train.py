@@ -87,14 +87,16 @@ def lora_target_modules(family: str) -> list[str]:
     return list(targets)
 
 
-def add_lora(loaded: LoadedModel, config: TrainConfig) -> PeftModel:
-    """Wraps the model with LoRA adapters; peft keeps the classification head trainable (`SEQ_CLS`)."""
+def add_lora(loaded: LoadedModel, config: TrainConfig, module_parameters: tuple[str, ...] = ()) -> PeftModel:
+    """Wraps the model with LoRA adapters. peft keeps the classification head trainable (`SEQ_CLS`) and
+    trains and saves the submodules named in `module_parameters` (an attention module's own parameters)."""
     lora_config = LoraConfig(
         task_type=TaskType.SEQ_CLS,
         r=config.lora_r,
         lora_alpha=config.lora_alpha,
         lora_dropout=config.lora_dropout,
         target_modules=lora_target_modules(loaded.family),
+        modules_to_save=list(module_parameters) or None,
     )
     peft_model = get_peft_model(loaded.model, lora_config)
     # The adapter's config must name the Hub weights, not the folder they were read from on this machine.
@@ -105,13 +107,16 @@ def add_lora(loaded: LoadedModel, config: TrainConfig) -> PeftModel:
     return peft_model
 
 
-def train(loaded: LoadedModel, data: TaskData, config: TrainConfig) -> TrainResult:
+def train(
+    loaded: LoadedModel, data: TaskData, config: TrainConfig, module_parameters: tuple[str, ...] = ()
+) -> TrainResult:
     """Fine-tunes `loaded.model` with LoRA on `data.train` for `config.steps` steps.
 
     Args:
         loaded: the model and tokenizer from [`pipeline.models.load_model`].
         data: the task, from [`pipeline.data.load_task`].
         config: hyperparameters.
+        module_parameters: names of the submodules holding the installed attention module's parameters.
 
     Returns:
         A [`TrainResult`] holding the peft model (in eval mode) and the loss of every step.
@@ -125,7 +130,7 @@ def train(loaded: LoadedModel, data: TaskData, config: TrainConfig) -> TrainResu
     torch.manual_seed(config.seed)
     accelerator = Accelerator(cpu=not torch.cuda.is_available(), mixed_precision="no")
     base_parameters = sum(p.numel() for p in loaded.model.parameters())
-    model = add_lora(loaded, config)
+    model = add_lora(loaded, config, module_parameters)
     trainable = [p for p in model.parameters() if p.requires_grad]
 
     text_columns = data.spec.text_columns

@@ -2,16 +2,9 @@
 
 from pathlib import Path
 
-import torch
-
 from ..base import AttentionModule
 from .config import NoneConfig
-
-
-def apply(model: torch.nn.Module, config: NoneConfig) -> torch.nn.Module:
-    """Installs nothing and returns the model unchanged."""
-    return model
-
+from .model import apply
 
 MODULE = AttentionModule(
     name="none",

@@ -1,0 +1,108 @@
+"""The tensor trace: one real forward pass, recording what each stage of one attention layer did.
+
+The card prints the trace, so nothing it says about shapes is written by hand. Projections are recorded by
+forward hooks; the steps inside an attention function are recorded by the function itself, through
+[`trace_step`], which costs one context-variable lookup when no trace is running.
+
+Example:
+    >>> steps = record_trace(model, tokenizer(["a fine film ."], return_tensors="pt"))
+    >>> [step.stage for step in steps][:3]
+    ['q projection', 'k projection', 'v projection']
+"""
+
+from __future__ import annotations
+
+import contextvars
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from .base import attention_layers
+
+
+@dataclass
+class TensorSpec:
+    shape: list[int]
+    dtype: str
+
+    @classmethod
+    def of(cls, tensor: torch.Tensor) -> TensorSpec:
+        return cls(shape=list(tensor.shape), dtype=str(tensor.dtype).removeprefix("torch."))
+
+    def __str__(self) -> str:
+        return f"{self.dtype}[{', '.join(map(str, self.shape))}]"
+
+
+@dataclass
+class TraceStep:
+    """One stage of the traced layer: the operation, its tensor inputs and outputs."""
+
+    stage: str
+    op: str
+    inputs: dict[str, TensorSpec] = field(default_factory=dict)
+    outputs: dict[str, TensorSpec] = field(default_factory=dict)
+
+
+@dataclass
+class _ActiveTrace:
+    layer_index: int
+    steps: list[TraceStep]
+
+
+_ACTIVE: contextvars.ContextVar[_ActiveTrace | None] = contextvars.ContextVar("attncard_trace", default=None)
+
+
+def _specs(tensors: dict[str, torch.Tensor | None]) -> dict[str, TensorSpec]:
+    return {name: TensorSpec.of(t) for name, t in tensors.items() if isinstance(t, torch.Tensor)}
+
+
+def trace_step(
+    module: nn.Module,
+    stage: str,
+    op: str,
+    inputs: dict[str, torch.Tensor | None],
+    outputs: dict[str, torch.Tensor | None],
+) -> None:
+    """Records a step of an attention function, when a trace of this module's layer is running."""
+    active = _ACTIVE.get()
+    if active is None or getattr(module, "attncard_layer_index", None) != active.layer_index:
+        return
+    active.steps.append(TraceStep(stage, op, _specs(inputs), _specs(outputs)))
+
+
+def record_trace(model: nn.Module, inputs: dict[str, torch.Tensor], layer_index: int = 0) -> list[TraceStep]:
+    """Runs one forward pass of `model` on `inputs` and returns the steps of attention layer `layer_index`.
+
+    Args:
+        model: a model with an attncard module installed (peft-wrapped or not).
+        inputs: the model's keyword inputs, e.g. a tokenizer's output.
+        layer_index: which attention layer to trace.
+
+    Returns:
+        The [`TraceStep`]s in the order they ran: the projections, the attention function's own steps, the
+        output projection.
+    """
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    layer = attention_layers(base)[layer_index]
+    steps: list[TraceStep] = []
+    projections = {"q": "q projection", "k": "k projection", "v": "v projection", "o": "output projection"}
+    if layer.projection("q") is layer.projection("k"):  # GPT-2's fused c_attn
+        projections = {"q": "qkv projection (fused)", "o": "output projection"}
+    handles = []
+    for which, stage in projections.items():
+        projection = layer.projection(which)
+
+        def hook(mod, args, output, stage=stage):
+            steps.append(TraceStep(stage, type(mod).__name__, _specs({"x": args[0]}), _specs({"y": output})))
+
+        handles.append(projection.register_forward_hook(hook))
+    token = _ACTIVE.set(_ActiveTrace(layer_index, steps))
+    try:
+        with torch.no_grad():
+            model(**inputs)
+    finally:
+        _ACTIVE.reset(token)
+        for handle in handles:
+            handle.remove()
+    return steps

@@ -1,0 +1,101 @@
+"""Every attention module, installed in a tiny model of every family, through transformers' interfaces."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from modules import get_module, module_names
+from modules.base import attention_layers, global_token_index, implementation_name, padding_and_causality
+from modules.trace import record_trace
+from pipeline.models import load_model, tokenize
+from tiny_models import FAMILIES
+
+LABELS = ["negative", "positive"]
+TEXTS = [
+    "a gorgeous , witty , seductive movie that allows us to hope .",
+    "bleak .",
+    "the story is bogus and its characters tissue-thin .",
+]
+# The configuration under which each module must compute exactly what the model computed before.
+OPEN_CONFIGS: dict[str, dict] = {"none": {}}
+
+
+def _load(tiny_model_dir, family: str):
+    torch.manual_seed(0)
+    loaded = load_model(str(tiny_model_dir(family)), LABELS)
+    loaded.model.eval()
+    batch = tokenize(loaded.tokenizer, {"sentence": TEXTS}, ("sentence",), max_length=64)
+    assert (batch["attention_mask"] == 0).any()  # right padding, or the test proves less
+    return loaded, batch
+
+
+def test_registry_lists_modules():
+    assert "none" in module_names()
+    for name in module_names():
+        module = get_module(name)
+        assert module.name == name
+        assert module.spec.strip(), f"{name} has no spec"
+        for field_name, _, help_text in module.config_fields():
+            assert help_text.strip(), f"{name}.{field_name} has no help text"
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("module_name", sorted(OPEN_CONFIGS))
+def test_open_module_reproduces_original_logits(tiny_model_dir, family, module_name):
+    loaded, batch = _load(tiny_model_dir, family)
+    with torch.no_grad():
+        expected = loaded.model(**batch).logits
+    module = get_module(module_name)
+    module.apply(loaded.model, module.config_class(**OPEN_CONFIGS[module_name]))
+    assert loaded.model.config._attn_implementation == implementation_name(module_name)
+    with torch.no_grad():
+        got = loaded.model(**batch).logits
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_attention_layers_found_with_projections(tiny_model_dir, family):
+    loaded, _ = _load(tiny_model_dir, family)
+    layers = attention_layers(loaded.model)
+    assert [layer.index for layer in layers] == [0, 1]
+    for layer in layers:
+        for which in "qkvo":
+            assert isinstance(layer.projection(which), torch.nn.Module)
+        assert layer.projection("o") is not layer.projection("q")
+
+
+def test_padding_and_global_token_from_the_mask():
+    # Two rows of length 4, the second padded after 2 tokens; a causal sdpa-style mask.
+    key_padding = torch.tensor([[True, True, True, True], [True, True, False, False]])
+    causal = torch.tril(torch.ones(4, 4, dtype=torch.bool))
+    mask = (causal[None] & key_padding[:, None, :])[:, None]
+    decoder = torch.nn.Module()
+    decoder.is_causal = True
+    query = torch.zeros(2, 1, 4, 8)
+    padding, is_causal = padding_and_causality(decoder, query, mask)
+    assert is_causal and torch.equal(padding, key_padding)
+    assert global_token_index(padding, True, 2, 4, "cpu").tolist() == [3, 1]  # the last real token
+    assert global_token_index(padding, False, 2, 4, "cpu").tolist() == [0, 0]  # [CLS]
+    assert padding_and_causality(decoder, query, None) == (None, True)
+
+
+@pytest.mark.parametrize("family", ["bert", "gpt2", "llama"])
+def test_trace_records_one_layer(tiny_model_dir, family):
+    loaded, batch = _load(tiny_model_dir, family)
+    get_module("none").apply(loaded.model, get_module("none").config_class())
+    steps = record_trace(loaded.model, batch)
+    stages = [step.stage for step in steps]
+    assert stages[-1] == "output projection"
+    assert "attention" in stages
+    b, n = batch["input_ids"].shape
+    attention = steps[stages.index("attention")]
+    heads = loaded.model.config.num_attention_heads
+    assert attention.inputs["query"].shape[:3] == [b, heads, n]
+    assert attention.outputs["output"].shape[:3] == [b, n, heads]
+    if family == "gpt2":
+        assert stages[0] == "qkv projection (fused)"
+    else:
+        assert stages[:3] == ["q projection", "k projection", "v projection"]
+    if family == "llama":  # grouped-query attention: fewer key heads than query heads
+        assert attention.inputs["key"].shape[1] == loaded.model.config.num_key_value_heads < heads
