@@ -1,0 +1,275 @@
+"""Banded attention kernels against the dense reference: outputs, gradients, NaN safety and dispatch."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from modules.kernels import (
+    banded_attention,
+    banded_attention_torch,
+    dense_banded_reference,
+    select_implementation,
+    triton_available,
+)
+from modules.kernels.dispatch import IMPL_ENV_VAR
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+BATCH, HEADS, HEAD_DIM = 2, 3, 16
+SCALING = HEAD_DIM**-0.5
+TOLERANCE = dict(atol=1e-5, rtol=1e-5)
+GRAD_TOLERANCE = dict(atol=1e-5, rtol=1e-4)
+
+
+def make_inputs(
+    length: int,
+    *,
+    windows: str = "wide",
+    padded: bool = False,
+    with_global: bool = False,
+    bias: str | None = None,
+    causal: bool = False,
+    seed: int = 0,
+) -> tuple[list[torch.Tensor], torch.Tensor, dict]:
+    """Random (query, key, value), per-head windows, and the keyword arguments of one test case.
+
+    windows: "wide" mixes 0, a random window below N and one >= N; "narrow" keeps all windows small enough
+    that the torch kernel really cuts the sequence into blocks.
+    bias: None, "finite" or "-inf" (a distance bias with -inf entries, some covering a head's whole band).
+    """
+    generator = torch.Generator().manual_seed(seed)
+    qkv = [torch.randn(BATCH, HEADS, length, HEAD_DIM, generator=generator) for _ in range(3)]
+    if windows == "wide":
+        middle = int(torch.randint(1, max(length, 2), (), generator=generator))
+        window = torch.tensor([0, middle, length + 3])[torch.randperm(HEADS, generator=generator)]
+    else:
+        window = torch.tensor([0, 2, 9])
+    kwargs: dict = dict(scaling=SCALING, causal=causal)
+    if padded:
+        lengths = torch.tensor([length, max(1, length - 9)])
+        kwargs["key_padding_mask"] = torch.arange(length)[None, :] < lengths[:, None]
+    if with_global:
+        kwargs["global_index"] = torch.tensor([0, length // 2])
+    if bias is not None:
+        distance_bias = torch.randn(HEADS, int(window.max()) + 1, generator=generator)
+        if bias == "-inf":
+            distance_bias[0, 1:] = float("-inf")
+            distance_bias[1, 3:5] = float("-inf")
+            distance_bias[2, 0] = float("-inf")
+        kwargs["distance_bias"] = distance_bias
+    return qkv, window, kwargs
+
+
+BOTH = (False, True)
+CASES = list(itertools.product(BOTH, BOTH, (None, "finite", "-inf"), BOTH))
+CASE_IDS = [
+    f"{'causal' if c else 'bidir'}-{'global' if g else 'noglobal'}-bias_{b}-{'padded' if p else 'full'}"
+    for c, g, b, p in CASES
+]
+
+
+@pytest.mark.parametrize("length", [1, 9, 70])
+@pytest.mark.parametrize("windows", ["wide", "narrow"])
+@pytest.mark.parametrize(("causal", "with_global", "bias", "padded"), CASES, ids=CASE_IDS)
+def test_torch_kernel_matches_reference(length, windows, causal, with_global, bias, padded):
+    qkv, window, kwargs = make_inputs(
+        length, windows=windows, padded=padded, with_global=with_global, bias=bias, causal=causal
+    )
+    expected = dense_banded_reference(*qkv, window, **kwargs)
+    for block_size in (None, 8):
+        actual = banded_attention_torch(*qkv, window, block_size=block_size, **kwargs)
+        assert not actual.isnan().any()
+        torch.testing.assert_close(actual, expected, **TOLERANCE)
+
+
+@pytest.mark.parametrize(("causal", "with_global", "padded"), list(itertools.product(BOTH, BOTH, BOTH)))
+@pytest.mark.parametrize("windows", ["wide", "narrow"])
+def test_torch_kernel_gradients_match_reference(causal, with_global, padded, windows):
+    qkv, window, kwargs = make_inputs(
+        37, windows=windows, padded=padded, with_global=with_global, bias="-inf", causal=causal, seed=1
+    )
+    upstream = torch.randn(BATCH, HEADS, 37, HEAD_DIM, generator=torch.Generator().manual_seed(2))
+
+    def gradients(attention) -> list[torch.Tensor]:
+        leaves = [t.clone().requires_grad_() for t in qkv]
+        distance_bias = kwargs["distance_bias"].clone().requires_grad_()
+        output = attention(*leaves, window, **{**kwargs, "distance_bias": distance_bias})
+        output.backward(upstream)
+        return [t.grad for t in [*leaves, distance_bias]]
+
+    expected = gradients(dense_banded_reference)
+    actual = gradients(lambda *args, **kw: banded_attention_torch(*args, block_size=8, **kw))
+    for name, got, want in zip(("query", "key", "value", "distance_bias"), actual, expected, strict=True):
+        assert not got.isnan().any(), name
+        torch.testing.assert_close(got, want, **GRAD_TOLERANCE, msg=lambda m, name=name: f"{name}: {m}")
+
+
+def test_whole_sequence_window_equals_sdpa_with_padding_mask():
+    qkv, _, kwargs = make_inputs(40, padded=True)
+    window = torch.full((HEADS,), 40)
+    mask = kwargs["key_padding_mask"]
+    expected = F.scaled_dot_product_attention(*qkv, attn_mask=mask[:, None, None, :], scale=SCALING)
+    for attention in (banded_attention_torch, dense_banded_reference):
+        actual = attention(*qkv, window, **kwargs)
+        real = mask[:, None, :, None].expand_as(actual)
+        torch.testing.assert_close(actual[real], expected[real], **TOLERANCE)
+        assert (actual[~real] == 0).all()  # padding queries output zeros
+
+
+def degenerate_inputs() -> tuple[list[torch.Tensor], torch.Tensor, dict]:
+    """Rows with nothing to attend to: batch row 1 is all padding (its global token too), head 2's bias is
+    -inf everywhere and head 0 has window 0 under a causal mask."""
+    qkv, _, _ = make_inputs(21)
+    window = torch.tensor([0, 4, 4])
+    distance_bias = torch.zeros(HEADS, 5)
+    distance_bias[2] = float("-inf")
+    mask = torch.ones(BATCH, 21, dtype=torch.bool)
+    mask[1] = False
+    kwargs = dict(scaling=SCALING, causal=True, key_padding_mask=mask, distance_bias=distance_bias)
+    return qkv, window, kwargs
+
+
+def test_rows_with_nothing_to_attend_are_zero_not_nan():
+    qkv, window, kwargs = degenerate_inputs()
+    for with_global in (False, True):
+        if with_global:
+            kwargs = {**kwargs, "global_index": torch.tensor([20, 3])}
+        expected = dense_banded_reference(*qkv, window, **kwargs)
+        assert torch.isfinite(expected).all()
+        assert (expected[1] == 0).all()  # all padding
+        if not with_global:
+            assert (expected[0, 2] == 0).all()  # only -inf scores
+
+        leaves = [t.clone().requires_grad_() for t in qkv]
+        distance_bias = kwargs["distance_bias"].clone().requires_grad_()
+        kwargs_with_leaf = {**kwargs, "distance_bias": distance_bias}
+        actual = banded_attention_torch(*leaves, window, block_size=8, **kwargs_with_leaf)
+        torch.testing.assert_close(actual, expected, **TOLERANCE)
+        actual.sum().backward()
+        for tensor in [*leaves, distance_bias]:
+            assert torch.isfinite(tensor.grad).all()
+
+
+# Triton picks its interpreter when a kernel is decorated, i.e. when triton and the kernel module are first
+# imported, which earlier imports of this session (torch._dynamo imports triton) may already have done. So the
+# Triton kernel runs every case at once in a fresh process: interpreted on CPU, compiled on a GPU.
+TRITON_SCRIPT = """
+import sys
+import torch
+from modules.kernels.triton_banded import banded_attention_triton
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+outputs = {}
+for name, (qkv, window, kwargs) in torch.load(sys.argv[1]).items():
+    kwargs = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+    outputs[name] = banded_attention_triton(*(t.to(device) for t in qkv), window.to(device), **kwargs).cpu()
+torch.save(outputs, sys.argv[2])
+"""
+TRITON_CASES = list(itertools.product(("wide", "narrow"), BOTH, BOTH, (None, "-inf"), BOTH))
+TRITON_CASE_IDS = [
+    f"{w}-{'causal' if c else 'bidir'}-{'global' if g else 'noglobal'}-bias_{b}-{'padded' if p else 'full'}"
+    for w, c, g, b, p in TRITON_CASES
+]
+requires_triton = pytest.mark.skipif(
+    not triton_available(), reason="triton is not installed (it only is on Linux x86-64)"
+)
+
+
+def triton_cases() -> dict[str, tuple[list[torch.Tensor], torch.Tensor, dict]]:
+    cases = {
+        name: make_inputs(70, windows=w, causal=c, with_global=g, bias=b, padded=p)
+        for name, (w, c, g, b, p) in zip(TRITON_CASE_IDS, TRITON_CASES, strict=True)
+    }
+    qkv, window, kwargs = degenerate_inputs()
+    cases["degenerate"] = (qkv, window, {**kwargs, "global_index": torch.tensor([20, 3])})
+    return cases
+
+
+@pytest.fixture(scope="module")
+def triton_outputs(tmp_path_factory) -> dict[str, torch.Tensor]:
+    folder = tmp_path_factory.mktemp("triton")
+    torch.save(triton_cases(), folder / "cases.pt")
+    env = dict(os.environ)
+    if not torch.cuda.is_available():
+        env["TRITON_INTERPRET"] = "1"
+    result = subprocess.run(
+        [sys.executable, "-c", TRITON_SCRIPT, str(folder / "cases.pt"), str(folder / "outputs.pt")],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-5000:]
+    return torch.load(folder / "outputs.pt")
+
+
+@requires_triton
+@pytest.mark.parametrize("case", TRITON_CASE_IDS)
+def test_triton_kernel_matches_reference(triton_outputs, case):
+    qkv, window, kwargs = triton_cases()[case]
+    actual = triton_outputs[case]
+    assert not actual.isnan().any()
+    torch.testing.assert_close(actual, dense_banded_reference(*qkv, window, **kwargs), **TOLERANCE)
+
+
+@requires_triton
+def test_triton_kernel_rows_with_nothing_to_attend(triton_outputs):
+    qkv, window, kwargs = triton_cases()["degenerate"]
+    expected = dense_banded_reference(*qkv, window, **kwargs)
+    torch.testing.assert_close(triton_outputs["degenerate"], expected, **TOLERANCE)
+
+
+@requires_triton
+def test_triton_kernel_refuses_gradients():
+    from modules.kernels.triton_banded import banded_attention_triton
+
+    qkv, window, kwargs = make_inputs(9)
+    qkv[0].requires_grad_()
+    with pytest.raises(RuntimeError, match="no backward"):
+        banded_attention_triton(*qkv, window, **kwargs)
+
+
+def test_dispatch_picks_torch_on_cpu():
+    qkv, _, _ = make_inputs(9)
+    assert select_implementation(*qkv) == "torch"
+    qkv[0].requires_grad_()
+    assert select_implementation(*qkv) == "torch"
+
+
+@pytest.mark.parametrize("impl", ["torch", "reference"])
+def test_dispatch_honours_forced_implementation(impl, monkeypatch):
+    qkv, window, kwargs = make_inputs(30, padded=True, with_global=True, bias="-inf")
+    expected = dense_banded_reference(*qkv, window, **kwargs)
+    assert select_implementation(*qkv, impl=impl) == impl
+    torch.testing.assert_close(banded_attention(*qkv, window, impl=impl, **kwargs), expected, **TOLERANCE)
+
+    monkeypatch.setenv(IMPL_ENV_VAR, impl)
+    assert select_implementation(*qkv) == impl
+    torch.testing.assert_close(banded_attention(*qkv, window, **kwargs), expected, **TOLERANCE)
+
+
+def test_dispatch_rejects_unknown_or_missing_implementation():
+    qkv, _, _ = make_inputs(9)
+    with pytest.raises(ValueError, match="unknown"):
+        select_implementation(*qkv, impl="flash")
+    if not triton_available():
+        with pytest.raises(RuntimeError, match="triton"):
+            select_implementation(*qkv, impl="triton")
+
+
+def test_inputs_are_checked():
+    qkv, window, kwargs = make_inputs(9, bias="finite")
+    with pytest.raises(ValueError, match="distance_bias"):
+        banded_attention_torch(*qkv, window, **{**kwargs, "distance_bias": kwargs["distance_bias"][:, :2]})
+    with pytest.raises(ValueError, match="window"):
+        banded_attention_torch(*qkv, window[:2], scaling=SCALING)
+    with pytest.raises(ValueError, match="global_index"):
+        banded_attention_torch(*qkv, window, scaling=SCALING, global_index=torch.tensor([0, 9]))
