@@ -1,0 +1,24 @@
+"""`adaptive_span`: each head learns its attention span (Sukhbaatar et al., 2019)."""
+
+from pathlib import Path
+
+from ..base import AttentionModule
+from .config import AdaptiveSpanConfig
+from .model import apply, mean_span, module_stats, span_penalty
+
+MODULE = AttentionModule(
+    name="adaptive_span",
+    config_class=AdaptiveSpanConfig,
+    apply=apply,
+    folder=Path(__file__).parent,
+    causal=True,
+    bidirectional=True,
+    gqa=True,
+    citation="Sukhbaatar, Grave, Bojanowski and Joulin, Adaptive Attention Span in Transformers, ACL 2019",
+    trainable_modules=("adaptive_span",),
+    learning_rates=lambda config: {"span_logits": config.span_lr},
+    penalty=span_penalty,
+    stats=module_stats,
+)
+
+__all__ = ["MODULE", "AdaptiveSpanConfig", "mean_span", "module_stats", "span_penalty"]

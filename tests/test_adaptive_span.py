@@ -1,0 +1,185 @@
+"""adaptive_span: spans learn, the mask is the paper's, global tokens see everything, both paths agree."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from modules.adaptive_span import MODULE, AdaptiveSpanConfig, mean_span, module_stats, span_penalty
+from modules.adaptive_span.attention import AdaptiveSpan, adaptive_span_attention, dense_span_attention
+from pipeline.models import load_model, tokenize
+
+LABELS = ["negative", "positive"]
+TEXTS = [
+    "a gorgeous , witty , seductive movie that allows us to hope for the best of what cinema can still do .",
+    "bleak and desperate .",
+]
+
+
+def _tiny(tiny_model_dir, family, **config):
+    torch.manual_seed(0)
+    loaded = load_model(str(tiny_model_dir(family)), LABELS)
+    MODULE.apply(loaded.model, AdaptiveSpanConfig(**config))
+    batch = tokenize(loaded.tokenizer, {"sentence": TEXTS}, ("sentence",), max_length=64)
+    return loaded, batch
+
+
+def test_soft_mask_is_the_papers_ramp():
+    span = AdaptiveSpan(num_heads=2, max_span=20, ramp=4, init_logit=0.0)  # z = 10 for both heads
+    with torch.no_grad():
+        span.span_logits[1] = math.log(1 / 3)  # σ = 0.25: z = 5
+    log_mask = span.log_mask(16)
+    mask = log_mask.exp()
+    # m(x) = clamp((R + z − x)/R, 0, 1)
+    for head, z in ((0, 10.0), (1, 5.0)):
+        for x in range(17):
+            assert mask[head, x].item() == pytest.approx(min(1.0, max(0.0, (4 + z - x) / 4)), abs=1e-6)
+    assert span.windows(100).tolist() == [13, 8]  # ⌈z + R⌉ − 1: the farthest non-zero weight
+    assert span.windows(6).tolist() == [5, 5]  # capped at length − 1
+    assert torch.isinf(log_mask[1, 9:]).all() and not torch.isinf(log_mask[1, :9]).any()
+
+
+@pytest.mark.parametrize("family", ["bert", "gpt2"])
+def test_span_logits_get_gradients_inside_the_sequence(tiny_model_dir, family):
+    loaded, batch = _tiny(tiny_model_dir, family, max_span=16, ramp=4, init_logit=-1.0)  # z ≈ 4.3 tokens
+    loaded.model.train()
+    loss = loaded.model(**batch, labels=torch.tensor([1, 0])).logits.logsumexp(-1).sum()
+    loss.backward()
+    first, last = [m for m in loaded.model.modules() if isinstance(m, AdaptiveSpan)]
+    assert first.span_logits.grad.abs().min() > 0  # every head of the first layer
+    # The classifier reads only the global token, which ignores spans: in the last layer the task gives the
+    # spans no gradient at all, only the penalty does.
+    assert last.span_logits.grad.abs().max() == 0
+
+
+def test_penalty_warms_up_and_pulls_spans_down(tiny_model_dir):
+    loaded, _ = _tiny(tiny_model_dir, "bert", max_span=64, penalty=0.5, penalty_warmup_steps=10)
+    config = AdaptiveSpanConfig(max_span=64, penalty=0.5, penalty_warmup_steps=10)
+    assert span_penalty(loaded.model, config, 0).item() == 0.0
+    z = mean_span(loaded.model)
+    assert span_penalty(loaded.model, config, 5).item() == pytest.approx(0.25 * z / 64, rel=1e-5)
+    assert span_penalty(loaded.model, config, 50).item() == pytest.approx(0.5 * z / 64, rel=1e-5)
+    span_penalty(loaded.model, config, 50).backward()
+    for module in loaded.model.modules():
+        if isinstance(module, AdaptiveSpan):
+            assert (module.span_logits.grad > 0).all()  # descending the penalty shrinks every span
+
+
+def _random_inputs(batch=2, heads=3, length=23, dim=8, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randn(batch, heads, length, dim, generator=generator) for _ in range(3)]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_banded_and_dense_paths_agree(causal):
+    """Inference (banded kernel) and training (dense bias) compute the same attention."""
+    query, key, value = _random_inputs()
+    span = AdaptiveSpan(num_heads=3, max_span=12, ramp=3, init_logit=0.0)
+    with torch.no_grad():
+        span.span_logits.copy_(torch.tensor([-2.0, 0.0, 3.0]))
+    padding = torch.ones(2, 23, dtype=torch.bool)
+    padding[1, 15:] = False
+    mask = padding[:, None, None, :].expand(2, 1, 23, 23)
+    if causal:
+        mask = mask & torch.tril(torch.ones(23, 23, dtype=torch.bool))
+    layer = torch.nn.Module()
+    layer.is_causal, layer.adaptive_span = causal, span
+    layer.eval()
+    banded, _ = adaptive_span_attention(layer, query, key, value, mask, scaling=0.3)
+    global_index = torch.tensor([22, 14]) if causal else torch.tensor([0, 0])
+    windows = span.windows(23)
+    dense = dense_span_attention(
+        query,
+        key,
+        value,
+        span.log_mask(int(windows.max())),
+        scaling=0.3,
+        causal=causal,
+        key_padding_mask=padding,
+        global_index=global_index,
+        dropout=0.0,
+    ).transpose(1, 2)
+    real = padding[:, :, None, None].expand_as(dense)  # padding queries may differ, real ones may not
+    torch.testing.assert_close(banded[real], dense[real], atol=1e-5, rtol=1e-5)
+
+
+def test_last_real_token_of_a_decoder_row_sees_every_earlier_real_token():
+    """Even with spans of a token or two, the global token (the last real one) attends the whole row."""
+    length = 12
+    query = key = torch.zeros(1, 1, length, length)  # every score 0: weights show the mask alone
+    value = torch.eye(length)[None, None]  # value j = one-hot(j): each output row is its attention weights
+    padding = torch.ones(1, length, dtype=torch.bool)
+    padding[0, 9:] = False  # real tokens 0 … 8
+    mask = padding[:, None, None, :] & torch.tril(torch.ones(length, length, dtype=torch.bool))
+    span = AdaptiveSpan(num_heads=1, max_span=4, ramp=1, init_logit=-4.0)  # z ≈ 0.07: window 1
+    layer = torch.nn.Module()
+    layer.is_causal, layer.adaptive_span = True, span
+    layer.eval()
+    output, _ = adaptive_span_attention(layer, query, key, value, mask, scaling=1.0)
+    weights = output[0, :, 0, :]  # (N, N): row i holds the weights of query i
+    torch.testing.assert_close(weights[8, :9], torch.full((9,), 1 / 9))  # every real token, equally
+    assert weights[8, 9:].abs().max() == 0
+    assert (weights[5, :4] == 0).all() and (weights[5, 6:] == 0).all()  # an ordinary query: its window
+    z = span.spans().item()
+    assert weights[5, 4].item() == pytest.approx(z / (1 + z), rel=1e-4)  # m(1) = z, m(0) = 1
+
+
+def test_module_stats(tiny_model_dir):
+    loaded, _ = _tiny(tiny_model_dir, "bert", max_span=8, ramp=2, init_logit=0.0)  # z = 4, window 5
+    stats = module_stats(loaded.model, lengths=[10, 20], causal=False)
+    assert len(stats["spans"]) == 2 and len(stats["spans"][0]) == 4
+    assert stats["mean_span"] == pytest.approx(4.0)
+    assert stats["windows"][0] == [5, 5, 5, 5]
+    # Length 10: pairs with |i − j| ≤ 5 plus the [CLS] row and column; by hand: 84 in band + 8 global.
+    in_band_10 = sum(1 for i in range(10) for j in range(10) if abs(i - j) <= 5)
+    in_band_20 = sum(1 for i in range(20) for j in range(20) if abs(i - j) <= 5)
+    extra_10 = sum(1 for i in range(10) for j in range(10) if abs(i - j) > 5 and (i == 0 or j == 0))
+    extra_20 = sum(1 for i in range(20) for j in range(20) if abs(i - j) > 5 and (i == 0 or j == 0))
+    kept = in_band_10 + extra_10 + in_band_20 + extra_20
+    assert stats["skipped_pair_share"] == pytest.approx(1 - kept / (100 + 400))
+
+
+def test_trainable_through_peft(tiny_model_dir):
+    from peft import LoraConfig, TaskType, get_peft_model
+
+    loaded, _ = _tiny(tiny_model_dir, "bert", max_span=16, init_logit=0.0)
+    model = get_peft_model(
+        loaded.model,
+        LoraConfig(
+            task_type=TaskType.SEQ_CLS,
+            target_modules=["query", "value"],
+            modules_to_save=list(MODULE.trainable_modules),
+        ),
+    )
+    names = [name for name, p in model.named_parameters() if p.requires_grad and "span_logits" in name]
+    assert len(names) == 2  # one per layer
+
+
+def test_under_peft_the_trained_copy_is_used(tiny_model_dir):
+    from peft import LoraConfig, TaskType, get_peft_model
+
+    from modules.adaptive_span.model import span_modules
+
+    loaded, batch = _tiny(tiny_model_dir, "bert", max_span=16, init_logit=0.0)
+    model = get_peft_model(
+        loaded.model,
+        LoraConfig(
+            task_type=TaskType.SEQ_CLS,
+            target_modules=["query", "value"],
+            modules_to_save=list(MODULE.trainable_modules),
+        ),
+    )
+    spans = span_modules(model)
+    assert len(spans) == 2 and all(s.span_logits.requires_grad for s in spans)
+    with torch.no_grad():
+        for s in spans:
+            s.span_logits.fill_(-3.0)  # train the copy only
+    assert mean_span(model) == pytest.approx(16 * torch.sigmoid(torch.tensor(-3.0)).item(), rel=1e-5)
+    model.eval()
+    with torch.no_grad():
+        short = model(**batch).logits
+        model.disable_adapter_layers()
+        original = model(**batch).logits
+    assert not torch.allclose(short, original)  # the forward pass read the trained spans
