@@ -1,0 +1,28 @@
+"""`span_expanded`: attention over [memory ‖ current] keys and values (a Transformer-XL-style memory of up to
+L_span earlier positions, empty for single sentences) plus the parallel low-rank HyLoRA branch X·A·B added
+before the output projection."""
+
+from pathlib import Path
+
+from ..base import AttentionModule
+from .config import SpanExpandedConfig
+from .model import apply, module_stats, segment_memory
+
+MODULE = AttentionModule(
+    name="span_expanded",
+    config_class=SpanExpandedConfig,
+    apply=apply,
+    folder=Path(__file__).parent,
+    causal=True,
+    bidirectional=True,
+    gqa=True,
+    citation=(
+        "Dai et al., Transformer-XL: Attentive Language Models beyond a Fixed-Length Context, ACL 2019 "
+        "(segment memory); Hu et al., LoRA: Low-Rank Adaptation of Large Language Models, ICLR 2022 "
+        "(the low-rank branch)"
+    ),
+    trainable_modules=("span_expanded",),
+    stats=module_stats,
+)
+
+__all__ = ["MODULE", "SpanExpandedConfig", "apply", "module_stats", "segment_memory"]

@@ -1,0 +1,196 @@
+"""Installing `span_expanded`, segment-wise processing with memory, and the module's statistics.
+
+Example:
+    >>> model = apply(loaded.model, SpanExpandedConfig(memory_length=64))
+    >>> with segment_memory(model) as memory:
+    ...     first = model(**segment_1)  # no memory yet; stores its last 64 real positions per layer
+    ...     second = model(**segment_2, position_ids=continuing_positions)  # attends to [memory ‖ segment 2]
+    ...     memory.sizes()
+    [64, 64]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+from transformers.pytorch_utils import Conv1D
+
+from ..base import UnsupportedModelError, attention_layers, install_attention
+from .attention import SpanExpandedBranch, SpanExpandedState, span_expanded_attention
+from .config import SpanExpandedConfig
+
+BRANCH_ATTRIBUTE = "span_expanded"  # the submodule peft's `modules_to_save` names
+STATE_ATTRIBUTE = "span_expanded_state"
+
+
+def _input_width(projection: nn.Module) -> int:
+    """The input width of a linear projection (an `nn.Linear`, GPT-2's `Conv1D`, or either inside peft)."""
+    base = projection.get_base_layer() if hasattr(projection, "get_base_layer") else projection
+    if isinstance(base, nn.Linear):
+        return base.in_features
+    if isinstance(base, Conv1D):  # weight is (in, out)
+        return base.weight.shape[0]
+    raise UnsupportedModelError(f"cannot tell the input width of a {type(base).__name__} projection")
+
+
+def _capture_hidden_states(module: nn.Module, args: tuple, kwargs: dict) -> None:
+    """Forward pre-hook: keeps the layer input X for the attention function of the same call.
+
+    BERT, RoBERTa, DistilBERT and GPT-2 pass it as the first positional argument; Llama and Qwen as the
+    `hidden_states` keyword.
+    """
+    hidden_states = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
+    getattr(module, STATE_ATTRIBUTE).hidden_states = hidden_states
+
+
+def _base_model(model: nn.Module) -> nn.Module:
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+def _installed_layers(model: nn.Module) -> list[nn.Module]:
+    modules = [layer.module for layer in attention_layers(_base_model(model))]
+    if not all(hasattr(module, STATE_ATTRIBUTE) for module in modules):
+        raise ValueError("span_expanded is not installed in this model; call apply(model, config) first")
+    return modules
+
+
+def apply(model: nn.Module, config: SpanExpandedConfig) -> nn.Module:
+    """Installs `span_expanded` in place: the attention function and, per layer, a HyLoRA branch and a hook.
+
+    Each attention module gets `span_expanded` (a [`SpanExpandedBranch`], B = 0, so the model computes
+    exactly what it computed before), `span_expanded_state` (the memory, empty) and a forward pre-hook that
+    captures the layer input. Call it before wrapping the model with peft, and give peft
+    `modules_to_save=["span_expanded"]` so the branches are trained and saved.
+
+    Args:
+        model: a transformers model of a family in `modules.base.FAMILIES`.
+        config: the memory length and HyLoRA settings.
+
+    Returns:
+        The same model.
+
+    Raises:
+        UnsupportedModelError: the model's family is not supported.
+        ValueError: the module is already installed.
+
+    Example:
+        >>> model = apply(loaded.model, SpanExpandedConfig(hylora_rank=8))
+        >>> type(attention_layers(model)[0].module.span_expanded).__name__
+        'SpanExpandedBranch'
+    """
+    layers = attention_layers(model)
+    if any(hasattr(layer.module, STATE_ATTRIBUTE) for layer in layers):
+        raise ValueError("span_expanded is already installed in this model")
+    install_attention(model, "span_expanded", span_expanded_attention)
+    for layer in layers:
+        weight = next(layer.projection("q").parameters())
+        branch = SpanExpandedBranch(
+            _input_width(layer.projection("q")),
+            _input_width(layer.projection("o")),  # H·D, which need not equal the hidden size (Qwen3)
+            rank=config.hylora_rank,
+            alpha=config.hylora_alpha,
+            dropout=config.hylora_dropout,
+        ).to(device=weight.device, dtype=weight.dtype)
+        branch.train(layer.module.training)
+        setattr(layer.module, BRANCH_ATTRIBUTE, branch)
+        setattr(layer.module, STATE_ATTRIBUTE, SpanExpandedState(memory_length=config.memory_length))
+        layer.module.register_forward_pre_hook(_capture_hidden_states, with_kwargs=True)
+    return model
+
+
+class SegmentMemory:
+    """What `segment_memory` yields: a view of every layer's memory, and a way to empty it."""
+
+    def __init__(self, states: list[SpanExpandedState]):
+        self._states = states
+
+    def sizes(self) -> list[int]:
+        """M, the memory slots of each layer (0 while empty)."""
+        return [state.memory_size for state in self._states]
+
+    def memory(self, layer_index: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+        """`(keys, values, mask)` of one layer: (B, H_kv, M, D), (B, H_kv, M, D), (B, M); None while empty."""
+        state = self._states[layer_index]
+        if state.memory_keys is None:
+            return None
+        return state.memory_keys, state.memory_values, state.memory_mask
+
+    def reset(self) -> None:
+        """Empties every layer's memory, e.g. before the first segment of the next batch of documents."""
+        for state in self._states:
+            state.clear_memory()
+
+
+@contextmanager
+def segment_memory(model: nn.Module) -> Iterator[SegmentMemory]:
+    """Processes a long text segment by segment, Transformer-XL style, within the `with` block.
+
+    Inside, every forward call attends to [memory ‖ current] and then stores, per layer, the last
+    `memory_length` real (non-padding) positions of [memory ‖ current] (keys and values, detached) for the
+    next call. Every call must have the batch size of the first. Positions are the caller's: pass
+    `position_ids` continuing the previous segment (see the spec). Leaving the block empties the memory;
+    outside it the module never uses memory.
+
+    Args:
+        model: a model with `span_expanded` installed (peft-wrapped or not).
+
+    Yields:
+        A [`SegmentMemory`].
+
+    Raises:
+        ValueError: the module is not installed.
+        RuntimeError: a `segment_memory` block is already open on this model.
+
+    Example:
+        >>> with segment_memory(model) as memory:
+        ...     model(input_ids=ids[:, :64])
+        ...     out = model(input_ids=ids[:, 64:], position_ids=torch.arange(64, 128)[None])
+    """
+    states = [getattr(module, STATE_ATTRIBUTE) for module in _installed_layers(model)]
+    if any(state.recording for state in states):
+        raise RuntimeError("a segment_memory block is already open on this model")
+    for state in states:
+        state.clear_memory()
+        state.recording = True
+    try:
+        yield SegmentMemory(states)
+    finally:
+        for state in states:
+            state.recording = False
+            state.clear_memory()
+
+
+def module_stats(model: nn.Module) -> dict:
+    """JSON-serialisable facts about the installed module, for results.json and the card.
+
+    `ab_frobenius_norm[i]` is ‖A·B‖_F of layer i, without the alpha/r scale: 0 right after installation, so
+    it measures how far training moved the branch. Under peft, the trained copy is read.
+
+    Args:
+        model: a model with `span_expanded` installed (peft-wrapped or not).
+
+    Returns:
+        `{"memory_length", "hylora_rank", "hylora_alpha", "hylora_scale", "layers", "ab_frobenius_norm",
+        "parameters_added"}`.
+
+    Example:
+        >>> module_stats(model)["ab_frobenius_norm"]
+        [0.0, 0.0]
+    """
+    modules = _installed_layers(model)
+    # peft's ModulesToSaveWrapper forwards attribute access to the copy of the active adapter.
+    branches = [getattr(module, BRANCH_ATTRIBUTE) for module in modules]
+    with torch.no_grad():
+        norms = [float(torch.linalg.matrix_norm(branch.delta_weight())) for branch in branches]
+    return {
+        "memory_length": getattr(modules[0], STATE_ATTRIBUTE).memory_length,
+        "hylora_rank": branches[0].rank,
+        "hylora_alpha": branches[0].alpha,
+        "hylora_scale": branches[0].scale,
+        "layers": len(branches),
+        "ab_frobenius_norm": norms,
+        "parameters_added": sum(branch.A.weight.numel() + branch.B.weight.numel() for branch in branches),
+    }

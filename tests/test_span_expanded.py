@@ -1,0 +1,280 @@
+"""`span_expanded`: [memory ‖ current] attention plus the HyLoRA branch, in tiny models of every family."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from peft import LoraConfig, PeftModel, TaskType, get_peft_model
+from torch import nn
+
+from modules.base import attention_layers, implementation_name
+from modules.span_expanded import MODULE, SpanExpandedConfig, module_stats, segment_memory
+from modules.span_expanded.attention import (
+    SpanExpandedBranch,
+    SpanExpandedState,
+    keep_last_positions,
+    span_expanded_attention,
+)
+from modules.trace import record_trace
+from pipeline.models import load_model, tokenize
+from tiny_models import FAMILIES
+
+LABELS = ["negative", "positive"]
+TEXTS = [
+    "a gorgeous , witty , seductive movie that allows us to hope .",
+    "bleak .",
+    "the story is bogus and its characters tissue-thin .",
+]
+LONG_TEXT = (
+    "it 's a charming and often affecting journey . the acting , costumes , music , cinematography and "
+    "sound are all astounding given the production 's austere locales ."
+)
+
+
+def _load(tiny_model_dir, family: str):
+    torch.manual_seed(0)
+    loaded = load_model(str(tiny_model_dir(family)), LABELS)
+    loaded.model.eval()
+    batch = tokenize(loaded.tokenizer, {"sentence": TEXTS}, ("sentence",), max_length=64)
+    assert (batch["attention_mask"] == 0).any()  # right padding, or the test proves less
+    return loaded, batch
+
+
+def _set_branches(model: nn.Module, seed: int = 1) -> None:
+    """Gives every HyLoRA branch a non-zero B (under peft, the trained copy: the wrapper forwards `.B`)."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for layer in attention_layers(model):
+            weight = layer.module.span_expanded.B.weight
+            weight.copy_(torch.randn(weight.shape, generator=generator) * 0.5)
+
+
+def _fake_attention(heads: int, kv_heads: int, head_dim: int, d_in: int, causal: bool, memory_length: int):
+    """A bare attention module carrying what `apply` attaches, for calling the function on random tensors."""
+    module = nn.Module()
+    module.is_causal = causal
+    module.num_key_value_groups = heads // kv_heads
+    module.span_expanded = SpanExpandedBranch(d_in, heads * head_dim, rank=2, alpha=4.0)
+    module.span_expanded_state = SpanExpandedState(memory_length=memory_length)
+    return module
+
+
+def _dense_attention(query, key, value, allowed, scale):
+    """softmax(Q·Kᵀ·scale, masked)·V written out; key/value heads repeated for GQA. Returns (B, N, H, D)."""
+    groups = query.shape[1] // key.shape[1]
+    key, value = key.repeat_interleave(groups, 1), value.repeat_interleave(groups, 1)
+    scores = (query @ key.transpose(-1, -2) * scale).masked_fill(~allowed, float("-inf"))
+    return (scores.softmax(-1) @ value).transpose(1, 2)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_fresh_install_reproduces_logits_and_the_branch_changes_them(tiny_model_dir, family):
+    loaded, batch = _load(tiny_model_dir, family)
+    with torch.no_grad():
+        expected = loaded.model(**batch).logits
+    MODULE.apply(loaded.model, SpanExpandedConfig())
+    assert loaded.model.config._attn_implementation == implementation_name("span_expanded")
+    with torch.no_grad():
+        got = loaded.model(**batch).logits
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    assert module_stats(loaded.model)["ab_frobenius_norm"] == [0.0, 0.0]
+
+    _set_branches(loaded.model)
+    with torch.no_grad():
+        changed = loaded.model(**batch).logits
+    assert (changed - expected).abs().max() > 1e-4
+    assert all(norm > 0 for norm in module_stats(loaded.model)["ab_frobenius_norm"])
+
+
+def test_branch_adds_x_a_b_scale_before_the_output_projection():
+    torch.manual_seed(0)
+    b, n, heads, kv_heads, d, d_in = 2, 5, 4, 2, 8, 24  # GQA, and d_in != H·D as in Qwen3
+    module = _fake_attention(heads, kv_heads, d, d_in, causal=True, memory_length=0)
+    query, key, value = (
+        torch.randn(b, heads, n, d),
+        torch.randn(b, kv_heads, n, d),
+        torch.randn(b, kv_heads, n, d),
+    )
+    x = torch.randn(b, n, d_in)
+
+    def call() -> torch.Tensor:
+        module.span_expanded_state.hidden_states = x
+        return span_expanded_attention(module, query, key, value, None, scaling=d**-0.5)[0]
+
+    base = call()
+    torch.testing.assert_close(
+        base, _dense_attention(query, key, value, torch.ones(n, n).tril().bool(), d**-0.5)
+    )
+    with torch.no_grad():
+        module.span_expanded.B.weight.normal_()
+    branch = module.span_expanded
+    by_hand = (x @ branch.A.weight.T @ branch.B.weight.T * branch.scale).view(b, n, heads, d)
+    torch.testing.assert_close(call() - base, by_hand, atol=1e-5, rtol=1e-5)
+
+
+def test_gradients_reach_a_and_b(tiny_model_dir):
+    loaded, batch = _load(tiny_model_dir, "bert")
+    MODULE.apply(loaded.model, SpanExpandedConfig(hylora_dropout=0.0))
+    loaded.model.train()
+    branches = [layer.module.span_expanded for layer in attention_layers(loaded.model)]
+    params = [p for branch in branches for p in branch.parameters()]
+    optimizer = torch.optim.SGD(params, lr=0.5)
+    labels = torch.tensor([1, 0, 0])
+
+    loaded.model(**batch, labels=labels).loss.backward()
+    for branch in branches:
+        assert branch.B.weight.grad.abs().max() > 0
+        assert branch.A.weight.grad.abs().max() == 0  # B = 0 blocks A's gradient at initialisation
+    optimizer.step()
+    optimizer.zero_grad()
+    loaded.model(**batch, labels=labels).loss.backward()
+    for branch in branches:
+        assert branch.A.weight.grad.abs().max() > 0
+
+
+@pytest.mark.parametrize("padded", [True, False], ids=["padded mask", "no mask"])
+def test_memory_attention_equals_dense_attention_over_concatenated_keys(padded):
+    torch.manual_seed(0)
+    b, n, m, heads, kv_heads, d, d_in = 2, 4, 3, 4, 2, 8, 16  # GQA: two query heads per key/value head
+    module = _fake_attention(heads, kv_heads, d, d_in, causal=True, memory_length=5)
+    state = module.span_expanded_state
+    state.memory_keys, state.memory_values = torch.randn(b, kv_heads, m, d), torch.randn(b, kv_heads, m, d)
+    state.memory_mask = torch.tensor([[True, True, True], [True, True, False]])  # row 1: one empty slot
+    state.hidden_states = torch.randn(b, n, d_in)
+    query = torch.randn(b, heads, n, d)
+    key, value = torch.randn(b, kv_heads, n, d), torch.randn(b, kv_heads, n, d)
+
+    causal = torch.ones(n, n).tril().bool()
+    key_padding = torch.tensor([[True, True, True, True], [True, True, False, False]])
+    if not padded:  # transformers passes None: the function must build the causal part itself
+        key_padding = torch.ones(b, n, dtype=torch.bool)
+    current = (causal[None] & key_padding[:, None, :])[:, None]  # what transformers' sdpa_mask gives
+    # Every query sees every real memory slot: they all lie in its past.
+    allowed = torch.cat([state.memory_mask[:, None, None, :].expand(b, 1, n, m), current], dim=-1)
+    full_key = torch.cat([state.memory_keys, key], dim=2)
+    full_value = torch.cat([state.memory_values, value], dim=2)
+
+    mask = current if padded else None
+    got = span_expanded_attention(module, query, key, value, mask, scaling=d**-0.5)[0]
+    expected = _dense_attention(query, full_key, full_value, allowed, d**-0.5)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    assert state.memory_size == m  # outside segment_memory nothing is recorded
+
+
+def test_memory_keeps_the_last_real_positions():
+    keys = torch.arange(2 * 6, dtype=torch.float).view(2, 1, 6, 1)
+    valid = torch.tensor([[True, True, True, True, True, False], [True, True, False, False, False, False]])
+    kept_keys, kept_values, mask = keep_last_positions(keys, keys.clone(), valid, 3)
+    assert kept_keys[:, 0, :, 0].tolist() == [[2.0, 3.0, 4.0], [6.0, 7.0, 0.0]]
+    assert mask.tolist() == [[True, True, True], [True, True, False]]  # row 1 had two real positions
+    assert torch.equal(kept_values, kept_keys)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_segments_with_memory_equal_one_pass_in_a_decoder(tiny_model_dir, family):
+    # A causal layer never sees the future, so segment 2 attending to the keys and values of segment 1
+    # (positions continuing) computes exactly what one pass over the whole text computes, in every layer.
+    loaded, _ = _load(tiny_model_dir, family)
+    MODULE.apply(loaded.model, SpanExpandedConfig(memory_length=128))
+    _set_branches(loaded.model)
+    ids = loaded.tokenizer(LONG_TEXT, return_tensors="pt")["input_ids"]
+    total, split = ids.shape[1], ids.shape[1] // 2
+    assert total <= 128  # the whole first segment fits in the memory
+    with torch.no_grad():
+        whole = loaded.model(input_ids=ids).logits
+        alone = loaded.model(input_ids=ids[:, split:]).logits
+        with segment_memory(loaded.model) as memory:
+            loaded.model(input_ids=ids[:, :split])
+            assert memory.sizes() == [split, split]
+            second = loaded.model(input_ids=ids[:, split:], position_ids=torch.arange(split, total)[None])
+            assert memory.sizes() == [total, total]
+        assert memory.sizes() == [0, 0]  # leaving the block empties the memory
+        after = loaded.model(input_ids=ids[:, split:]).logits
+    torch.testing.assert_close(second.logits, whole, atol=1e-5, rtol=1e-5)
+    assert (alone - whole).abs().max() > 1e-4  # without memory the segment sees less
+    torch.testing.assert_close(after, alone)
+
+
+def test_memory_is_capped_holds_real_keys_and_checks_the_batch(tiny_model_dir):
+    loaded, batch = _load(tiny_model_dir, "bert")
+    MODULE.apply(loaded.model, SpanExpandedConfig(memory_length=3))
+    layer = attention_layers(loaded.model)[0]
+    inputs: list[torch.Tensor] = []
+    handle = layer.module.register_forward_pre_hook(lambda module, args: inputs.append(args[0]))
+    real = batch["attention_mask"].sum(-1)
+    with torch.no_grad(), segment_memory(loaded.model) as memory:
+        loaded.model(**batch)
+        assert memory.sizes() == [3, 3]
+        keys, values, mask = memory.memory(0)
+        assert mask.tolist() == [[True] * 3, [True] * 3, [True] * 3]  # "bleak ." is [CLS] bleak . [SEP]
+        expected_keys = layer.projection("k")(inputs[0]).view(3, -1, 4, 8).transpose(1, 2)
+        for row in range(3):
+            last = slice(int(real[row]) - 3, int(real[row]))  # the last three real tokens, never padding
+            torch.testing.assert_close(keys[row], expected_keys[row, :, last])
+        assert not keys.requires_grad and not values.requires_grad
+        with pytest.raises(ValueError, match="batch size 3, but this call has batch size 1"):
+            loaded.model(**{name: tensor[:1] for name, tensor in batch.items()})
+        memory.reset()
+        loaded.model(**{name: tensor[:1] for name, tensor in batch.items()})
+        assert memory.sizes() == [3, 3]
+        with pytest.raises(RuntimeError, match="already open"), segment_memory(loaded.model):
+            pass
+    handle.remove()
+    with (
+        pytest.raises(ValueError, match="not installed"),
+        segment_memory(_load(tiny_model_dir, "bert")[0].model),
+    ):
+        pass
+
+
+def test_peft_trains_and_round_trips_the_branches(tiny_model_dir, tmp_path):
+    config = SpanExpandedConfig()
+    loaded, batch = _load(tiny_model_dir, "bert")
+    MODULE.apply(loaded.model, config)
+    lora = LoraConfig(
+        task_type=TaskType.SEQ_CLS,
+        target_modules=["query", "value"],
+        modules_to_save=list(MODULE.trainable_modules),
+    )
+    model = get_peft_model(loaded.model, lora)
+    trainable = {name for name, p in model.named_parameters() if p.requires_grad and "span_expanded" in name}
+    assert len(trainable) == 4  # A and B of two layers, in peft's trained copy
+    assert all(".span_expanded.modules_to_save.default." in name for name in trainable)
+    model.train()
+    model(**batch, labels=torch.tensor([1, 0, 0])).loss.backward()
+    assert all(
+        p.grad is not None and p.grad.abs().max() > 0
+        for name, p in model.named_parameters()
+        if name in trainable and name.endswith("B.weight")
+    )
+
+    model.eval()
+    _set_branches(model.get_base_model())
+    with torch.no_grad():
+        expected = model(**batch).logits
+    stats = module_stats(model)
+    assert all(norm > 0 for norm in stats["ab_frobenius_norm"])
+    model.save_pretrained(tmp_path / "adapter")
+
+    fresh, _ = _load(tiny_model_dir, "bert")
+    MODULE.apply(fresh.model, config)
+    reloaded = PeftModel.from_pretrained(fresh.model, tmp_path / "adapter")
+    reloaded.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(reloaded(**batch).logits, expected)
+    assert module_stats(reloaded) == stats
+
+
+def test_trace_and_stats_describe_the_module(tiny_model_dir):
+    loaded, batch = _load(tiny_model_dir, "llama")
+    MODULE.apply(loaded.model, SpanExpandedConfig(hylora_rank=4))
+    stages = [step.stage for step in record_trace(loaded.model, batch)]
+    assert stages[3:7] == ["memory concat", "attention", "HyLoRA branch", "sum"]
+    stats = module_stats(loaded.model)
+    # r·(d_in + H·D) per layer: hidden 32 in, 4 heads × 8 out.
+    assert stats["parameters_added"] == 2 * 4 * (32 + 32)
+    assert stats["hylora_scale"] == 16.0 / 4 and stats["memory_length"] == 128
+    with pytest.raises(ValueError, match="already installed"):
+        MODULE.apply(loaded.model, SpanExpandedConfig())
+    with pytest.raises(ValueError, match="hylora_rank"):
+        SpanExpandedConfig(hylora_rank=0)
