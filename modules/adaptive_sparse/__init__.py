@@ -1,0 +1,32 @@
+"""`adaptive_sparse`: exact top-k attention, each query attending only to its k highest-scoring keys."""
+
+from pathlib import Path
+
+from ..base import AttentionModule
+from .attention import AdaptiveSparseState, adaptive_sparse_attention, select_top_k
+from .config import AdaptiveSparseConfig
+from .model import apply, module_stats
+
+MODULE = AttentionModule(
+    name="adaptive_sparse",
+    config_class=AdaptiveSparseConfig,
+    apply=apply,
+    folder=Path(__file__).parent,
+    causal=True,
+    bidirectional=True,
+    gqa=True,
+    citation=(
+        "Zhao, Lin, Zhang, Ren, Su and Sun, Explicit Sparse Transformer: Concentrated Attention Through "
+        "Explicit Selection, arXiv:1912.11637, 2019"
+    ),
+    stats=module_stats,
+)
+
+__all__ = [
+    "MODULE",
+    "AdaptiveSparseConfig",
+    "AdaptiveSparseState",
+    "adaptive_sparse_attention",
+    "module_stats",
+    "select_top_k",
+]

@@ -1,0 +1,68 @@
+"""`adaptive_sparse`: installs top-k attention in every attention layer, and reports on it."""
+
+from __future__ import annotations
+
+from torch import nn
+
+from ..base import attention_layers, install_attention
+from .attention import AdaptiveSparseState, adaptive_sparse_attention
+from .config import AdaptiveSparseConfig
+
+
+def apply(model: nn.Module, config: AdaptiveSparseConfig) -> nn.Module:
+    """Switches every attention layer to top-k attention, in place.
+
+    Each attention module gets an [`AdaptiveSparseState`] as `module.adaptive_sparse` (its `top_k` and
+    warm-up counter; no parameters), and the model's attention function becomes
+    [`adaptive_sparse_attention`], registered as `attncard_adaptive_sparse`. The projections are untouched,
+    so LoRA targets the same q and v projections as for any other module.
+
+    Args:
+        model: a loaded transformers model of a family in `modules.base.FAMILIES`.
+        config: `top_k` and `warmup_steps`.
+
+    Returns:
+        The same model.
+
+    Example:
+        >>> model = apply(model, AdaptiveSparseConfig(top_k=8))
+        >>> attention_layers(model)[0].module.adaptive_sparse
+        AdaptiveSparseState(top_k=8, warmup_steps=0)
+    """
+    for layer in attention_layers(model):
+        device = next(layer.module.parameters()).device  # the counter lives beside the layer's weights
+        layer.module.adaptive_sparse = AdaptiveSparseState(config.top_k, config.warmup_steps).to(device)
+    install_attention(model, "adaptive_sparse", adaptive_sparse_attention)
+    return model
+
+
+def module_stats(model: nn.Module) -> dict:
+    """The top-k setting and warm-up progress of every layer, for results.json and the card.
+
+    Args:
+        model: a model with `adaptive_sparse` installed, peft-wrapped or not.
+
+    Returns:
+        A JSON-serialisable dict: `top_k` and `warmup_steps` (of the first layer, as configured), and
+        `layers`, per attention layer `{"index", "top_k", "warmup_steps", "training_forward_passes",
+        "warmup_done"}`.
+
+    Example:
+        >>> module_stats(model)["layers"][0]["training_forward_passes"]
+        200
+    """
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    layers = []
+    for layer in attention_layers(base):
+        state: AdaptiveSparseState = layer.module.adaptive_sparse
+        passes = int(state.steps.item())
+        layers.append(
+            {
+                "index": layer.index,
+                "top_k": state.top_k,
+                "warmup_steps": state.warmup_steps,
+                "training_forward_passes": passes,
+                "warmup_done": passes >= state.warmup_steps,
+            }
+        )
+    return {"top_k": layers[0]["top_k"], "warmup_steps": layers[0]["warmup_steps"], "layers": layers}
