@@ -3,15 +3,21 @@
 Example:
     >>> from modules import get_module, module_names
     >>> module_names()
-    ['none']
+    ['adaptive_span', 'adaptive_sparse', 'none', 'span_expanded', 'svd_lowrank']
     >>> get_module("none").bidirectional
     True
 """
 
+from .adaptive_span import MODULE as ADAPTIVE_SPAN
+from .adaptive_sparse import MODULE as ADAPTIVE_SPARSE
 from .base import AttentionModule
 from .none import MODULE as NONE
+from .span_expanded import MODULE as SPAN_EXPANDED
+from .svd_lowrank import MODULE as SVD_LOWRANK
 
-REGISTRY: dict[str, AttentionModule] = {module.name: module for module in (NONE,)}
+REGISTRY: dict[str, AttentionModule] = {
+    module.name: module for module in (NONE, ADAPTIVE_SPAN, SPAN_EXPANDED, ADAPTIVE_SPARSE, SVD_LOWRANK)
+}
 
 
 class UnknownModuleError(ValueError):

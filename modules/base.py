@@ -43,6 +43,12 @@ class AttentionModule:
         citation: the paper the module implements; empty for `none`.
         trainable_modules: names of the submodules holding the module's own learnable parameters (peft's
             `modules_to_save` matches these names).
+        learning_rates: `config -> {parameter-name fragment: learning rate}` for parameters that need their
+            own rate (adaptive_span's span logits).
+        penalty: `(model, config, step) -> scalar tensor` added to the training loss (adaptive_span's L1).
+        stats: `(model) -> dict` of JSON-ready figures about the trained module, for results.json.
+        lora_targets: `(family, config) -> target_modules` for LoRA when the module changes which
+            projections LoRA can adapt (svd_lowrank factorises them); None keeps the family's default.
     """
 
     name: str
@@ -54,6 +60,10 @@ class AttentionModule:
     gqa: bool
     citation: str = ""
     trainable_modules: tuple[str, ...] = field(default=())
+    learning_rates: Callable[[object], dict[str, float]] | None = None
+    penalty: Callable[[nn.Module, object, int], torch.Tensor] | None = None
+    stats: Callable[[nn.Module], dict] | None = None
+    lora_targets: Callable[[str, object], list[str] | str] | None = None
 
     @property
     def spec(self) -> str:

@@ -234,7 +234,7 @@ def run_publish(options: PublishOptions) -> Path:
     module.apply(loaded.model, module_config)
     print(f"model: {loaded.model_id} ({loaded.family}), module: {module.name}", file=sys.stderr)
 
-    trained = train(loaded, data, options.train, module.trainable_modules)
+    trained = train(loaded, data, options.train, module, module_config)
     evaluation = evaluate(trained, data)
     verification = verify(evaluation, data.spec.label_names)
     data_dir = data.source.files and str(Path(data.source.files["validation"]["path"]).parent.parent)

@@ -81,6 +81,7 @@ def collect_results(
             losses=trained.losses,
             seconds=trained.seconds,
             device=trained.device,
+            penalties=trained.penalties,
         ),
         metrics=evaluation.metrics,
         efficiency=evaluation.efficiency,

@@ -81,6 +81,7 @@ class TrainingRecord:
     losses: list[float]  # training loss of every step
     seconds: float
     device: str
+    penalties: list[float] = field(default_factory=list)  # the module's penalty of every step, if any
 
 
 @dataclass

@@ -16,9 +16,12 @@ from accelerate import Accelerator
 from peft import LoraConfig, PeftModel, TaskType, get_peft_model
 from peft.tuners.tuners_utils import BaseTunerLayer
 from peft.utils import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
+from peft.utils.constants import DUMMY_TARGET_MODULES
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 from transformers import get_scheduler
+
+from modules import AttentionModule
 
 from .data import TaskData
 from .models import LoadedModel, tokenize
@@ -68,7 +71,8 @@ class TrainResult:
     model: PeftModel
     loaded: LoadedModel  # the base model's tokenizer, id, revision and family
     config: TrainConfig
-    losses: list[float]
+    losses: list[float]  # task loss of every step
+    penalties: list[float]  # the module's penalty of every step; empty when it has none
     seconds: float
     target_modules: list[str]
     base_parameters: int  # of the model as loaded, classification head included, before LoRA
@@ -87,16 +91,32 @@ def lora_target_modules(family: str) -> list[str]:
     return list(targets)
 
 
-def add_lora(loaded: LoadedModel, config: TrainConfig, module_parameters: tuple[str, ...] = ()) -> PeftModel:
+def adapted_module_names(model: PeftModel) -> list[str]:
+    """The target-module names LoRA adapts in a peft model; empty when it has no LoRA layer."""
+    targets = model.peft_config["default"].target_modules
+    if targets == DUMMY_TARGET_MODULES:
+        return []
+    return [targets] if isinstance(targets, str) else sorted(targets)
+
+
+def add_lora(
+    loaded: LoadedModel,
+    config: TrainConfig,
+    module: AttentionModule | None = None,
+    module_config: object | None = None,
+) -> PeftModel:
     """Wraps the model with LoRA adapters. peft keeps the classification head trainable (`SEQ_CLS`) and
-    trains and saves the submodules named in `module_parameters` (an attention module's own parameters)."""
+    trains and saves the installed attention module's own submodules (`modules_to_save`)."""
+    targets = lora_target_modules(loaded.family)
+    if module is not None and module.lora_targets is not None:
+        targets = module.lora_targets(loaded.family, module_config)
     lora_config = LoraConfig(
         task_type=TaskType.SEQ_CLS,
         r=config.lora_r,
         lora_alpha=config.lora_alpha,
         lora_dropout=config.lora_dropout,
-        target_modules=lora_target_modules(loaded.family),
-        modules_to_save=list(module_parameters) or None,
+        target_modules=targets,
+        modules_to_save=list(module.trainable_modules) if module and module.trainable_modules else None,
     )
     peft_model = get_peft_model(loaded.model, lora_config)
     # The adapter's config must name the Hub weights, not the folder they were read from on this machine.
@@ -108,7 +128,11 @@ def add_lora(loaded: LoadedModel, config: TrainConfig, module_parameters: tuple[
 
 
 def train(
-    loaded: LoadedModel, data: TaskData, config: TrainConfig, module_parameters: tuple[str, ...] = ()
+    loaded: LoadedModel,
+    data: TaskData,
+    config: TrainConfig,
+    module: AttentionModule | None = None,
+    module_config: object | None = None,
 ) -> TrainResult:
     """Fine-tunes `loaded.model` with LoRA on `data.train` for `config.steps` steps.
 
@@ -116,7 +140,9 @@ def train(
         loaded: the model and tokenizer from [`pipeline.models.load_model`].
         data: the task, from [`pipeline.data.load_task`].
         config: hyperparameters.
-        module_parameters: names of the submodules holding the installed attention module's parameters.
+        module: the attention module installed in `loaded.model`, if any: its parameters are trained too,
+            at their own learning rates, and its penalty is added to the loss.
+        module_config: that module's config.
 
     Returns:
         A [`TrainResult`] holding the peft model (in eval mode) and the loss of every step.
@@ -130,8 +156,15 @@ def train(
     torch.manual_seed(config.seed)
     accelerator = Accelerator(cpu=not torch.cuda.is_available(), mixed_precision="no")
     base_parameters = sum(p.numel() for p in loaded.model.parameters())
-    model = add_lora(loaded, config, module_parameters)
+    model = add_lora(loaded, config, module, module_config)
     trainable = [p for p in model.parameters() if p.requires_grad]
+    rates = module.learning_rates(module_config) if module and module.learning_rates else {}
+    groups: dict[float, list[torch.nn.Parameter]] = {}
+    for name, parameter in model.named_parameters():
+        if parameter.requires_grad:
+            lr = next((rate for fragment, rate in rates.items() if fragment in name), config.lr)
+            groups.setdefault(lr, []).append(parameter)
+    penalty = module.penalty if module else None
 
     text_columns = data.spec.text_columns
 
@@ -149,7 +182,9 @@ def train(
         collate_fn=collate,
         generator=torch.Generator().manual_seed(config.seed),
     )
-    optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=config.weight_decay)
+    optimizer = torch.optim.AdamW(
+        [{"params": params, "lr": lr} for lr, params in groups.items()], weight_decay=config.weight_decay
+    )
     scheduler = get_scheduler(
         config.lr_schedule,
         optimizer,
@@ -160,19 +195,25 @@ def train(
 
     model.train()
     losses: list[float] = []
+    penalties: list[float] = []
     started = time.perf_counter()
     progress = tqdm(total=config.steps, desc="train", unit="step", disable=not accelerator.is_main_process)
     while len(losses) < config.steps:
         for batch in loader:
-            loss = model(**batch).loss
+            task_loss = model(**batch).loss
+            loss = task_loss
+            if penalty is not None:
+                module_penalty = penalty(model, module_config, len(losses))
+                penalties.append(module_penalty.item())
+                loss = task_loss + module_penalty
             accelerator.backward(loss)
             accelerator.clip_grad_norm_(trainable, config.max_grad_norm)
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad()
-            losses.append(loss.item())
+            losses.append(task_loss.item())
             progress.update(1)
-            progress.set_postfix(loss=f"{loss.item():.4f}")
+            progress.set_postfix(loss=f"{task_loss.item():.4f}")
             if len(losses) == config.steps:
                 break
     progress.close()
@@ -185,8 +226,9 @@ def train(
         loaded=loaded,
         config=config,
         losses=losses,
+        penalties=penalties,
         seconds=seconds,
-        target_modules=lora_target_modules(loaded.family),
+        target_modules=adapted_module_names(model),
         base_parameters=base_parameters,
         trainable_parameters=sum(p.numel() for p in trainable),
         layers_changed=sum(isinstance(module, BaseTunerLayer) for module in model.modules()),

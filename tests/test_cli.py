@@ -45,7 +45,7 @@ def test_help_explains_every_option(capsys):
         (["--model", "robrta", "--module", "none"], "unknown model 'robrta'; valid models: minilm, bert"),
         (
             ["--model", "minilm", "--module", "adaptive_spam"],
-            "unknown module 'adaptive_spam'; valid modules: none",
+            "unknown module 'adaptive_spam'; valid modules: adaptive_span, adaptive_sparse, none",
         ),
         (
             ["--model", "minilm", "--module", "none", "--task", "sst3"],
@@ -96,7 +96,9 @@ def test_bad_data_exits_2_and_writes_nothing(capsys, tmp_path):
 def test_modules_command(capsys):
     assert main(["modules"]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[1].split() == ["none", "yes", "yes", "yes"]
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[1:]}
+    assert sorted(rows) == ["adaptive_span", "adaptive_sparse", "none", "span_expanded", "svd_lowrank"]
+    assert rows["none"] == ["yes", "yes", "yes"]
 
 
 def test_console_script_exit_code(tmp_path):
@@ -106,4 +108,7 @@ def test_console_script_exit_code(tmp_path):
         [str(publish), "--model", "minilm", "--module", "nope"], capture_output=True, text=True, cwd=tmp_path
     )
     assert completed.returncode == 2
-    assert completed.stderr == "error: unknown module 'nope'; valid modules: none\n"
+    assert completed.stderr == (
+        "error: unknown module 'nope'; valid modules: adaptive_span, adaptive_sparse, none, span_expanded, "
+        "svd_lowrank\n"
+    )

@@ -18,7 +18,13 @@ TEXTS = [
     "the story is bogus and its characters tissue-thin .",
 ]
 # The configuration under which each module must compute exactly what the model computed before.
-OPEN_CONFIGS: dict[str, dict] = {"none": {}}
+OPEN_CONFIGS: dict[str, dict] = {
+    "none": {},
+    "adaptive_span": {"max_span": 512},  # every span far beyond the longest row
+    "span_expanded": {},  # HyLoRA's B starts at zero; no memory for single sentences
+    "adaptive_sparse": {"top_k": 512},  # k beyond the longest row
+    "svd_lowrank": {"rank": 4096},  # capped at full rank
+}
 
 
 def _load(tiny_model_dir, family: str):
@@ -31,7 +37,8 @@ def _load(tiny_model_dir, family: str):
 
 
 def test_registry_lists_modules():
-    assert "none" in module_names()
+    assert module_names() == ["adaptive_span", "adaptive_sparse", "none", "span_expanded", "svd_lowrank"]
+    assert sorted(OPEN_CONFIGS) == module_names()
     for name in module_names():
         module = get_module(name)
         assert module.name == name
