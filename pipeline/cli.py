@@ -306,7 +306,7 @@ def _print_modules() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The `attncard` console script: `attncard publish …`, `attncard modules`."""
+    """The `attncard` console script: `attncard publish …`, `attncard modules`, `attncard bench attention`."""
     parser = OneLineParser(
         prog="attncard", description="Verified model cards for efficient-attention modules."
     )
@@ -314,9 +314,18 @@ def main(argv: list[str] | None = None) -> int:
     publish_parser = commands.add_parser("publish", help="train, evaluate, verify and write a run folder")
     add_publish_arguments(publish_parser)
     commands.add_parser("modules", help="list the attention modules and what they support")
+    bench = commands.add_parser(
+        "bench", help="benchmarks: `attncard bench attention [--json FILE]` (see its --help)", add_help=False
+    )
+    bench.add_argument("benchmark", choices=["attention"])
+    bench.add_argument("options", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     if args.command == "modules":
         return _run(_print_modules)
+    if args.command == "bench":
+        from modules.kernels import bench as attention_bench
+
+        return attention_bench.main(args.options)
     return _run(lambda: run_publish(options_from_args(args)))
 
 
