@@ -46,7 +46,8 @@ class AttentionModule:
         learning_rates: `config -> {parameter-name fragment: learning rate}` for parameters that need their
             own rate (adaptive_span's span logits).
         penalty: `(model, config, step) -> scalar tensor` added to the training loss (adaptive_span's L1).
-        stats: `(model) -> dict` of JSON-ready figures about the trained module, for results.json.
+        stats: `(model, lengths) -> dict` of JSON-ready figures about the trained module, for results.json;
+            `lengths` are the token counts of the evaluated rows.
         lora_targets: `(family, config) -> target_modules` for LoRA when the module changes which
             projections LoRA can adapt (svd_lowrank factorises them); None keeps the family's default.
     """
@@ -62,7 +63,7 @@ class AttentionModule:
     trainable_modules: tuple[str, ...] = field(default=())
     learning_rates: Callable[[object], dict[str, float]] | None = None
     penalty: Callable[[nn.Module, object, int], torch.Tensor] | None = None
-    stats: Callable[[nn.Module], dict] | None = None
+    stats: Callable[[nn.Module, list[int]], dict] | None = None
     lora_targets: Callable[[str, object], list[str] | str] | None = None
 
     @property

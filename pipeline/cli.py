@@ -209,7 +209,7 @@ def run_publish(options: PublishOptions) -> Path:
     from .evaluate import evaluate
     from .models import load_model
     from .publish import collect_results, write_run_folder
-    from .results import ModuleRecord, utc_now
+    from .results import ModuleRecord, sha256_file, utc_now
     from .train import train
     from .verify import verify
 
@@ -243,7 +243,15 @@ def run_publish(options: PublishOptions) -> Path:
         command=options.command(data_dir or None),
         started_at=started_at,
         data=data,
-        module=ModuleRecord(name=module.name, config=_config_dict(module_config)),
+        module=ModuleRecord(
+            name=module.name,
+            config=_config_dict(module_config),
+            config_help={name: help_text for name, _, help_text in module.config_fields()},
+            citation=module.citation,
+            source={path.name: sha256_file(path) for path in module.source_files},
+            stats=evaluation.module_stats,
+            trace=evaluation.trace,
+        ),
         evaluation=evaluation,
         verification=verification,
     )

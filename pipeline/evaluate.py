@@ -28,6 +28,8 @@ from sklearn.metrics import (
 )
 from tqdm.auto import tqdm
 
+from modules.trace import TraceStep, record_trace
+
 from .data import TaskData
 from .models import tokenize
 from .train import TrainResult
@@ -95,6 +97,8 @@ class EvalResult:
     parameters: Parameters
     labels: list[int]  # gold labels of the evaluated split, in order
     predictions: list[int]
+    module_stats: dict  # what the trained module reports about itself (learned spans, ranks, …)
+    trace: list[TraceStep]  # one real forward pass through attention layer 0
 
 
 class PeakMemory:
@@ -188,12 +192,13 @@ def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> Eval
     validation = data.validation
     model.eval()
 
-    logits_batches, tokens = [], 0
+    logits_batches, tokens, lengths = [], 0, []
     with PeakMemory(device) as memory, torch.inference_mode():
         started = time.perf_counter()
         for start in tqdm(range(0, len(validation), batch_size), desc="evaluate", unit="batch"):
             rows = validation[start : start + batch_size]
             batch = tokenize(tokenizer, rows, spec.text_columns, trained.config.max_length).to(device)
+            lengths += batch["attention_mask"].sum(dim=1).tolist()
             tokens += int(batch["attention_mask"].sum())
             logits_batches.append(model(**batch).logits.float().cpu())
         if device.type == "cuda":
@@ -247,6 +252,9 @@ def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> Eval
         layers_changed=trained.layers_changed,
         compression_factor=trained.base_parameters / after,
     )
+    module = trained.module
+    # The trace runs on the first two rows: a real batch, with padding when their lengths differ.
+    first_rows = tokenize(tokenizer, validation[:2], spec.text_columns, trained.config.max_length).to(device)
     return EvalResult(
         trained=trained,
         metrics=metrics,
@@ -254,4 +262,6 @@ def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> Eval
         parameters=parameters,
         labels=y_true.tolist(),
         predictions=y_pred.tolist(),
+        module_stats=module.stats(model, lengths) if module is not None and module.stats else {},
+        trace=record_trace(model, dict(first_rows)) if module is not None else [],
     )

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .data import TaskData
 from .evaluate import EvalResult
-from .render import render_card
+from .render import render_card, write_plots
 from .results import (
     SCHEMA_VERSION,
     DatasetRecord,
@@ -123,8 +123,9 @@ def write_run_folder(evaluation: EvalResult, results: Results, run_dir: str | os
         # peft writes a boilerplate README.md of its own; ours replaces it.
         (partial / CARD_FILE).unlink(missing_ok=True)
 
+        plots = write_plots(results, partial)
         results.manifest = build_manifest(partial)
-        (partial / CARD_FILE).write_text(render_card(results), encoding="utf-8")
+        (partial / CARD_FILE).write_text(render_card(results, plots), encoding="utf-8")
         results.manifest = build_manifest(partial)
         results.save(partial)
 

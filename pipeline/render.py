@@ -8,11 +8,14 @@ with huggingface_hub's `ModelCardData` and `EvalResult`, so the Hub parses it as
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from pathlib import Path
 
 import jinja2
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+from modules import get_module
 
 from .data import GLUE_CITATION, TASKS
 from .results import Results
@@ -46,6 +49,10 @@ def _sci(value: float) -> str:
     return f"{value:.3e}"
 
 
+def _tensor(spec) -> str:
+    return f"{spec.dtype}[{', '.join(map(str, spec.shape))}]"
+
+
 def _capitalize_first(text: str) -> str:
     return text[:1].upper() + text[1:]
 
@@ -58,7 +65,9 @@ def template_environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,  # Markdown, not HTML
     )
-    environment.filters.update(pct=_pct, num=_num, sci=_sci, capitalize_first=_capitalize_first)
+    environment.filters.update(
+        pct=_pct, num=_num, sci=_sci, capitalize_first=_capitalize_first, tensor=_tensor
+    )
     return environment
 
 
@@ -115,7 +124,58 @@ def status_line(results: Results) -> str:
     }[v.status.value]
 
 
-def render_card(results: Results) -> str:
+def _stat_value(value) -> str:
+    return _num(value, 4) if isinstance(value, float) else str(value)
+
+
+def _is_matrix(value) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) > 0
+        and all(
+            isinstance(row, list) and row and all(isinstance(x, int | float) for x in row) for row in value
+        )
+    )
+
+
+def split_module_stats(stats: dict) -> tuple[list, list, list]:
+    """Sorts a module's statistics for the card: scalars for a table, layer × head matrices for their own
+    tables, anything else as JSON."""
+    scalars, matrices, other = [], [], []
+    for name, value in stats.items():
+        if isinstance(value, bool | int | float | str):
+            scalars.append((name, _stat_value(value)))
+        elif _is_matrix(value):
+            matrices.append((name, [[_stat_value(x) for x in row] for row in value]))
+        else:
+            other.append((name, json.dumps(value, indent=1, allow_nan=False)))
+    return scalars, matrices, other
+
+
+def write_plots(results: Results, run_dir: Path) -> list[dict[str, str]]:
+    """Draws the run's figures as PNG files in the run folder; returns `{"file", "title"}` for each."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    from matplotlib import pyplot
+
+    plots = []
+    spans = results.module.stats.get("spans")
+    if _is_matrix(spans):
+        figure, axis = pyplot.subplots(figsize=(1.0 + 0.5 * len(spans[0]), 1.0 + 0.45 * len(spans)))
+        image = axis.imshow(spans, cmap="viridis", aspect="auto")
+        axis.set_xlabel("head")
+        axis.set_ylabel("layer")
+        axis.set_title(f"learned span z (tokens), mean {results.module.stats['mean_span']:.2f}")
+        figure.colorbar(image, ax=axis)
+        figure.tight_layout()
+        figure.savefig(run_dir / "spans.png", dpi=100)
+        pyplot.close(figure)
+        plots.append({"file": "spans.png", "title": "Learned span per layer and head"})
+    return plots
+
+
+def render_card(results: Results, plots: list[dict[str, str]] | None = None) -> str:
     """Renders the model card (README.md) of a run.
 
     Args:
@@ -140,20 +200,25 @@ def render_card(results: Results) -> str:
         (f.name, getattr(config, f.name), f.metadata["help"]) for f in dataclasses.fields(TrainConfig)
     ]
     tail = results.training.losses[-LOSS_TAIL_STEPS:]
-    text = (
-        template_environment()
-        .get_template(CARD_TEMPLATE)
-        .render(
-            r=results,
-            front_matter=card_data(results).to_yaml(),
-            status_line=status_line(results),
-            task_title=TASK_TITLES.get(results.dataset.task, results.dataset.task),
-            task_citation=TASKS[results.dataset.task].citation,
-            glue_citation=GLUE_CITATION,
-            hyperparameters=hyperparameters,
-            tail_steps=len(tail),
-            final_loss=sum(tail) / len(tail),
-        )
+    module = get_module(results.module.name)
+    stat_scalars, stat_matrices, stat_other = split_module_stats(results.module.stats)
+    template = template_environment().get_template(CARD_TEMPLATE)
+    text = template.render(
+        r=results,
+        front_matter=card_data(results).to_yaml(),
+        status_line=status_line(results),
+        task_title=TASK_TITLES.get(results.dataset.task, results.dataset.task),
+        task_citation=TASKS[results.dataset.task].citation,
+        glue_citation=GLUE_CITATION,
+        hyperparameters=hyperparameters,
+        tail_steps=len(tail),
+        final_loss=sum(tail) / len(tail),
+        module_spec=module.spec.strip(),
+        module_source=(module.folder / "attention.py").read_text(encoding="utf-8").rstrip(),
+        module_plots=plots or [],
+        stat_scalars=stat_scalars,
+        stat_matrices=stat_matrices,
+        stat_other=stat_other,
     )
     ModelCard(text)  # parses the front matter as the Hub will; raises on invalid YAML
     return text

@@ -20,6 +20,8 @@ from enum import Enum
 from importlib import metadata
 from pathlib import Path
 
+from modules.trace import TraceStep
+
 from .errors import ResultsError
 from .evaluate import ClassScores, Efficiency, Metrics, Parameters
 from .train import TrainConfig
@@ -59,6 +61,11 @@ class ModelRecord:
 class ModuleRecord:
     name: str
     config: dict[str, typing.Any] = field(default_factory=dict)
+    config_help: dict[str, str] = field(default_factory=dict)  # field -> its help text, for the card
+    citation: str = ""
+    source: dict[str, str] = field(default_factory=dict)  # the module's source files -> sha256
+    stats: dict[str, typing.Any] = field(default_factory=dict)  # learned spans, ranks, … of the run
+    trace: list[TraceStep] = field(default_factory=list)  # attention layer 0 in one real forward pass
 
 
 @dataclass

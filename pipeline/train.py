@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 from transformers import get_scheduler
 
 from modules import AttentionModule
+from modules.base import attention_layers
 
 from .data import TaskData
 from .models import LoadedModel, tokenize
@@ -77,8 +78,10 @@ class TrainResult:
     target_modules: list[str]
     base_parameters: int  # of the model as loaded, classification head included, before LoRA
     trainable_parameters: int
-    layers_changed: int
+    layers_changed: int  # layers LoRA adapts plus attention layers the module changes
     device: str
+    module: AttentionModule | None = None  # the attention module installed, and its config
+    module_config: object | None = None
 
 
 def lora_target_modules(family: str) -> list[str]:
@@ -231,6 +234,9 @@ def train(
         target_modules=adapted_module_names(model),
         base_parameters=base_parameters,
         trainable_parameters=sum(p.numel() for p in trainable),
-        layers_changed=sum(isinstance(module, BaseTunerLayer) for module in model.modules()),
+        layers_changed=sum(isinstance(layer, BaseTunerLayer) for layer in model.modules())
+        + (len(attention_layers(model.get_base_model())) if module and module.name != "none" else 0),
         device=str(accelerator.device),
+        module=module,
+        module_config=module_config,
     )

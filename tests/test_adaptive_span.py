@@ -128,7 +128,7 @@ def test_last_real_token_of_a_decoder_row_sees_every_earlier_real_token():
 
 def test_module_stats(tiny_model_dir):
     loaded, _ = _tiny(tiny_model_dir, "bert", max_span=8, ramp=2, init_logit=0.0)  # z = 4, window 5
-    stats = module_stats(loaded.model, lengths=[10, 20], causal=False)
+    stats = module_stats(loaded.model, lengths=[10, 20])
     assert len(stats["spans"]) == 2 and len(stats["spans"][0]) == 4
     assert stats["mean_span"] == pytest.approx(4.0)
     assert stats["windows"][0] == [5, 5, 5, 5]

@@ -71,8 +71,10 @@ def skipped_pair_share(model: nn.Module, lengths: list[int], causal: bool) -> fl
     return 1.0 - computed / full
 
 
-def module_stats(model: nn.Module, lengths: list[int] | None = None, causal: bool = False) -> dict:
+def module_stats(model: nn.Module, lengths: list[int] | None = None) -> dict:
     """The learned spans per layer and head, their mean, and (given evaluation lengths) the pairs skipped."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    causal = bool(getattr(attention_layers(base)[0].module, "is_causal", False))
     spans = [[round(float(z), 4) for z in module.spans().detach()] for module in span_modules(model)]
     stats = {
         "spans": spans,

@@ -22,7 +22,7 @@ MODULE = AttentionModule(
         "(the low-rank branch)"
     ),
     trainable_modules=("span_expanded",),
-    stats=module_stats,
+    stats=lambda model, lengths: module_stats(model),
 )
 
 __all__ = ["MODULE", "SpanExpandedConfig", "apply", "module_stats", "segment_memory"]

@@ -20,7 +20,7 @@ MODULE = AttentionModule(
         "for Efficient Evaluation, NeurIPS 2014"
     ),
     trainable_modules=("svd_down", "svd_up"),
-    stats=module_stats,
+    stats=lambda model, lengths: module_stats(model),
     lora_targets=lora_target_modules,
 )
 
