@@ -118,6 +118,13 @@ def add_publish_arguments(parser: argparse.ArgumentParser) -> None:
         help="Hub repository ORG/NAME; its NAME names the run folder (default name: <model>-<module>-<task>)",
     )
     group.add_argument(
+        "--cards",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also copy the card, results.json and plots to DIR/<repo-name>/ for review (e.g. cards)",
+    )
+    group.add_argument(
         "--push", action="store_true", help="push the run folder to the Hub (not available yet)"
     )
 
@@ -132,6 +139,7 @@ class PublishOptions:
     output: Path
     repo_id: str | None
     push: bool
+    cards: Path | None = None
 
     @property
     def repo_name(self) -> str:
@@ -198,6 +206,7 @@ def options_from_args(args: argparse.Namespace) -> PublishOptions:
         output=args.output,
         repo_id=args.repo_id,
         push=args.push,
+        cards=args.cards,
     )
 
 
@@ -208,7 +217,7 @@ def run_publish(options: PublishOptions) -> Path:
     from .data import load_task
     from .evaluate import evaluate
     from .models import load_model
-    from .publish import collect_results, write_run_folder
+    from .publish import collect_results, copy_to_cards, write_run_folder
     from .results import ModuleRecord, sha256_file, utc_now
     from .train import train
     from .verify import verify
@@ -256,6 +265,8 @@ def run_publish(options: PublishOptions) -> Path:
         verification=verification,
     )
     run_dir = write_run_folder(evaluation, results, options.run_dir)
+    if options.cards is not None:
+        copy_to_cards(run_dir, options.cards)
     print(
         f"{verification.status.value}: accuracy {verification.accuracy:.4f} on {verification.n} rows, "
         f"threshold {verification.threshold:.4f}; wrote {run_dir}/",

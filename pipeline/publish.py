@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .data import TaskData
 from .evaluate import EvalResult
-from .render import render_card, write_plots
+from .render import render_card, write_eval_results, write_plots
 from .results import (
     SCHEMA_VERSION,
     DatasetRecord,
@@ -82,6 +82,7 @@ def collect_results(
             seconds=trained.seconds,
             device=trained.device,
             penalties=trained.penalties,
+            mixed_precision=trained.mixed_precision,
         ),
         metrics=evaluation.metrics,
         efficiency=evaluation.efficiency,
@@ -123,6 +124,7 @@ def write_run_folder(evaluation: EvalResult, results: Results, run_dir: str | os
         # peft writes a boilerplate README.md of its own; ours replaces it.
         (partial / CARD_FILE).unlink(missing_ok=True)
 
+        write_eval_results(results, partial)
         plots = write_plots(results, partial)
         results.manifest = build_manifest(partial)
         (partial / CARD_FILE).write_text(render_card(results, plots), encoding="utf-8")
@@ -139,3 +141,17 @@ def write_run_folder(evaluation: EvalResult, results: Results, run_dir: str | os
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     return run_dir
+
+
+def copy_to_cards(run_dir: Path, cards_dir: Path) -> Path:
+    """Copies a run's card, results.json, plots and `.eval_results` to `cards_dir/<repo-name>/`, so the card
+    can be reviewed in a pull request; the weights stay out of git."""
+    destination = Path(cards_dir) / Path(run_dir).name
+    shutil.rmtree(destination, ignore_errors=True)
+    destination.mkdir(parents=True)
+    for path in sorted(Path(run_dir).rglob("*")):
+        relative = path.relative_to(run_dir)
+        if path.is_file() and (path.suffix in (".md", ".png", ".yaml") or relative.name == "results.json"):
+            (destination / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, destination / relative)
+    return destination

@@ -13,7 +13,8 @@ import math
 from pathlib import Path
 
 import jinja2
-from huggingface_hub import EvalResult, ModelCard, ModelCardData
+import yaml
+from huggingface_hub import EvalResult, EvalResultEntry, ModelCard, ModelCardData, eval_result_entries_to_yaml
 
 from modules import get_module
 
@@ -173,6 +174,31 @@ def write_plots(results: Results, run_dir: Path) -> list[dict[str, str]]:
         pyplot.close(figure)
         plots.append({"file": "spans.png", "title": "Learned span per layer and head"})
     return plots
+
+
+EVAL_RESULTS_DIR = ".eval_results"
+
+
+def write_eval_results(results: Results, run_dir: Path) -> Path:
+    """Writes `.eval_results/<task>.yaml` in huggingface_hub's `EvalResultEntry` format (the Hub shows it
+    on the model page and the benchmark's leaderboard)."""
+    hub_revision = results.dataset.dataset_id == "nyu-mll/glue"  # a local TSV has a file hash, not a commit
+    entry = EvalResultEntry(
+        dataset_id="nyu-mll/glue",
+        task_id=results.dataset.task,
+        value=results.metrics.accuracy,
+        dataset_revision=results.dataset.revision if hub_revision else None,
+        date=results.finished_at,
+        notes=(
+            f"accuracy on all {results.verification.n} rows of the {results.dataset.split} split; "
+            f"attncard status {results.verification.status.value}; attention module {results.module.name}"
+        ),
+    )
+    folder = run_dir / EVAL_RESULTS_DIR
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{results.dataset.task}.yaml"
+    path.write_text(yaml.safe_dump(eval_result_entries_to_yaml([entry]), sort_keys=False), encoding="utf-8")
+    return path
 
 
 def render_card(results: Results, plots: list[dict[str, str]] | None = None) -> str:

@@ -89,6 +89,7 @@ class TrainingRecord:
     seconds: float
     device: str
     penalties: list[float] = field(default_factory=list)  # the module's penalty of every step, if any
+    mixed_precision: str = "no"
 
 
 @dataclass

@@ -80,6 +80,7 @@ class TrainResult:
     trainable_parameters: int
     layers_changed: int  # layers LoRA adapts plus attention layers the module changes
     device: str
+    mixed_precision: str  # "no", "bf16" or "fp16"
     module: AttentionModule | None = None  # the attention module installed, and its config
     module_config: object | None = None
 
@@ -157,7 +158,10 @@ def train(
         10
     """
     torch.manual_seed(config.seed)
-    accelerator = Accelerator(cpu=not torch.cuda.is_available(), mixed_precision="no")
+    # bf16 autocast on GPUs that have it; fp32 on the CPU, where the loop must be bit-for-bit repeatable.
+    on_gpu = torch.cuda.is_available()
+    mixed_precision = "bf16" if on_gpu and torch.cuda.is_bf16_supported() else ("fp16" if on_gpu else "no")
+    accelerator = Accelerator(cpu=not on_gpu, mixed_precision=mixed_precision)
     base_parameters = sum(p.numel() for p in loaded.model.parameters())
     model = add_lora(loaded, config, module, module_config)
     trainable = [p for p in model.parameters() if p.requires_grad]
@@ -237,6 +241,7 @@ def train(
         layers_changed=sum(isinstance(layer, BaseTunerLayer) for layer in model.modules())
         + (len(attention_layers(model.get_base_model())) if module and module.name != "none" else 0),
         device=str(accelerator.device),
+        mixed_precision=mixed_precision,
         module=module,
         module_config=module_config,
     )

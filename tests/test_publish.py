@@ -16,6 +16,7 @@ from pipeline import publish as publish_stage
 from pipeline.cli import publish_main
 from pipeline.data import load_task
 from pipeline.models import minilm_folder, tokenize
+from pipeline.publish import copy_to_cards
 from pipeline.results import Results, build_manifest, check_manifest
 from pipeline.verify import Status
 
@@ -71,10 +72,14 @@ def _predict(model, tokenizer, data, max_length):
 
 def test_run_folder_holds_exactly_what_is_pushed(tiny_run):
     run_dir, _ = tiny_run
-    assert {p.name for p in run_dir.iterdir()} == RUN_FILES
+    files = {p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*") if p.is_file()}
+    assert files == RUN_FILES | {".eval_results/sst2.yaml"}
     assert not list(run_dir.parent.glob(".*partial*"))
     results = Results.load(run_dir)
-    assert set(results.manifest) == RUN_FILES - {"results.json"}
+    assert set(results.manifest) == files - {"results.json"}
+    entries = yaml.safe_load((run_dir / ".eval_results" / "sst2.yaml").read_text())
+    assert entries[0]["dataset"] == {"id": "nyu-mll/glue", "task_id": "sst2"}  # a local TSV: no Hub commit
+    assert entries[0]["value"] == results.metrics.accuracy
     assert check_manifest(run_dir, results.manifest) == []
 
 
@@ -138,6 +143,14 @@ def test_config_is_a_transformers_config(tiny_run):
     assert config.id2label == {0: "negative", 1: "positive"}
 
 
+def test_cards_copy_leaves_the_weights_out(tiny_run, tmp_path):
+    run_dir, _ = tiny_run
+    destination = copy_to_cards(run_dir, tmp_path / "cards")
+    copied = {p.relative_to(destination).as_posix() for p in destination.rglob("*") if p.is_file()}
+    assert copied == {"README.md", "results.json", ".eval_results/sst2.yaml"}
+    assert (destination / "README.md").read_bytes() == (run_dir / "README.md").read_bytes()
+
+
 def test_same_seed_same_run(tiny_run, tmp_path):
     """On the CPU a seed fixes everything: losses and predictions repeat exactly."""
     run_dir, argv = tiny_run
@@ -177,6 +190,7 @@ def test_manifest_finds_tampering(tiny_run, tmp_path):
     copy = tmp_path / "copy"
     copy.mkdir()
     for name in manifest:
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
         (copy / name).write_bytes((run_dir / name).read_bytes())
     (copy / "config.json").write_text("{}")
     (copy / "tokenizer.json").unlink()
