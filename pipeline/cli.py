@@ -333,6 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     publish_parser = commands.add_parser("publish", help="train, evaluate, verify and write a run folder")
     add_publish_arguments(publish_parser)
     commands.add_parser("modules", help="list the attention modules and what they support")
+    lint = commands.add_parser("lint", help="check a run folder's card, files and manifest", add_help=False)
+    lint.add_argument("options", nargs=argparse.REMAINDER)
     bench = commands.add_parser(
         "bench", help="benchmarks: `attncard bench attention [--json FILE]` (see its --help)", add_help=False
     )
@@ -341,6 +343,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "modules":
         return _run(_print_modules)
+    if args.command == "lint":
+        from .lint import main as lint_main
+
+        return lint_main(args.options)
     if args.command == "bench":
         from modules.kernels import bench as attention_bench
 

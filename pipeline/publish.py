@@ -19,7 +19,9 @@ import shutil
 from pathlib import Path
 
 from .data import TaskData
+from .errors import AttncardError
 from .evaluate import EvalResult
+from .lint import lint_run_folder
 from .render import render_card, write_eval_results, write_plots
 from .results import (
     SCHEMA_VERSION,
@@ -35,6 +37,13 @@ from .results import (
 from .verify import Verification
 
 CARD_FILE = "README.md"
+
+
+class CardLintError(AttncardError):
+    """The rendered card has a finding of `attncard lint`: it is not written, let alone pushed."""
+
+
+FINAL_LOSS_STEPS = 20  # the final training loss reported is the mean over this many last steps
 
 
 def collect_results(
@@ -79,6 +88,8 @@ def collect_results(
             hyperparameters=trained.config,
             lora_target_modules=trained.target_modules,
             losses=trained.losses,
+            final_loss=sum(trained.losses[-FINAL_LOSS_STEPS:]) / len(trained.losses[-FINAL_LOSS_STEPS:]),
+            final_loss_steps=len(trained.losses[-FINAL_LOSS_STEPS:]),
             seconds=trained.seconds,
             device=trained.device,
             penalties=trained.penalties,
@@ -130,6 +141,12 @@ def write_run_folder(evaluation: EvalResult, results: Results, run_dir: str | os
         (partial / CARD_FILE).write_text(render_card(results, plots), encoding="utf-8")
         results.manifest = build_manifest(partial)
         results.save(partial)
+        findings = lint_run_folder(partial)
+        if findings:
+            raise CardLintError(
+                f"the card failed lint with {len(findings)} finding(s), first: {findings[0]}; nothing was "
+                "written — fix the template or the module's texts, then run publish again"
+            )
 
         if run_dir.exists():
             replaced = run_dir.parent / f".{run_dir.name}.replaced-{os.getpid()}"

@@ -24,8 +24,6 @@ from .train import TrainConfig
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 CARD_TEMPLATE = "model_card.md.j2"
-# The final training loss shown in the card is the mean over this many last steps: one step's loss is noise.
-LOSS_TAIL_STEPS = 20
 
 TASK_TITLES = {
     "sst2": "GLUE SST-2",
@@ -225,7 +223,6 @@ def render_card(results: Results, plots: list[dict[str, str]] | None = None) -> 
     hyperparameters = [
         (f.name, getattr(config, f.name), f.metadata["help"]) for f in dataclasses.fields(TrainConfig)
     ]
-    tail = results.training.losses[-LOSS_TAIL_STEPS:]
     module = get_module(results.module.name)
     stat_scalars, stat_matrices, stat_other = split_module_stats(results.module.stats)
     template = template_environment().get_template(CARD_TEMPLATE)
@@ -237,8 +234,6 @@ def render_card(results: Results, plots: list[dict[str, str]] | None = None) -> 
         task_citation=TASKS[results.dataset.task].citation,
         glue_citation=GLUE_CITATION,
         hyperparameters=hyperparameters,
-        tail_steps=len(tail),
-        final_loss=sum(tail) / len(tail),
         module_spec=module.spec.strip(),
         module_source=(module.folder / "attention.py").read_text(encoding="utf-8").rstrip(),
         module_plots=plots or [],

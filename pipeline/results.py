@@ -86,6 +86,8 @@ class TrainingRecord:
     hyperparameters: TrainConfig
     lora_target_modules: list[str]
     losses: list[float]  # training loss of every step
+    final_loss: float  # mean task loss of the last `final_loss_steps` steps: one step's loss is noise
+    final_loss_steps: int
     seconds: float
     device: str
     penalties: list[float] = field(default_factory=list)  # the module's penalty of every step, if any

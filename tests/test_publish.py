@@ -12,9 +12,11 @@ from huggingface_hub import ModelCard
 from peft import PeftModel
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
+from modules import module_names
 from pipeline import publish as publish_stage
 from pipeline.cli import publish_main
 from pipeline.data import load_task
+from pipeline.lint import lint_run_folder
 from pipeline.models import minilm_folder, tokenize
 from pipeline.publish import copy_to_cards
 from pipeline.results import Results, build_manifest, check_manifest
@@ -249,3 +251,58 @@ def test_minilm_on_real_sst2_reloads_with_peft(glue, tmp_path):
 
     digest = hashlib.sha256(np.asarray(predictions, dtype="<i8").tobytes()).hexdigest()
     assert digest == results.metrics.predictions_sha256
+
+
+@pytest.mark.parametrize("module_name", module_names())
+def test_every_module_publishes_a_lint_clean_run(tiny_model_dir, small_glue, tmp_path, module_name):
+    family = "llama" if module_name == "span_expanded" else "bert"  # one decoder with grouped-query heads
+    argv = [
+        "--model",
+        str(tiny_model_dir(family)),
+        "--module",
+        module_name,
+        "--steps",
+        "3",
+        "--batch-size",
+        "4",
+        "--data-dir",
+        str(small_glue),
+        "--output",
+        str(tmp_path / "runs"),
+    ]
+    assert publish_main(argv) == 0
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert lint_run_folder(run_dir) == []
+    results = Results.load(run_dir)
+    assert results.module.name == module_name
+    assert results.module.trace and results.module.trace[-1].stage == "output projection"
+    assert set(results.module.source) >= {"attention.py", "config.py", "model.py", "__init__.py"}
+    if module_name != "none":
+        assert results.module.stats
+        assert set(results.module.config) == set(results.module.config_help)
+    if module_name == "adaptive_span":
+        assert (run_dir / "spans.png").is_file()
+        assert len(results.training.penalties) == 3
+        assert results.module.stats["mean_span"] > 0
+
+
+def test_a_card_with_a_lint_finding_is_not_written(tiny_model_dir, small_glue, tmp_path, monkeypatch, capsys):
+    real_render = publish_stage.render_card
+    monkeypatch.setattr(
+        publish_stage, "render_card", lambda results, plots: real_render(results, plots) + "TODO\n"
+    )
+    argv = [
+        "--model",
+        str(tiny_model_dir("gpt2")),
+        "--module",
+        "none",
+        "--steps",
+        "1",
+        "--data-dir",
+        str(small_glue),
+        "--output",
+        str(tmp_path / "runs"),
+    ]
+    assert publish_main(argv) == 2
+    assert "the card failed lint with 1 finding(s), first: README.md:" in capsys.readouterr().err
+    assert list((tmp_path / "runs").iterdir()) == []

@@ -24,7 +24,7 @@ class SvdLowRankConfig:
         metadata={
             "help": "Alternative to rank: per matrix, the smallest r whose singular values keep at least "
             "this share (0 < energy ≤ 1) of the sum of squared singular values (the squared Frobenius "
-            "norm). None: use rank."
+            "norm). Unset: use rank."
         },
     )
     projections: tuple[str, ...] = field(

@@ -1,0 +1,703 @@
+"""`attncard lint DIR`: checks a run folder before it is pushed, and says what is wrong with it, line by line.
+
+A run folder (see `pipeline.publish`) must hold a card that shows only figures recorded in results.json,
+files that every loader reads, and nothing that changed after results.json took their sha256. The checks:
+
+1. **Placeholders** in README.md (front matter and body), as whole words:
+    - the value words `None`, `nan`, `NaN`, `inf`, `Infinity`, case-sensitive: they are how Python, numpy
+      and JSON print a missing or broken figure, while the lowercase `none` is a real name (the attention
+      module `none`). They are allowed inside fenced code blocks tagged as Python (```python, ```py,
+      ```python3, ```pycon, ```ipython), where `if x is None` is code, not a missing figure; nowhere else,
+      not in inline code and not in a ```bash block, where `--model None` would be a broken command.
+    - the marker words `TODO`, `TBD`, `FIXME`, `N/A`, `Pending`, `placeholder`, `lorem`, `coming soon`,
+      case-insensitive, and `XXX`, uppercase only; these are flagged everywhere, code blocks included.
+    - unrendered Jinja, `{{` or `{%`, everywhere.
+2. **Files that do not parse**: the card's front matter (`yaml.safe_load` must give a mapping,
+   huggingface_hub's `ModelCard` and `metadata_load` must read it, and it must have a `model-index`);
+   `config.json` (strict JSON, then `transformers.AutoConfig.from_pretrained`); `adapter_config.json` (a
+   strict JSON object); results.json (strict JSON, then `Results.load`); every `.eval_results/*.yaml` or
+   `*.yml` (YAML holding a list or a mapping). Strict JSON rejects `NaN` and `Infinity`.
+3. **Table figures not traceable to results.json**. Every Markdown table of the card body (a `|` row
+   followed by a `|---|` delimiter row; tables inside code blocks are not tables) is read row by row.
+   Skipped: the first cell of a row (its label: "Wilson 95% interval" names a figure, it is not one) and
+   every cell under a descriptive header (`DESCRIPTIVE_HEADERS`). In the other cells, code spans and values
+   recorded as strings in results.json (package versions, device names) are removed first; the rest is split
+   into words at spaces and at `( ) [ ] / – — = ×`, and punctuation around a word is dropped. A word with a
+   digit is then:
+    - a figure if it is a number (`20`, `43,456`, `-0.5`, `0.7065`, `79.13%`, `5.627e-01`, `1e-05`); it must
+      equal one rendering of a numeric leaf of results.json (see `renderings`);
+    - an identifier if it holds a letter or `_` (`gpt2`, `qwen3`, `sst2`, `fp32`, `v2`, `SST-2`, `H200`), and
+      is skipped;
+    - otherwise unreadable (`5.25.0` where no package has that version) and reported.
+   The numeric leaves are every int and float of results.json (booleans excluded) and the length of every
+   list. The model-index metric values in the front matter must also equal `metrics.accuracy` and
+   `metrics.f1_macro` exactly.
+4. **Missing files**: the target of every Markdown link or image `[..](path)`, `![..](path)`, reference
+   definition `[id]: path` and HTML `<img src="path">` in the card body must exist in the run folder (URLs
+   with a scheme, `#anchors` and site-absolute `/paths` are not files of the folder; links inside code are
+   not links).
+5. **Manifest**: `check_manifest(run_dir, results.manifest)`: files missing, changed, or not listed.
+
+Example:
+    >>> for finding in lint_run_folder("runs/minilm-none-sst2"):
+    ...     print(finding)
+    README.md:42: placeholder 'TBD'
+    adapter_model.safetensors: sha256 differs from results.json's manifest
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import re
+import sys
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from huggingface_hub import ModelCard
+from huggingface_hub.repocard import REGEX_YAML_BLOCK, metadata_load
+
+from .errors import AttncardError, ResultsError
+from .render import template_environment
+from .results import RESULTS_FILE, Results, check_manifest
+
+CARD_FILE = "README.md"
+CONFIG_FILE = "config.json"
+ADAPTER_CONFIG_FILE = "adapter_config.json"
+EVAL_RESULTS_DIR = ".eval_results"
+
+# Table columns that describe rather than measure: their cells may hold any number ("Dropout on 2 of the 4
+# layers"). Compared without case, `*` or backticks.
+DESCRIPTIVE_HEADERS = frozenset({"meaning", "description", "help", "file", "package", "field"})
+# Info strings of the fenced code blocks where Python's value words are code.
+PYTHON_FENCES = frozenset({"python", "py", "python3", "pycon", "ipython"})
+# The card's fixed-decimal formats (`num(d)`) that a figure may be written in.
+FIXED_DECIMALS = (1, 2, 4)  # the card's num() precisions
+
+_VALUE_WORDS = re.compile(r"(?<!\w)(None|nan|NaN|inf|Infinity)(?!\w)")
+_MARKER_WORDS = re.compile(
+    r"(?<![\w/])(TODO|TBD|FIXME|N/A|Pending|placeholder|lorem|coming\s+soon)(?![\w/])", re.IGNORECASE
+)
+_UPPERCASE_MARKERS = re.compile(r"(?<!\w)(XXX)(?!\w)")
+_JINJA = re.compile(r"\{\{|\{%")
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([^`\s]*)")
+_HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+_DELIMITER_ROW = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
+_CELL_SEPARATOR = re.compile(r"(?<!\\)\|")
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+_WORD_SEPARATORS = re.compile(r"[\s()\[\]{}/–—=×<>]+")
+_NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?%?")
+
+_LINK_TEXT = r"\[(?:[^\[\]]|\[[^\[\]]*\])*\]"
+_INLINE_LINK = re.compile(_LINK_TEXT + r"\(\s*(<[^>]*>|[^)\s]+)(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^)]*\)))?\s*\)")
+_REFERENCE_DEFINITION = re.compile(r"^ {0,3}\[[^\]]+\]:\s*(<[^>]*>|\S+)")
+_HTML_IMAGE = re.compile(r"<img\b[^>]*?\bsrc\s*=\s*[\"']([^\"']+)[\"']", re.IGNORECASE)
+_URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+# `check_manifest`'s problems, said in terms of the file that holds the manifest.
+_MANIFEST_MESSAGES = {
+    "missing": "missing, but listed in results.json's manifest",
+    "sha256 differs": "sha256 differs from results.json's manifest",
+    "not in the manifest": "not in results.json's manifest",
+}
+
+_JSON_STRING_OR_CONSTANT = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)')
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem of a run folder, at a file and, where it has one, a line.
+
+    Args:
+        path: the file, relative to the run folder, in POSIX form (`README.md`, `.eval_results/x.yaml`).
+        line: its 1-based line, or `None` when the problem is the file as a whole.
+        message: what is wrong, on one line.
+
+    Example:
+        >>> print(Finding("README.md", 12, "placeholder 'TBD'"))
+        README.md:12: placeholder 'TBD'
+        >>> print(Finding("tokenizer.json", None, "sha256 differs from results.json's manifest"))
+        tokenizer.json: sha256 differs from results.json's manifest
+    """
+
+    path: str
+    line: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = self.path if self.line is None else f"{self.path}:{self.line}"
+        return f"{where}: {self.message}"
+
+
+@dataclass
+class _Card:
+    """README.md split into its front matter and body, with the line numbers of both."""
+
+    lines: list[str]  # every line of the file, without line endings; line n is lines[n - 1]
+    front_matter: str | None  # the YAML between the `---` lines; None when there is no such block
+    front_matter_line: int  # line number of the first YAML line
+    body_line: int  # line number of the first body line
+    metadata: dict[str, Any] | None = None  # the parsed front matter, once it parsed
+
+
+def lint_run_folder(run_dir: str | Path) -> list[Finding]:
+    """Checks a run folder: placeholders, unparseable files, untraceable figures, missing files, manifest.
+
+    Bad content is reported, never raised: a file that does not parse is one finding, and the checks that
+    need it are skipped (a results.json that does not load leaves no figures or manifest to check against).
+
+    Args:
+        run_dir: the run folder written by `publish`, e.g. `runs/minilm-none-sst2`.
+
+    Returns:
+        The findings, sorted by file and line; empty when the folder is clean.
+
+    Raises:
+        `AttncardError`: `run_dir` is not a folder, or has no results.json.
+
+    Example:
+        >>> lint_run_folder("runs/minilm-none-sst2")
+        []
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise AttncardError(f"{run_dir}: not a folder; give the run folder written by publish (runs/<name>)")
+    if not (run_dir / RESULTS_FILE).is_file():
+        raise AttncardError(f"{run_dir}: has no {RESULTS_FILE}; is this a run folder written by publish?")
+
+    findings: list[Finding] = []
+    results, results_data, results_findings = _check_results(run_dir)
+    findings += results_findings
+    card, card_findings = _read_card(run_dir)
+    findings += card_findings
+    if card is not None:
+        findings += _check_front_matter(run_dir, card)
+        findings += _check_placeholders(card)
+        findings += _check_links(run_dir, card)
+        if results is not None and results_data is not None:
+            findings += _check_model_index(card, results)
+            findings += _check_table_figures(card, results_data)
+    findings += _check_config(run_dir)
+    findings += _check_adapter_config(run_dir)
+    findings += _check_eval_results(run_dir)
+    if results is not None:
+        findings += _check_manifest(run_dir, results)
+    return sorted(findings, key=lambda f: (f.path, f.line or 0))
+
+
+def renderings(value: int | float) -> set[str]:
+    """Every way the card may print a number: the texts a table figure is compared with.
+
+    The card's own Jinja filters are used, so the lint follows the template's formats: `pct` (100·x, two
+    decimals, `%`), `num(d)` for d in 0..4, `sci` (three digits), plus `str()` and, for integers, the integer
+    with and without thousands separators.
+
+    Args:
+        value: a numeric leaf of results.json.
+
+    Returns:
+        The set of its renderings.
+
+    Example:
+        >>> sorted(renderings(0.5))
+        ['0', '0.5', '0.50', '0.500', '0.5000', '5.000e-01', '50.00%']
+    """
+    filters = _card_filters()
+    texts = {str(value), filters["pct"](value), filters["sci"](value)}
+    texts |= {filters["num"](value, digits) for digits in FIXED_DECIMALS}
+    if isinstance(value, int):
+        texts.add(f"{value:,}")
+    return texts
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The `attncard lint DIR` command: prints each finding, then a summary line.
+
+    Each finding is printed on its own line as `DIR/path:line: message`, then `N findings` (`1 finding`) or
+    `clean: DIR`, all on stdout. Bad input (not a folder, no results.json) is one line on stderr.
+
+    Args:
+        argv: the arguments after `attncard lint`, e.g. `["runs/minilm-none-sst2"]`.
+
+    Returns:
+        0 when the folder is clean, 1 when there are findings, 2 on bad input.
+
+    Example:
+        >>> main(["runs/minilm-none-sst2"])
+        clean: runs/minilm-none-sst2
+        0
+    """
+    # Imported here, not at the top: the CLI imports this module to wire in the command.
+    from .cli import EXIT_BAD_INPUT, OneLineParser
+
+    parser = OneLineParser(
+        prog="attncard lint",
+        description="Check a run folder before pushing it: placeholders in the card, files that do not "
+        "parse, card figures that are not in results.json, missing linked files, and the sha256 manifest.",
+        epilog="example: attncard lint runs/minilm-none-sst2",
+    )
+    parser.add_argument("run_dir", metavar="DIR", help="the run folder written by publish")
+    args = parser.parse_args(argv)
+    try:
+        findings = lint_run_folder(args.run_dir)
+    except AttncardError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for finding in findings:
+        # Paths from where the command was run, so that editors and terminals can open them.
+        print(dataclasses.replace(finding, path=(Path(args.run_dir) / finding.path).as_posix()))
+    if findings:
+        print(f"{len(findings)} finding{'s' if len(findings) != 1 else ''}")
+        return 1
+    print(f"clean: {args.run_dir}")
+    return 0
+
+
+# --- results.json and the other JSON files -----------------------------------------------------------------
+
+
+class _NonFiniteError(ValueError):
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
+
+def _reject_constant(name: str):
+    raise _NonFiniteError(name)
+
+
+def _read_strict_json(run_dir: Path, name: str) -> tuple[Any, list[Finding]]:
+    """Parses a JSON file of the run folder, rejecting NaN and infinities.
+
+    Args:
+        run_dir: the run folder.
+        name: the file, relative to it.
+
+    Returns:
+        `(data, [])`, or `(None, [finding])` when the file is missing or not strict JSON.
+    """
+    path = run_dir / name
+    if not path.is_file():
+        return None, [Finding(name, None, "missing")]
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        return None, [Finding(name, None, f"not UTF-8 text ({error.reason} at byte {error.start})")]
+    try:
+        return json.loads(text, parse_constant=_reject_constant), []
+    except _NonFiniteError as error:
+        return None, [Finding(name, _constant_line(text), f"not strict JSON: {error.name} is not a number")]
+    except json.JSONDecodeError as error:
+        return None, [Finding(name, error.lineno, f"not valid JSON: {error.msg} (column {error.colno})")]
+
+
+def _constant_line(text: str) -> int | None:
+    """The line of the first NaN or Infinity token of a JSON text (not one inside a string)."""
+    for match in _JSON_STRING_OR_CONSTANT.finditer(text):
+        if match.group(1):
+            return text.count("\n", 0, match.start()) + 1
+    return None
+
+
+def _check_results(run_dir: Path) -> tuple[Results | None, dict[str, Any] | None, list[Finding]]:
+    """results.json must be strict JSON that `Results.load` accepts (known schema version, known fields).
+
+    Returns:
+        `(results, data, findings)`: the loaded results and the raw JSON, or `None`s with one finding.
+    """
+    data, findings = _read_strict_json(run_dir, RESULTS_FILE)
+    skipped = "; the card's figures and the manifest were not checked"
+    if findings:
+        return None, None, [dataclasses.replace(f, message=f.message + skipped) for f in findings]
+    try:
+        results = Results.load(run_dir)
+    except ResultsError as error:
+        # The finding already names the file; the error's own message starts with it too.
+        message = str(error).removeprefix(f"{RESULTS_FILE}: ").removeprefix(f"{RESULTS_FILE} ")
+        return None, None, [Finding(RESULTS_FILE, None, f"{message}{skipped}")]
+    return results, data, []
+
+
+def _check_config(run_dir: Path) -> list[Finding]:
+    """config.json must be strict JSON and load with `transformers.AutoConfig`."""
+    data, findings = _read_strict_json(run_dir, CONFIG_FILE)
+    if findings:
+        return findings
+    if not isinstance(data, dict):
+        return [Finding(CONFIG_FILE, None, f"must be a JSON object, not {type(data).__name__}")]
+    from transformers import AutoConfig  # slow to import; only needed here
+
+    try:
+        AutoConfig.from_pretrained(run_dir)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        return [Finding(CONFIG_FILE, None, f"transformers cannot load it: {_one_line(error)}")]
+    return []
+
+
+def _check_adapter_config(run_dir: Path) -> list[Finding]:
+    """adapter_config.json must be a strict JSON object."""
+    data, findings = _read_strict_json(run_dir, ADAPTER_CONFIG_FILE)
+    if findings:
+        return findings
+    if not isinstance(data, dict):
+        return [Finding(ADAPTER_CONFIG_FILE, None, f"must be a JSON object, not {type(data).__name__}")]
+    return []
+
+
+def _check_eval_results(run_dir: Path) -> list[Finding]:
+    """Every `.eval_results/*.yaml` (or `.yml`) must be YAML holding a list or a mapping."""
+    folder = run_dir / EVAL_RESULTS_DIR
+    if not folder.is_dir():
+        return []
+    findings = []
+    for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]):
+        name = path.relative_to(run_dir).as_posix()
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError as error:
+            findings.append(Finding(name, None, f"not UTF-8 text ({error.reason} at byte {error.start})"))
+            continue
+        except yaml.YAMLError as error:
+            line, message = _yaml_problem(error)
+            findings.append(Finding(name, line, f"not valid YAML: {message}"))
+            continue
+        if not isinstance(data, list | dict):
+            findings.append(Finding(name, None, f"must hold a list or a mapping, not {type(data).__name__}"))
+    return findings
+
+
+def _check_manifest(run_dir: Path, results: Results) -> list[Finding]:
+    """Every file of the folder must be listed in results.json's manifest with its current sha256."""
+    findings = []
+    for problem in check_manifest(run_dir, results.manifest):
+        path, _, what = problem.rpartition(": ")
+        findings.append(
+            Finding(path, None, _MANIFEST_MESSAGES.get(what, f"{what} (results.json's manifest)"))
+        )
+    return findings
+
+
+# --- the card ----------------------------------------------------------------------------------------------
+
+
+def _read_card(run_dir: Path) -> tuple[_Card | None, list[Finding]]:
+    """Reads README.md and finds its front matter block the way huggingface_hub does."""
+    path = run_dir / CARD_FILE
+    if not path.is_file():
+        return None, [Finding(CARD_FILE, None, "missing")]
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        return None, [Finding(CARD_FILE, None, f"not UTF-8 text ({error.reason} at byte {error.start})")]
+    lines = [line.rstrip("\r") for line in text.split("\n")]
+    match = REGEX_YAML_BLOCK.search(text)
+    if match is None:
+        card = _Card(lines, None, front_matter_line=1, body_line=1)
+        return card, [Finding(CARD_FILE, 1, "no YAML front matter: the card must start with a --- block")]
+    card = _Card(
+        lines,
+        match.group(2),
+        front_matter_line=text.count("\n", 0, match.start(2)) + 1,
+        body_line=text.count("\n", 0, match.end()) + 1,
+    )
+    return card, []
+
+
+def _check_front_matter(run_dir: Path, card: _Card) -> list[Finding]:
+    """The front matter must be a YAML mapping that huggingface_hub reads, with a model-index.
+
+    Sets `card.metadata` when it parses.
+    """
+    if card.front_matter is None:
+        return []
+    try:
+        metadata = yaml.safe_load(card.front_matter)
+    except yaml.YAMLError as error:
+        line, message = _yaml_problem(error, first_line=card.front_matter_line)
+        return [Finding(CARD_FILE, line, f"front matter is not valid YAML: {message}")]
+    if not isinstance(metadata, dict):
+        return [Finding(CARD_FILE, card.front_matter_line, "front matter must be a YAML mapping")]
+    try:
+        ModelCard("\n".join(card.lines))
+        metadata_load(run_dir / CARD_FILE)
+    except (ValueError, TypeError, yaml.YAMLError) as error:
+        message = f"huggingface_hub cannot read the front matter: {_one_line(error)}"
+        return [Finding(CARD_FILE, card.front_matter_line, message)]
+    card.metadata = metadata
+    if "model-index" not in metadata:
+        return [Finding(CARD_FILE, card.front_matter_line, "front matter has no model-index")]
+    return []
+
+
+def _check_placeholders(card: _Card) -> list[Finding]:
+    """Placeholder words and unrendered Jinja, in the front matter and the body (rules in the module doc)."""
+    findings = []
+    for number, line, fence in _card_lines(card, front_matter=True):
+        patterns = [_MARKER_WORDS, _UPPERCASE_MARKERS]
+        if fence not in PYTHON_FENCES:
+            patterns.append(_VALUE_WORDS)
+        for pattern in patterns:
+            findings += [
+                Finding(CARD_FILE, number, f"placeholder {m.group(0)!r}") for m in pattern.finditer(line)
+            ]
+        findings += [
+            Finding(CARD_FILE, number, f"unrendered Jinja {m.group(0)!r}") for m in _JINJA.finditer(line)
+        ]
+    return findings
+
+
+def _check_model_index(card: _Card, results: Results) -> list[Finding]:
+    """The model-index accuracy and F1 values must equal results.json's, exactly; both must be there."""
+    if card.metadata is None or card.front_matter is None or "model-index" not in card.metadata:
+        return []  # already reported by the front matter check
+    expected = {"accuracy": ("metrics.accuracy", results.metrics.accuracy)}
+    expected["f1"] = ("metrics.f1_macro", results.metrics.f1_macro)
+    seen = set()
+    findings = []
+    for metric_type, node in _model_index_metrics(yaml.compose(card.front_matter)):
+        if metric_type not in expected:
+            continue
+        seen.add(metric_type)
+        field_name, value = expected[metric_type]
+        line = card.front_matter_line + node.start_mark.line
+        recorded = yaml.safe_load(yaml.serialize(node))
+        if not _is_number(recorded) or recorded != value:
+            message = f"model-index {metric_type} is {recorded!r}; results.json {field_name} is {value!r}"
+            findings.append(Finding(CARD_FILE, line, message))
+    for metric_type in expected.keys() - seen:
+        findings.append(
+            Finding(CARD_FILE, card.front_matter_line, f"model-index has no {metric_type} metric")
+        )
+    return findings
+
+
+def _model_index_metrics(root: yaml.Node) -> Iterator[tuple[str, yaml.Node]]:
+    """Yields `(type, value node)` for every metric of the model-index, with the nodes' line marks."""
+    for model in _sequence(_mapping_get(root, "model-index")):
+        for result in _sequence(_mapping_get(model, "results")):
+            for metric in _sequence(_mapping_get(result, "metrics")):
+                metric_type = _mapping_get(metric, "type")
+                value = _mapping_get(metric, "value")
+                if isinstance(metric_type, yaml.ScalarNode) and value is not None:
+                    yield metric_type.value, value
+
+
+def _mapping_get(node: yaml.Node | None, key: str) -> yaml.Node | None:
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.value == key:
+                return value_node
+    return None
+
+
+def _sequence(node: yaml.Node | None) -> list[yaml.Node]:
+    return list(node.value) if isinstance(node, yaml.SequenceNode) else []
+
+
+def _check_table_figures(card: _Card, results_data: dict[str, Any]) -> list[Finding]:
+    """Every figure in a table cell must be a rendering of a numeric leaf of results.json (rules in the
+    module doc)."""
+    numbers, strings = _leaves(results_data)
+    traceable = set().union(*(renderings(value) for value in numbers))
+    # Longest first, so that a version string is removed whole before a shorter one inside it.
+    recorded = sorted({s for s in strings if any(ch.isdigit() for ch in s)}, key=len, reverse=True)
+    findings = []
+    for heading, headers, rows in _tables(card):
+        descriptive = [_plain(header).lower() in DESCRIPTIVE_HEADERS for header in headers]
+        for number, cells in rows:
+            label = cells[0] if cells else ""
+            for index, cell in enumerate(cells[1:], start=1):
+                if index < len(descriptive) and descriptive[index]:
+                    continue
+                where = f"in table '{heading}', row '{_plain(label)}', cell '{cell}'"
+                for kind, word in _cell_words(cell, recorded):
+                    if kind == "number" and word not in traceable:
+                        message = f"figure {word} {where}, is not a figure of results.json"
+                    elif kind == "unreadable":
+                        message = (
+                            f"{word!r} {where}, is neither a number nor a value recorded in results.json"
+                        )
+                    else:
+                        continue
+                    findings.append(Finding(CARD_FILE, number, message))
+    return findings
+
+
+def _leaves(data: Any) -> tuple[list[int | float], list[str]]:
+    """The numeric leaves of parsed JSON (with the length of every list), and its string leaves."""
+    numbers: list[int | float] = []
+    strings: list[str] = []
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            numbers.append(len(item))
+            stack.extend(item)
+        elif isinstance(item, str):
+            strings.append(item)
+        elif _is_number(item):
+            numbers.append(item)
+    return numbers, strings
+
+
+def _cell_words(cell: str, recorded: list[str]) -> Iterator[tuple[str, str]]:
+    """Yields `("number", word)` and `("unreadable", word)` for the digit-bearing words of a table cell."""
+    text = _CODE_SPAN.sub(" ", cell)
+    for value in recorded:
+        if value in text:
+            text = re.sub(rf"(?<![\w.]){re.escape(value)}(?!\w|\.\d)", " ", text)
+    for raw in _WORD_SEPARATORS.split(text):
+        word = raw.lstrip("*_\"'").rstrip("*_\"',;:.!?")
+        if not any(ch.isdigit() for ch in word):
+            continue
+        if _NUMBER.fullmatch(word):
+            yield "number", word
+        elif not any(ch.isalpha() or ch == "_" for ch in word):
+            yield "unreadable", word
+
+
+def _tables(card: _Card) -> Iterator[tuple[str, list[str], list[tuple[int, list[str]]]]]:
+    """Yields `(heading, header cells, [(line number, cells), ...])` for every table of the card body."""
+    lines = list(_card_lines(card, front_matter=False))
+    heading = ""
+    index = 0
+    while index < len(lines):
+        _, line, fence = lines[index]
+        if fence is not None:
+            index += 1
+            continue
+        match = _HEADING.match(line)
+        if match:
+            heading = match.group(2)
+        is_table = (
+            line.lstrip().startswith("|")
+            and index + 1 < len(lines)
+            and lines[index + 1][2] is None
+            and _DELIMITER_ROW.match(lines[index + 1][1])
+        )
+        if not is_table:
+            index += 1
+            continue
+        headers = _split_row(line)
+        rows = []
+        index += 2
+        while index < len(lines) and lines[index][2] is None and lines[index][1].lstrip().startswith("|"):
+            rows.append((lines[index][0], _split_row(lines[index][1])))
+            index += 1
+        yield heading, headers, rows
+
+
+def _split_row(line: str) -> list[str]:
+    text = line.strip()
+    text = text.removeprefix("|")
+    if text.endswith("|") and not text.endswith("\\|"):
+        text = text[:-1]
+    return [cell.strip() for cell in _CELL_SEPARATOR.split(text)]
+
+
+def _check_links(run_dir: Path, card: _Card) -> list[Finding]:
+    """Every relative link or image target of the card body must be a file or folder of the run folder."""
+    root = run_dir.resolve()
+    findings = []
+    for number, line, fence in _card_lines(card, front_matter=False):
+        if fence is not None:
+            continue
+        text = _CODE_SPAN.sub(" ", line)
+        targets = [m.group(1) for m in _INLINE_LINK.finditer(text)]
+        targets += [m.group(1) for m in _REFERENCE_DEFINITION.finditer(text)]
+        targets += [m.group(1) for m in _HTML_IMAGE.finditer(text)]
+        for target in targets:
+            path = _local_target(target)
+            if path is None:
+                continue
+            resolved = (root / path).resolve()
+            if not resolved.is_relative_to(root):
+                findings.append(
+                    Finding(CARD_FILE, number, f"link target {target!r} is outside the run folder")
+                )
+            elif not resolved.exists():
+                findings.append(
+                    Finding(CARD_FILE, number, f"link target {target!r} is not in the run folder")
+                )
+    return findings
+
+
+def _local_target(target: str) -> str | None:
+    """The file path a link target names in the run folder; None for URLs, anchors and site paths."""
+    target = target.strip().removeprefix("<").removesuffix(">")
+    if not target or target.startswith(("#", "/")) or _URL_SCHEME.match(target):
+        return None
+    path = urllib.parse.unquote(re.split(r"[?#]", target, maxsplit=1)[0])
+    return path or None
+
+
+# --- helpers -----------------------------------------------------------------------------------------------
+
+
+def _card_lines(card: _Card, front_matter: bool) -> Iterator[tuple[int, str, str | None]]:
+    """Yields `(line number, line, fence)` over the body (and the front matter if asked), where `fence` is
+    None outside fenced code blocks and the block's lowercased info string ("" if none) inside, fence lines
+    included."""
+    if front_matter and card.front_matter is not None:
+        for number in range(card.front_matter_line, card.body_line):
+            yield number, card.lines[number - 1], None
+    opening: str | None = None
+    fence: str | None = None
+    for number in range(card.body_line, len(card.lines) + 1):
+        line = card.lines[number - 1]
+        match = _FENCE.match(line)
+        if opening is None and match:
+            opening, fence = match.group(1), match.group(2).lower()
+            yield number, line, fence
+        elif opening is not None and match and match.group(1).startswith(opening) and not match.group(2):
+            yield number, line, fence
+            opening = fence = None
+        else:
+            yield number, line, fence
+
+
+def _yaml_problem(error: yaml.YAMLError, first_line: int = 1) -> tuple[int | None, str]:
+    """The line (in the file, given the line where the YAML starts) and a one-line message of a YAML error."""
+    mark = getattr(error, "problem_mark", None)
+    line = first_line + mark.line if mark is not None else None
+    parts = [getattr(error, "context", None), getattr(error, "problem", None)]
+    message = ", ".join(part for part in parts if part) or _one_line(error)
+    return line, message
+
+
+def _one_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+def _plain(text: str) -> str:
+    return text.strip().strip("*`_").strip()
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+@functools.cache
+def _card_filters() -> dict[str, Any]:
+    """The filters of the card's Jinja environment (pct, num, sci among them), built once."""
+    return dict(template_environment().filters)
+
+
+__all__ = [
+    "DESCRIPTIVE_HEADERS",
+    "FIXED_DECIMALS",
+    "PYTHON_FENCES",
+    "Finding",
+    "lint_run_folder",
+    "main",
+    "renderings",
+]
