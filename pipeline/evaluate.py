@@ -14,7 +14,7 @@ import hashlib
 import platform
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -31,8 +31,24 @@ from tqdm.auto import tqdm
 from modules.trace import TraceStep, record_trace
 
 from .data import TaskData
-from .models import tokenize
+from .models import load_model, tokenize
+from .scaling import MEMORY_METHOD as SCALING_MEMORY_METHOD
+from .scaling import TIMING_METHOD as SCALING_TIMING_METHOD
+from .scaling import (
+    FlopsEstimate,
+    ScalingRow,
+    attention_flops,
+    default_lengths,
+    measure_layer_scaling,
+    measure_model_scaling,
+    reference_copy,
+)
 from .train import TrainResult
+
+# Whole-model scaling stops here even for models with longer positions (a 40k-position Qwen would take
+# hours on a CPU); the single-layer table goes to 4096 regardless.
+MAX_SCALING_POSITIONS = 2048
+LAYER_SCALING_LENGTHS = (512, 1024, 2048, 4096)
 
 
 @dataclass
@@ -76,6 +92,12 @@ class Efficiency:
     throughput_tokens_per_s: float
     batch_size: int
     timing_method: str
+    # Measured on synthetic inputs after evaluation, the module against the same model with dense attention:
+    scaling: list[ScalingRow] = field(default_factory=list)  # the whole model, N up to its positions
+    layer_scaling: list[ScalingRow] = field(default_factory=list)  # attention layer 0 alone, N up to 4096
+    flops: list[FlopsEstimate] = field(default_factory=list)  # attention FLOPs estimate at each scaling N
+    scaling_timing_method: str = SCALING_TIMING_METHOD
+    scaling_memory_method: str = SCALING_MEMORY_METHOD
 
 
 @dataclass
@@ -164,6 +186,15 @@ def device_name(device: torch.device) -> str:
     return platform.processor() or platform.machine()
 
 
+def dense_reference(trained: TrainResult) -> torch.nn.Module:
+    """The fine-tuned model with the model's own (sdpa) attention instead of the module, for the scaling
+    tables. svd_lowrank replaced the projections themselves, so its reference is the base model reloaded."""
+    if trained.module is not None and trained.module.name == "svd_lowrank":
+        reloaded = load_model(trained.loaded.name, trained.model.config.id2label.values())
+        return reloaded.model.to(next(trained.model.parameters()).device).eval()
+    return reference_copy(trained.model)
+
+
 def count_deployed_parameters(model: torch.nn.Module) -> int:
     """Parameters of the model as it would be deployed: LoRA merged into the layers it adapts."""
     merged = copy.deepcopy(model).merge_and_unload()
@@ -244,6 +275,14 @@ def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> Eval
         batch_size=batch_size,
         timing_method=TIMING_METHOD,
     )
+    reference = dense_reference(trained)
+    scaling_lengths = default_lengths(model.config, cap=MAX_SCALING_POSITIONS)
+    efficiency.scaling = measure_model_scaling(model, reference, lengths=scaling_lengths)
+    efficiency.layer_scaling = measure_layer_scaling(model, lengths=LAYER_SCALING_LENGTHS)
+    module_name = trained.module.name if trained.module is not None else "none"
+    efficiency.flops = [attention_flops(model, module_name, n) for n in scaling_lengths]
+    del reference
+
     after = count_deployed_parameters(model)
     parameters = Parameters(
         before=trained.base_parameters,

@@ -48,6 +48,14 @@ def _sci(value: float) -> str:
     return f"{value:.3e}"
 
 
+def _mb(value: float | None) -> str:
+    return "not measurable" if value is None else f"{value:.1f}"
+
+
+def _ratio(value: float | None) -> str:
+    return "not measurable" if value is None else f"{value:.2f}"
+
+
 def _tensor(spec) -> str:
     return f"{spec.dtype}[{', '.join(map(str, spec.shape))}]"
 
@@ -65,7 +73,7 @@ def template_environment() -> jinja2.Environment:
         autoescape=False,  # Markdown, not HTML
     )
     environment.filters.update(
-        pct=_pct, num=_num, sci=_sci, capitalize_first=_capitalize_first, tensor=_tensor
+        pct=_pct, num=_num, sci=_sci, capitalize_first=_capitalize_first, tensor=_tensor, mb=_mb, ratio=_ratio
     )
     return environment
 
@@ -159,6 +167,27 @@ def write_plots(results: Results, run_dir: Path) -> list[dict[str, str]]:
     from matplotlib import pyplot
 
     plots = []
+    scaling = results.efficiency.scaling
+    if scaling:
+        figure, (time_axis, memory_axis) = pyplot.subplots(1, 2, figsize=(9, 3.5))
+        n = [row.n for row in scaling]
+        time_axis.plot(n, [row.module_seconds for row in scaling], "o-", label=results.module.name)
+        time_axis.plot(n, [row.dense_seconds for row in scaling], "s--", label="dense")
+        time_axis.set(xlabel="sequence length N", ylabel="seconds per pass", title="time", xscale="log")
+        measured = [
+            row for row in scaling if row.module_peak_mb is not None and row.dense_peak_mb is not None
+        ]
+        memory_axis.plot(
+            [r.n for r in measured], [r.module_peak_mb for r in measured], "o-", label=results.module.name
+        )
+        memory_axis.plot([r.n for r in measured], [r.dense_peak_mb for r in measured], "s--", label="dense")
+        memory_axis.set(xlabel="sequence length N", ylabel="peak MB", title="peak memory", xscale="log")
+        for axis in (time_axis, memory_axis):
+            axis.legend()
+        figure.tight_layout()
+        figure.savefig(run_dir / "scaling.png", dpi=100)
+        pyplot.close(figure)
+        plots.append({"file": "scaling.png", "title": "Time and peak memory against sequence length"})
     spans = results.module.stats.get("spans")
     if _is_matrix(spans):
         figure, axis = pyplot.subplots(figsize=(1.0 + 0.5 * len(spans[0]), 1.0 + 0.45 * len(spans)))
@@ -236,7 +265,8 @@ def render_card(results: Results, plots: list[dict[str, str]] | None = None) -> 
         hyperparameters=hyperparameters,
         module_spec=module.spec.strip(),
         module_source=(module.folder / "attention.py").read_text(encoding="utf-8").rstrip(),
-        module_plots=plots or [],
+        module_plots=[plot for plot in plots or [] if plot["file"] != "scaling.png"],
+        scaling_plots=[plot for plot in plots or [] if plot["file"] == "scaling.png"],
         stat_scalars=stat_scalars,
         stat_matrices=stat_matrices,
         stat_other=stat_other,

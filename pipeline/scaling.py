@@ -1,0 +1,756 @@
+"""Sequence-length scaling for the card: time and peak memory of a model with an attention module against the
+same model without it, for a whole model and for one attention layer alone, plus an attention-FLOPs estimate.
+
+Every figure is measured in one run: at each length N the module and the dense reference are warmed up, their
+peak memory is measured one pass each, and their timed passes alternate, so that whatever slows the machine
+down hits both and the ratios stay meaningful.
+
+- [`measure_model_scaling`]: whole forward passes over synthetic token ids, N = 128, 256, … up to the model's
+  maximum positions (512 for MiniLM).
+- [`measure_layer_scaling`]: layer 0's attention function on synthetic q, k, v, up to N = 4096 (beyond the
+  model's own maximum: no position embeddings are involved).
+- [`attention_flops`]: a hand-checkable estimate of the attention FLOPs of the whole model at length N, dense
+  against the module, with the projection FLOPs that `svd_lowrank` changes.
+
+Peak memory is the growth during one pass: on CUDA `torch.cuda.max_memory_allocated` minus the memory
+allocated before the pass; on the CPU the growth of the process's peak resident set (Linux VmHWM, reset
+through /proc/self/clear_refs after handing freed heap memory back with malloc_trim), as in
+`modules/kernels/bench.py`. Weights and inputs allocated before the pass are not counted. None where neither
+can be read.
+
+Example:
+    >>> module_model = load_model("minilm", labels).model
+    >>> get_module("adaptive_span").apply(module_model, AdaptiveSpanConfig())
+    >>> rows = measure_model_scaling(module_model, reference_copy(module_model))
+    >>> [(row.n, round(row.speedup, 2)) for row in rows]  # doctest: +SKIP
+    [(128, 0.93), (256, 1.01), (512, 1.12)]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import ctypes
+import functools
+import gc
+import math
+import statistics
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.pytorch_utils import Conv1D
+
+from modules import get_module
+from modules.adaptive_span.model import span_modules
+from modules.base import AttentionLayer, attention_layers, implementation_name
+from modules.span_expanded.model import BRANCH_ATTRIBUTE, STATE_ATTRIBUTE
+from modules.svd_lowrank.attention import LowRankLinear
+
+SMALLEST_DEFAULT_LENGTH = 128
+LAYER_LENGTHS = (512, 1024, 2048, 4096)
+# Families whose position ids start after the padding index (RoBERTa counts from padding_idx + 1).
+PADDING_OFFSET_FAMILIES = frozenset({"roberta"})
+SPECIAL_ID_FIELDS = (
+    "pad_token_id",
+    "bos_token_id",
+    "eos_token_id",
+    "sep_token_id",
+    "cls_token_id",
+    "mask_token_id",
+    "unk_token_id",
+    "decoder_start_token_id",
+)
+TIMING_METHOD = (
+    "median wall-clock seconds (time.perf_counter, CUDA synchronised) of the timed passes, after one warm-up "
+    "pass per model; module and dense passes alternate in the same run"
+)
+MEMORY_METHOD = (
+    "peak memory growth during one pass: CUDA max_memory_allocated minus the memory allocated before it, or "
+    "on the CPU the growth of the process peak RSS (Linux VmHWM reset through /proc/self/clear_refs after "
+    "malloc_trim); weights and inputs are not counted"
+)
+
+
+@dataclass
+class ScalingRow:
+    """Time and peak memory at one sequence length, the module against dense attention, measured together.
+
+    Attributes:
+        n: the sequence length N (tokens per row, no padding).
+        module_seconds: median seconds of one pass with the module.
+        dense_seconds: median seconds of one pass of the dense reference.
+        module_peak_mb: peak memory growth of one pass with the module, in MB (None where unmeasurable).
+        dense_peak_mb: the same for the dense reference.
+        speedup: dense_seconds / module_seconds (above 1: the module is faster).
+        memory_ratio: module_peak_mb / dense_peak_mb (below 1: the module needs less); None when either peak
+            is unmeasurable or the dense peak is 0.
+    """
+
+    n: int
+    module_seconds: float
+    dense_seconds: float
+    module_peak_mb: float | None
+    dense_peak_mb: float | None
+    speedup: float
+    memory_ratio: float | None
+
+
+@dataclass
+class FlopsEstimate:
+    """Attention FLOPs of the whole model at one sequence length, dense against the module.
+
+    Attributes:
+        n: the sequence length N.
+        dense: FLOPs of dense attention, all layers and heads.
+        module: FLOPs of the module's attention (and of what it adds around it, see `formula`).
+        ratio: module / dense (below 1: the module computes less).
+        formula: what was counted, with the numbers it was counted with.
+        projections_dense: FLOPs of the q, k, v and o projections of the base model.
+        projections_module: the same with the module installed (differs only for `svd_lowrank`).
+    """
+
+    n: int
+    dense: float
+    module: float
+    ratio: float
+    formula: str
+    projections_dense: float
+    projections_module: float
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Shapes, lengths and inputs
+
+
+def _base_model(model: nn.Module) -> nn.Module:
+    """The transformers model inside a peft wrapper, or the model itself."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+def max_positions(config) -> int:
+    """The longest sequence the model's position embeddings accept, without padding.
+
+    `max_position_embeddings` (GPT-2's `n_positions` under that name), less `pad_token_id + 1` for RoBERTa,
+    whose position ids start after the padding index: 514 − 2 = 512 for roberta-base.
+
+    Args:
+        config: a transformers model config.
+
+    Returns:
+        The largest usable N.
+
+    Example:
+        >>> max_positions(RobertaConfig(max_position_embeddings=514, pad_token_id=1))
+        512
+    """
+    limit = getattr(config, "max_position_embeddings", None)
+    if limit is None:
+        raise ValueError(f"the {config.model_type} config has no max_position_embeddings")
+    if config.model_type in PADDING_OFFSET_FAMILIES:
+        limit -= config.pad_token_id + 1
+    return int(limit)
+
+
+def default_lengths(config, cap: int | None = None) -> list[int]:
+    """Powers of two from 128 up to the model's maximum positions (and `cap`, when given).
+
+    Args:
+        config: a transformers model config.
+        cap: an upper bound below the model's maximum, e.g. for decoders with 32k positions.
+
+    Returns:
+        The lengths, increasing; the maximum alone when it is below 128.
+
+    Example:
+        >>> default_lengths(BertConfig(max_position_embeddings=512))
+        [128, 256, 512]
+    """
+    limit = max_positions(config) if cap is None else min(cap, max_positions(config))
+    lengths = []
+    n = SMALLEST_DEFAULT_LENGTH
+    while n <= limit:
+        lengths.append(n)
+        n *= 2
+    return lengths or [limit]
+
+
+def _special_ids(config) -> set[int]:
+    ids: set[int] = set()
+    for name in SPECIAL_ID_FIELDS:
+        value = getattr(config, name, None)
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, list | tuple):
+            ids.update(v for v in value if isinstance(v, int))
+    return ids
+
+
+def synthetic_input_ids(
+    config,
+    batch_size: int,
+    n: int,
+    *,
+    vocab_low: int = 1000,
+    seed: int = 0,
+    device: torch.device | str = "cpu",
+) -> torch.Tensor:
+    """A fixed-seed random (batch_size, n) sequence of real token ids: no special ids, no padding.
+
+    Ids are drawn uniformly from [low, high) without the config's special ids (pad, bos, eos, sep, cls, …):
+    `low = vocab_low` skips the reserved and unused ids at the start of WordPiece vocabularies (BERT's
+    [unused…] end at 998), and `high` is the first special id above `low`, since added special tokens sit at
+    the end of BPE vocabularies (GPT-2's 50256, Qwen's 151643 on). A vocabulary smaller than `vocab_low`
+    (tiny test models) starts at 0.
+
+    Args:
+        config: the model config (`vocab_size` and the special ids).
+        batch_size: rows.
+        n: tokens per row.
+        vocab_low: the smallest id drawn.
+        seed: the generator's seed; the same arguments give the same ids.
+        device: where the ids are put.
+
+    Returns:
+        A long tensor (batch_size, n).
+
+    Example:
+        >>> synthetic_input_ids(BertConfig(), 1, 4)
+        tensor([[11998,  6261, 10877, 25588]])
+    """
+    vocab_size = int(config.vocab_size)
+    special = _special_ids(config)
+    low = vocab_low if vocab_low < vocab_size else 0
+    high = min([i for i in special if i > low] + [vocab_size])
+    candidates = torch.arange(low, high)
+    if special:
+        candidates = candidates[~torch.isin(candidates, torch.tensor(sorted(special)))]
+    if candidates.numel() == 0:
+        raise ValueError(f"no ordinary token ids in [{low}, {high}) of a vocabulary of {vocab_size}")
+    generator = torch.Generator().manual_seed(seed)
+    picks = torch.randint(candidates.numel(), (batch_size, n), generator=generator)
+    return candidates[picks].to(device)
+
+
+def attention_shape(config) -> tuple[int, int, int]:
+    """`(heads, key_value_heads, head_dim)` of the model's self-attention.
+
+    Key/value heads are `num_key_value_heads` where the config has it (grouped-query attention), else the
+    query heads; the head dimension is `head_dim` where set (Qwen3), else hidden_size / heads.
+    """
+    heads = int(config.num_attention_heads)
+    kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
+    head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // heads)
+    return heads, kv_heads, head_dim
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Measuring
+
+
+def _malloc_trim() -> None:
+    """Hand freed heap memory back to the OS (glibc), so that reusing it counts as growth of the peak RSS."""
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: reused heap memory may then go uncounted
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+def _status_kb(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise OSError(f"/proc/self/status has no {field}")
+
+
+def peak_memory_mb(run: Callable[[], object], device: torch.device) -> float | None:
+    """Peak memory growth during one call of `run`, in MB (see `MEMORY_METHOD`).
+
+    Args:
+        run: the call to measure.
+        device: where it computes; CUDA reads the allocator, the CPU the process's peak RSS.
+
+    Returns:
+        MB, or None on a CPU without /proc/self/clear_refs (not Linux), where the peak cannot be reset.
+
+    Example:
+        >>> peak_memory_mb(lambda: torch.ones(2**20), torch.device("cpu"))  # 4 MiB of float32
+        4.0...
+    """
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        start = torch.cuda.memory_allocated(device)
+        run()
+        torch.cuda.synchronize(device)
+        return (torch.cuda.max_memory_allocated(device) - start) / 2**20
+    # The young generations hold what earlier passes left; a full collection would also walk every object
+    # of the libraries (400k with transformers loaded, half a second) for nothing.
+    gc.collect(1)
+    _malloc_trim()
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # 5: reset the peak RSS to the current RSS
+        start = _status_kb("VmRSS")
+    except OSError:
+        return None
+    run()
+    return (_status_kb("VmHWM") - start) / 1024
+
+
+def _seconds(run: Callable[[], object], device: torch.device) -> float:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    run()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start
+
+
+def measure_pair(
+    n: int,
+    module_run: Callable[[], object],
+    dense_run: Callable[[], object],
+    device: torch.device,
+    repeats: int,
+) -> ScalingRow:
+    """One [`ScalingRow`]: a warm-up pass each, one measured-memory pass each, then `repeats` timed passes
+    each, alternating module and dense so that noise hits both.
+
+    Args:
+        n: the sequence length, recorded in the row.
+        module_run: one pass with the module.
+        dense_run: one pass of the dense reference.
+        device: where both compute.
+        repeats: timed passes per side; the median is reported.
+
+    Returns:
+        The row, its ratios computed from its own times and peaks.
+    """
+    module_run()
+    dense_run()
+    module_peak = peak_memory_mb(module_run, device)
+    dense_peak = peak_memory_mb(dense_run, device)
+    module_times, dense_times = [], []
+    for _ in range(repeats):
+        module_times.append(_seconds(module_run, device))
+        dense_times.append(_seconds(dense_run, device))
+    module_seconds = statistics.median(module_times)
+    dense_seconds = statistics.median(dense_times)
+    memory_ratio = None
+    if module_peak is not None and dense_peak:
+        memory_ratio = module_peak / dense_peak
+    return ScalingRow(
+        n=n,
+        module_seconds=module_seconds,
+        dense_seconds=dense_seconds,
+        module_peak_mb=module_peak,
+        dense_peak_mb=dense_peak,
+        speedup=dense_seconds / module_seconds,
+        memory_ratio=memory_ratio,
+    )
+
+
+@contextlib.contextmanager
+def _eval_mode(*models: nn.Module) -> Iterator[None]:
+    """Every submodule in eval mode inside the block, and back to its own mode after."""
+    modes = [(module, module.training) for model in models for module in model.modules()]
+    for model in models:
+        model.eval()
+    try:
+        yield
+    finally:
+        for module, training in modes:
+            module.training = training
+
+
+def _check_lengths(lengths: Sequence[int], repeats: int) -> None:
+    if not lengths or any(n < 1 for n in lengths):
+        raise ValueError(f"lengths must be positive and not empty; got {list(lengths)}")
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1; got {repeats}")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Whole model
+
+
+def reference_copy(model: nn.Module) -> nn.Module:
+    """A copy of `model` computing dense attention: the same weights (LoRA adapters included) on plain sdpa.
+
+    The module's own submodules (spans, top-k state, HyLoRA branch) are copied but never called, since only
+    the attention function reads them. span_expanded's forward pre-hook still stores each layer's input on
+    the copy; as sdpa never consumes it, a forward hook drops it when the layer returns, so that it does not
+    live on and inflate the reference's peak memory. The copy holds a second set of weights.
+
+    `svd_lowrank` replaces the projections themselves, so no copy of its model is dense: load the base model
+    again (e.g. `load_model(name, labels).model`) and pass that as the reference.
+
+    Args:
+        model: a model with a module installed, peft-wrapped or not.
+
+    Returns:
+        The copy, on the model's device, its attention implementation "sdpa".
+
+    Raises:
+        ValueError: the model has factorised projections (`svd_lowrank`).
+
+    Example:
+        >>> reference = reference_copy(model)
+        >>> reference.config._attn_implementation
+        'sdpa'
+    """
+    base = _base_model(model)
+    if any(isinstance(module, LowRankLinear) for module in base.modules()):
+        raise ValueError(
+            "svd_lowrank replaced the attention projections by their factorisation, so a copy of this model "
+            "is not the dense model; load the base model again and pass it as reference_model"
+        )
+    reference = copy.deepcopy(model)
+    _base_model(reference).set_attn_implementation("sdpa")
+    for layer in attention_layers(_base_model(reference)):
+        if hasattr(layer.module, STATE_ATTRIBUTE):
+            layer.module.register_forward_hook(_drop_captured_input)
+    return reference
+
+
+def _drop_captured_input(module: nn.Module, args: tuple, output: object) -> None:
+    """Forward hook of a reference copy: forgets the layer input span_expanded's pre-hook stored, which only
+    the module's attention function (not sdpa) would consume."""
+    getattr(module, STATE_ATTRIBUTE).hidden_states = None
+
+
+def measure_model_scaling(
+    model: nn.Module,
+    reference_model: nn.Module,
+    *,
+    lengths: list[int] | None = None,
+    batch_size: int = 1,
+    repeats: int = 3,
+    vocab_low: int = 1000,
+) -> list[ScalingRow]:
+    """Forward-pass time and peak memory of the model with its module against the same model without it.
+
+    Both models get the same synthetic rows ([`synthetic_input_ids`]: real token ids, no padding, attention
+    mask all ones) and run in eval mode under `torch.inference_mode()`; their earlier train/eval modes are
+    restored after. Per length: a warm-up pass each, one memory pass each, then `repeats` timed passes each,
+    alternating (see [`measure_pair`]).
+
+    The reference must be the same base model on transformers' sdpa attention: [`reference_copy`] for every
+    module but `svd_lowrank`, for which the caller loads the base model again (its projections are
+    factorised in `model`). A peft-wrapped `model` is measured as is: with unmerged LoRA adapters, a freshly
+    loaded reference lacks their cost (reference_copy keeps them on both sides).
+
+    Args:
+        model: the model with the module installed (peft-wrapped or not).
+        reference_model: the same base model with plain sdpa attention, on the same device.
+        lengths: sequence lengths; default [`default_lengths`] of the model (128 … its maximum positions).
+        batch_size: rows per pass.
+        repeats: timed passes per model and length (the median is reported).
+        vocab_low: the smallest token id drawn (see [`synthetic_input_ids`]).
+
+    Returns:
+        One [`ScalingRow`] per length, in the order given.
+
+    Raises:
+        ValueError: a length beyond the model's positions, a reference not on sdpa, or models on different
+            devices.
+
+    Example:
+        >>> rows = measure_model_scaling(model, reference_copy(model), lengths=[128, 256], repeats=3)
+        >>> rows[0].speedup == rows[0].dense_seconds / rows[0].module_seconds
+        True
+    """
+    config = _base_model(model).config
+    lengths = list(lengths) if lengths is not None else default_lengths(config)
+    _check_lengths(lengths, repeats)
+    limit = max_positions(config)
+    if max(lengths) > limit:
+        raise ValueError(f"lengths {lengths} go beyond the model's {limit} positions")
+    reference_implementation = _base_model(reference_model).config._attn_implementation
+    if reference_implementation != "sdpa":
+        raise ValueError(
+            f"the reference model must use sdpa attention, not '{reference_implementation}' (reference_copy, "
+            "or load the base model again)"
+        )
+    device = next(model.parameters()).device
+    if next(reference_model.parameters()).device != device:
+        raise ValueError("the model and the reference model must be on the same device")
+
+    rows = []
+    with _eval_mode(model, reference_model), torch.inference_mode():
+        for n in lengths:
+            input_ids = synthetic_input_ids(config, batch_size, n, vocab_low=vocab_low, device=device)
+            attention_mask = torch.ones_like(input_ids)
+            module_run = functools.partial(model, input_ids=input_ids, attention_mask=attention_mask)
+            dense_run = functools.partial(reference_model, input_ids=input_ids, attention_mask=attention_mask)
+            rows.append(measure_pair(n, module_run, dense_run, device, repeats))
+    return rows
+
+
+# ----------------------------------------------------------------------------------------------------------
+# One attention layer
+
+
+def _call_attention(
+    attention: Callable,
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    hidden_states: torch.Tensor | None,
+) -> torch.Tensor:
+    """One call of an attention function, as the layer's forward makes it (no mask: no padding).
+
+    span_expanded's function reads the layer input X that its forward pre-hook stores on the module for each
+    call (and consumes it); called directly, it gets `hidden_states` here, as the hook would give it.
+    """
+    state = getattr(module, STATE_ATTRIBUTE, None)
+    if state is not None and hidden_states is not None:
+        state.hidden_states = hidden_states
+    output, _ = attention(module, query, key, value, None, scaling=module.scaling, dropout=0.0)
+    return output
+
+
+def layer_attention_runs(
+    model: nn.Module, n: int, *, seed: int = 0
+) -> tuple[Callable[[], torch.Tensor], Callable[[], torch.Tensor]]:
+    """The two calls [`measure_layer_scaling`] times at length N: `(module_run, dense_run)`.
+
+    Both call layer 0's attention module on the same synthetic q (1, H, N, D) and k, v (1, H_kv, N, D) (H_kv
+    < H under grouped-query attention), with no mask (no padding), the layer's own `scaling` and dropout 0:
+    `module_run` through the function the model's `_attn_implementation` names in transformers'
+    `AttentionInterface`, `dense_run` through transformers' `sdpa_attention_forward`. Each returns the
+    attention output (1, N, H, D). Call them in eval mode: a module may read `module.training`.
+
+    Args:
+        model: a model with a module installed (peft-wrapped or not), or a plain sdpa model.
+        n: the sequence length N; it may exceed the model's positions (no embeddings are involved).
+        seed: the seed of the synthetic tensors.
+
+    Returns:
+        The two zero-argument calls.
+
+    Raises:
+        ValueError: the model's attention implementation is not in `AttentionInterface` (eager).
+
+    Example:
+        >>> module_run, dense_run = layer_attention_runs(model, 1024)
+        >>> module_run().shape  # MiniLM: 12 heads of 32
+        torch.Size([1, 1024, 12, 32])
+    """
+    base = _base_model(model)
+    implementation = base.config._attn_implementation
+    if implementation not in ALL_ATTENTION_FUNCTIONS:
+        raise ValueError(
+            f"layer scaling calls the attention function through transformers' AttentionInterface; this "
+            f"model's '{implementation}' attention is not registered there (install a module, or use sdpa)"
+        )
+    attention = ALL_ATTENTION_FUNCTIONS[implementation]
+    module = attention_layers(base)[0].module
+    heads, kv_heads, head_dim = attention_shape(base.config)
+    weight = next(module.parameters())
+    generator = torch.Generator().manual_seed(seed)
+
+    def synthetic(*shape: int) -> torch.Tensor:
+        # Drawn on the CPU, so that every device gets the same values.
+        return torch.randn(*shape, generator=generator).to(device=weight.device, dtype=weight.dtype)
+
+    query = synthetic(1, heads, n, head_dim)
+    key, value = synthetic(1, kv_heads, n, head_dim), synthetic(1, kv_heads, n, head_dim)
+    hidden_states = synthetic(1, n, base.config.hidden_size)
+    module_run = functools.partial(_call_attention, attention, module, query, key, value, hidden_states)
+    dense_run = functools.partial(_call_attention, sdpa_attention_forward, module, query, key, value, None)
+    return module_run, dense_run
+
+
+def measure_layer_scaling(
+    model: nn.Module, *, lengths: Sequence[int] = LAYER_LENGTHS, repeats: int = 3
+) -> list[ScalingRow]:
+    """Time and peak memory of one attention layer's attention function against transformers' sdpa.
+
+    At each N, the two calls of [`layer_attention_runs`] (layer 0, synthetic q, k, v, no mask) are measured
+    in eval mode under `torch.inference_mode()` by [`measure_pair`]. Only attention is timed, not the
+    projections around it; N may exceed the model's positions. What the module side runs:
+
+    - `none`, `svd_lowrank`: transformers' sdpa itself (svd_lowrank changes the projections, not attention),
+      so the ratios are 1 up to noise.
+    - `adaptive_span`: the banded kernel over each head's learned window ⌈z_h + R⌉ − 1, with the span bias
+      and the global token (dropout is 0 at inference, so the dense-bias training path is not taken).
+    - `adaptive_sparse`: the full score matrix, top-k selection per query, softmax and the dense P·V product.
+    - `span_expanded`: sdpa over the (empty) memory and the current keys, plus the HyLoRA branch X·A·B of a
+      synthetic layer input X (1, N, hidden), which the function reads from the state its pre-hook fills.
+
+    Calling the attention function rather than the layer's forward keeps every family on one call (no rotary
+    embeddings or family-specific arguments to build) and leaves the model's configuration untouched.
+
+    Args:
+        model: a model with a module installed (peft-wrapped or not), or a plain sdpa model (ratios 1).
+        lengths: sequence lengths N.
+        repeats: timed calls per side and length (the median is reported).
+
+    Returns:
+        One [`ScalingRow`] per length.
+
+    Raises:
+        ValueError: the model's attention implementation is not in `AttentionInterface` (eager).
+
+    Example:
+        >>> rows = measure_layer_scaling(model, lengths=(512, 4096))  # MiniLM with adaptive_span
+        >>> rows[-1].memory_ratio < 1  # doctest: +SKIP
+        True
+    """
+    lengths = list(lengths)
+    _check_lengths(lengths, repeats)
+    device = next(model.parameters()).device
+    rows = []
+    with _eval_mode(model), torch.inference_mode():
+        for n in lengths:
+            module_run, dense_run = layer_attention_runs(model, n)
+            rows.append(measure_pair(n, module_run, dense_run, device, repeats))
+    return rows
+
+
+# ----------------------------------------------------------------------------------------------------------
+# FLOPs
+
+
+def _linear_shape(projection: nn.Module) -> tuple[int, int]:
+    """`(in, out)` of an `nn.Linear`, a GPT-2 `Conv1D` (weight (in, out)) or either inside a peft layer."""
+    base = projection.get_base_layer() if hasattr(projection, "get_base_layer") else projection
+    if isinstance(base, nn.Linear):
+        return base.in_features, base.out_features
+    if isinstance(base, Conv1D):
+        return base.weight.shape[0], base.weight.shape[1]
+    raise TypeError(f"cannot tell the shape of a {type(base).__name__} projection")
+
+
+def projection_flops(layers: list[AttentionLayer], n: int) -> tuple[float, float]:
+    """FLOPs of the q, k, v and o projections at length N: `(as loaded, as installed)`.
+
+    Each distinct projection (GPT-2's fused c_attn once) costs 2·N·in·out; a factorised one (svd_lowrank's
+    `LowRankLinear`) 2·N·r·(in + out) once installed. Biases and LoRA adapters are not counted.
+    """
+    before = after = 0
+    for layer in layers:
+        seen: set[int] = set()
+        for which in "qkvo":
+            projection = layer.projection(which)
+            if id(projection) in seen:
+                continue
+            seen.add(id(projection))
+            if isinstance(projection, LowRankLinear):
+                in_features, out_features = projection.in_features, projection.out_features
+                after += 2 * n * projection.rank * (in_features + out_features)
+            else:
+                in_features, out_features = _linear_shape(projection)
+                after += 2 * n * in_features * out_features
+            before += 2 * n * in_features * out_features
+    return float(before), float(after)
+
+
+def attention_flops(model: nn.Module, module_name: str, n: int) -> FlopsEstimate:
+    """An estimate of the attention FLOPs of the whole model at length N (one row, no padding).
+
+    A multiply-add counts 2 FLOPs; d is the head dimension, L the layers, H the query heads. Counted:
+
+    - dense: L·H·(2·N²·d for Q·Kᵀ + 2·N²·d for P·V) = L·H·4·N²·d. Every pair is counted, in decoders too (a
+      dense kernel computes the masked triangle). Softmax, scaling and masks are not counted.
+    - `none`: dense.
+    - `adaptive_span`: per layer and head, 4·d·(N·b_h + 2·N), b_h = min(N, 2·w_h + 1) keys per query in
+      encoders, min(N, w_h + 1) in decoders (past only), w_h the head's learned window ⌈z_h + R⌉ − 1 at N;
+      2·N for the global token's row and column (when on); capped at the head's dense 4·N²·d. This counts the
+      band itself: the torch kernel computes blocks of 32 queries against 32 + 2·max_h w_h keys (rounded up
+      to whole blocks), more than the band for short windows.
+    - `adaptive_sparse`: dense (every score is computed and P·V is a dense product, zeros included) plus the
+      top-k selection, counted as N·max(1, ⌈log₂ k⌉) comparisons per query row (k = min(top_k, N)), as if
+      they were FLOPs.
+    - `span_expanded`: dense plus the HyLoRA branch, 2·N·r·(d_in + d_out) per layer (X·A then ·B); no memory
+      keys (single rows have none).
+    - `svd_lowrank`: dense; the module changes the projections, counted in `projections_*`.
+
+    Args:
+        model: the model with `module_name` installed (peft-wrapped or not); for `none` any model.
+        module_name: the installed module.
+        n: the sequence length N.
+
+    Returns:
+        A [`FlopsEstimate`]; `ratio` is module / dense.
+
+    Raises:
+        ValueError: the model has a different module installed.
+
+    Example:
+        >>> estimate = attention_flops(model, "none", 128)  # MiniLM: 6 layers, 12 heads, d = 32
+        >>> estimate.dense == 6 * 12 * 4 * 128**2 * 32
+        True
+    """
+    get_module(module_name)  # an unknown name raises UnknownModuleError, listing the valid ones
+    base = _base_model(model)
+    implementation = base.config._attn_implementation
+    if module_name != "none" and implementation != implementation_name(module_name):
+        raise ValueError(f"the model's attention is '{implementation}', not the module '{module_name}'")
+    layers = attention_layers(base)
+    heads, _, d = attention_shape(base.config)
+    causal = bool(getattr(layers[0].module, "is_causal", False))
+    dense_per_head = 4 * n * n * d
+    dense = len(layers) * heads * dense_per_head
+    projections_dense, projections_module = projection_flops(layers, n)
+    formula = (
+        f"dense = L·H·(2·N²·d [Q·Kᵀ] + 2·N²·d [P·V]) with L = {len(layers)}, H = {heads}, N = {n}, d = {d}; "
+        "every query–key pair counted (decoders too), softmax and masks not counted"
+    )
+
+    if module_name in ("none", "svd_lowrank"):
+        module = dense
+        formula += f"; {module_name}: the same attention"
+    elif module_name == "adaptive_span":
+        module = 0
+        all_windows = []
+        for span in span_modules(model):
+            windows = span.windows(n).tolist()
+            all_windows.append(windows)
+            global_pairs = 2 * n if span.global_token else 0
+            for w in windows:
+                band = min(n, w + 1) if causal else min(n, 2 * w + 1)
+                module += min(dense_per_head, 4 * d * (n * band + global_pairs))
+        side = "w_h + 1 (past only)" if causal else "2·w_h + 1"
+        formula += (
+            f"; adaptive_span: Σ_layers Σ_h min(4·N²·d, 4·d·(N·min(N, {side}) + 2·N [global token row "
+            f"and column])), windows w_h = {all_windows}; band pairs only (the torch kernel computes blocks "
+            "of 32 queries against 32 + 2·max w_h keys, more)"
+        )
+    elif module_name == "adaptive_sparse":
+        top_ks = [layer.module.adaptive_sparse.top_k for layer in layers]
+        selection = sum(heads * n * n * max(1, math.ceil(math.log2(min(k, n)))) for k in top_ks)
+        module = dense + selection
+        formula += (
+            f"; adaptive_sparse: dense (all scores are computed, P·V is a dense product) + top-k selection "
+            f"L·H·N·N·max(1, ⌈log₂ min(k, N)⌉) comparisons, k = {top_ks}"
+        )
+    elif module_name == "span_expanded":
+        branches = [getattr(layer.module, BRANCH_ATTRIBUTE) for layer in layers]
+        hylora = sum(2 * n * b.rank * (b.in_features + b.out_features) for b in branches)
+        module = dense + hylora
+        formula += (
+            "; span_expanded: dense + HyLoRA Σ_layers 2·N·r·(d_in + d_out) with (r, d_in, d_out) = "
+            f"{[(b.rank, b.in_features, b.out_features) for b in branches]}; no memory keys (M = 0)"
+        )
+    else:
+        raise ValueError(f"no FLOPs estimate for the module '{module_name}'")
+    formula += (
+        f"; projections (separate): q, k, v, o 2·N·in·out each (a fused c_attn once), factorised 2·N·r·(in + "
+        f"out), biases and LoRA not counted: {projections_dense:.0f} before, {projections_module:.0f} after"
+    )
+    return FlopsEstimate(
+        n=n,
+        dense=float(dense),
+        module=float(module),
+        ratio=module / dense,
+        formula=formula,
+        projections_dense=projections_dense,
+        projections_module=projections_module,
+    )

@@ -1,0 +1,254 @@
+"""Sequence-length scaling: rows measured together and consistent, default lengths from the positions, layer
+calls for every module, and FLOPs counted by hand. Timing is noisy: no test asserts a speed-up."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pytest
+import torch
+from peft import LoraConfig, TaskType, get_peft_model
+from transformers import BertConfig, GPT2Config, RobertaConfig
+
+from modules import get_module, module_names
+from modules.adaptive_span.model import span_modules
+from modules.base import attention_layers
+from pipeline.models import load_model
+from pipeline.scaling import (
+    ScalingRow,
+    attention_flops,
+    attention_shape,
+    default_lengths,
+    layer_attention_runs,
+    max_positions,
+    measure_layer_scaling,
+    measure_model_scaling,
+    reference_copy,
+    synthetic_input_ids,
+)
+
+LABELS = ["negative", "positive"]
+# Configurations under which each module computes what dense attention computes (see test_modules.py).
+OPEN_CONFIGS: dict[str, dict] = {
+    "none": {},
+    "adaptive_span": {"max_span": 512},
+    "span_expanded": {},
+    "adaptive_sparse": {"top_k": 512},
+    "svd_lowrank": {"rank": 4096},
+}
+
+
+def _model(tiny_model_dir, family: str, module_name: str | None = None, **config) -> torch.nn.Module:
+    torch.manual_seed(0)
+    model = load_model(str(tiny_model_dir(family)), LABELS).model
+    if module_name is not None:
+        module = get_module(module_name)
+        module.apply(model, module.config_class(**config))
+    return model
+
+
+def _check_rows(rows: list[ScalingRow], lengths: list[int]) -> None:
+    assert [row.n for row in rows] == lengths
+    for row in rows:
+        assert row.module_seconds > 0 and row.dense_seconds > 0
+        # Page-granular on the CPU: a tiny pass may fit in pages the process already holds, so >= 0.
+        assert row.module_peak_mb is not None and row.module_peak_mb >= 0
+        assert row.dense_peak_mb is not None and row.dense_peak_mb >= 0
+        assert row.speedup == row.dense_seconds / row.module_seconds
+        if row.dense_peak_mb > 0:
+            assert row.memory_ratio == row.module_peak_mb / row.dense_peak_mb
+        else:
+            assert row.memory_ratio is None
+    json.dumps([dataclasses.asdict(row) for row in rows])  # JSON-ready
+
+
+def _set_spans(model: torch.nn.Module, spans: list[list[float]]) -> None:
+    """Sets every head's span z_h = S_max·σ(θ_h) to the given value, through its logit."""
+    with torch.no_grad():
+        for module, layer_spans in zip(span_modules(model), spans, strict=True):
+            p = torch.tensor(layer_spans, dtype=torch.float64) / module.max_span
+            module.span_logits.copy_(torch.log(p / (1 - p)).float())
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Lengths and inputs
+
+
+def test_default_lengths_follow_the_positions():
+    assert default_lengths(BertConfig(max_position_embeddings=160)) == [128]  # the tiny models
+    assert default_lengths(BertConfig(max_position_embeddings=512)) == [128, 256, 512]  # MiniLM
+    assert default_lengths(GPT2Config(n_positions=1024)) == [128, 256, 512, 1024]
+    assert default_lengths(GPT2Config(n_positions=1024), cap=256) == [128, 256]
+    assert default_lengths(BertConfig(max_position_embeddings=100)) == [100]
+    # RoBERTa's positions start after the padding index: 514 − (1 + 1) usable.
+    roberta = RobertaConfig(max_position_embeddings=514, pad_token_id=1)
+    assert max_positions(roberta) == 512
+    assert default_lengths(roberta) == [128, 256, 512]
+    assert default_lengths(RobertaConfig(max_position_embeddings=512, pad_token_id=1)) == [128, 256]
+
+
+def test_roberta_offset_is_respected_in_a_real_model(tiny_model_dir):
+    model = _model(tiny_model_dir, "roberta", "none")
+    limit = max_positions(model.config)
+    assert limit == 160 - model.config.pad_token_id - 1
+    reference = reference_copy(model)
+    rows = measure_model_scaling(model, reference, lengths=[limit], repeats=1)  # the longest row fits
+    _check_rows(rows, [limit])
+    with pytest.raises(ValueError, match="positions"):
+        measure_model_scaling(model, reference, lengths=[limit + 1], repeats=1)
+
+
+def test_synthetic_ids_are_ordinary_tokens():
+    bert = BertConfig()
+    ids = synthetic_input_ids(bert, 2, 300)
+    assert ids.shape == (2, 300) and ids.dtype == torch.long
+    assert int(ids.min()) >= 1000 and int(ids.max()) < bert.vocab_size
+    assert torch.equal(ids, synthetic_input_ids(bert, 2, 300))  # fixed seed
+    gpt2 = GPT2Config(vocab_size=50257, eos_token_id=50256, bos_token_id=50256)
+    assert int(synthetic_input_ids(gpt2, 1, 2000).max()) < 50256  # the trailing special token is avoided
+    tiny = GPT2Config(vocab_size=400, eos_token_id=0, bos_token_id=0)  # smaller than vocab_low
+    ids = synthetic_input_ids(tiny, 1, 2000)
+    assert int(ids.min()) >= 1 and int(ids.max()) < 400
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Whole model
+
+
+@pytest.mark.parametrize(("family", "module_name"), [("bert", "adaptive_span"), ("gpt2", "svd_lowrank")])
+def test_model_scaling_rows(tiny_model_dir, family, module_name):
+    model = _model(
+        tiny_model_dir, family, module_name, **({"rank": 4} if module_name == "svd_lowrank" else {})
+    )
+    if module_name == "svd_lowrank":
+        with pytest.raises(ValueError, match="load the base model again"):
+            reference_copy(model)
+        reference = _model(tiny_model_dir, family)  # the unfactorised base model
+    else:
+        reference = reference_copy(model)
+        assert reference.config._attn_implementation == "sdpa"
+        assert model.config._attn_implementation == "attncard_adaptive_span"
+    model.train()
+    rows = measure_model_scaling(model, reference, lengths=[32, 128], batch_size=2, repeats=1)
+    _check_rows(rows, [32, 128])
+    assert rows[-1].dense_peak_mb > 0 and rows[-1].module_peak_mb > 0  # (2, 128) rows need fresh pages
+    assert model.training and all(module.training for module in model.modules())  # mode restored
+    with pytest.raises(ValueError, match="sdpa"):
+        measure_model_scaling(model, model, lengths=[32], repeats=1)
+
+
+def test_reference_copy_of_span_expanded_keeps_no_layer_input(tiny_model_dir):
+    model = _model(tiny_model_dir, "bert", "span_expanded")
+    reference = reference_copy(model).eval()
+    model.eval()
+    input_ids = synthetic_input_ids(model.config, 1, 24)
+    with torch.inference_mode():
+        expected = model(input_ids=input_ids).logits
+        got = reference(input_ids=input_ids).logits
+    torch.testing.assert_close(got, expected)  # HyLoRA's B starts at zero: the same model, on sdpa
+    states = [layer.module.span_expanded_state for layer in attention_layers(reference)]
+    assert all(state.hidden_states is None for state in states)  # dropped when each layer returned
+
+
+def test_peft_wrapped_model(tiny_model_dir):
+    model = _model(tiny_model_dir, "bert", "adaptive_span", max_span=16)
+    lora = LoraConfig(
+        task_type=TaskType.SEQ_CLS, r=4, target_modules=["query", "value"], modules_to_save=["adaptive_span"]
+    )
+    peft_model = get_peft_model(model, lora)
+    _check_rows(measure_model_scaling(peft_model, reference_copy(peft_model), lengths=[64], repeats=1), [64])
+    _check_rows(measure_layer_scaling(peft_model, lengths=(64,), repeats=1), [64])
+    assert attention_flops(peft_model, "adaptive_span", 64).ratio < 1
+
+
+# ----------------------------------------------------------------------------------------------------------
+# One attention layer
+
+
+@pytest.mark.parametrize("family", ["bert", "llama"])
+@pytest.mark.parametrize("module_name", module_names())
+def test_layer_scaling_for_every_module(tiny_model_dir, family, module_name):
+    model = _model(tiny_model_dir, family, module_name, **OPEN_CONFIGS[module_name])
+    model.eval()
+    heads, kv_heads, head_dim = attention_shape(model.config)
+    assert (heads, kv_heads, head_dim) == ((4, 2, 8) if family == "llama" else (4, 4, 8))  # GQA in llama
+    # Open configurations compute dense attention: the module call and sdpa agree on the same tensors.
+    module_run, dense_run = layer_attention_runs(model, 48)
+    with torch.inference_mode():
+        module_output, dense_output = module_run(), dense_run()
+    assert module_output.shape == (1, 48, heads, head_dim)
+    torch.testing.assert_close(module_output, dense_output, atol=1e-5, rtol=1e-5)
+    if module_name == "adaptive_span":  # short windows, so that N = 128 runs the banded kernel
+        _set_spans(model, [[9.5] * heads, [9.5] * heads])
+    rows = measure_layer_scaling(model, lengths=(64, 256), repeats=1)  # beyond the 160 positions: fine
+    _check_rows(rows, [64, 256])
+
+
+def test_layer_scaling_needs_an_attention_interface_function(tiny_model_dir):
+    torch.manual_seed(0)
+    eager = load_model(str(tiny_model_dir("bert")), LABELS, attn_implementation="eager").model
+    with pytest.raises(ValueError, match="AttentionInterface"):
+        measure_layer_scaling(eager, lengths=(16,), repeats=1)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# FLOPs, by hand. The tiny models: L = 2 layers, H = 4 heads, d = 8, hidden 32.
+
+
+def test_flops_dense_and_none(tiny_model_dir):
+    estimate = attention_flops(_model(tiny_model_dir, "bert", "none"), "none", 64)
+    assert estimate.dense == 2 * 4 * (2 * 64**2 * 8 + 2 * 64**2 * 8) == 1_048_576
+    assert estimate.module == estimate.dense and estimate.ratio == 1.0
+    assert estimate.projections_dense == estimate.projections_module == 2 * 4 * (2 * 64 * 32 * 32)
+    assert "L = 2, H = 4, N = 64, d = 8" in estimate.formula
+    json.dumps(dataclasses.asdict(estimate))
+    with pytest.raises(ValueError, match="not the module"):
+        attention_flops(_model(tiny_model_dir, "bert", "none"), "adaptive_span", 64)
+
+
+@pytest.mark.parametrize("family", ["bert", "gpt2"])
+def test_flops_adaptive_span_counts_the_band(tiny_model_dir, family):
+    model = _model(tiny_model_dir, family, "adaptive_span", max_span=64, ramp=4)
+    # z = 8.5 → w = ⌈8.5 + 4⌉ − 1 = 12; z = 20.5 → w = 24.
+    _set_spans(model, [[8.5, 20.5, 8.5, 20.5], [20.5] * 4])
+    assert [module.windows(1000).tolist() for module in span_modules(model)] == [[12, 24, 12, 24], [24] * 4]
+    n, d = 64, 8
+    estimate = attention_flops(model, "adaptive_span", n)
+    # Per head 4·d·(N·band + 2·N): band 2w + 1 keys in encoders (25, 49), w + 1 in decoders (13, 25).
+    short, long = (25, 49) if family == "bert" else (13, 25)
+    per_head = {band: 4 * d * (n * band + 2 * n) for band in (short, long)}
+    assert estimate.module == 2 * per_head[short] + 2 * per_head[long] + 4 * per_head[long]
+    assert estimate.dense == 2 * 4 * 4 * n * n * d
+    assert estimate.ratio == estimate.module / estimate.dense < 1
+    assert "[[12, 24, 12, 24], [24, 24, 24, 24]]" in estimate.formula
+    # At N = 8 every window covers the row: each head is capped at its dense count.
+    assert attention_flops(model, "adaptive_span", 8).ratio == 1.0
+
+
+@pytest.mark.parametrize("family", ["bert", "gpt2"])
+def test_flops_svd_lowrank_projections(tiny_model_dir, family):
+    model = _model(tiny_model_dir, family, "svd_lowrank", rank=4)
+    n, r = 64, 4
+    estimate = attention_flops(model, "svd_lowrank", n)
+    assert estimate.module == estimate.dense  # attention itself is unchanged
+    if family == "bert":  # q, k, v, o: 32 → 32 each
+        before, after = 4 * 2 * n * 32 * 32, 4 * 2 * n * r * (32 + 32)
+    else:  # GPT-2: the fused c_attn 32 → 96 once, and c_proj 32 → 32
+        before = 2 * n * 32 * 96 + 2 * n * 32 * 32
+        after = 2 * n * r * (32 + 96) + 2 * n * r * (32 + 32)
+    assert estimate.projections_dense == 2 * before
+    assert estimate.projections_module == 2 * after
+
+
+def test_flops_span_expanded_and_adaptive_sparse(tiny_model_dir):
+    n, d = 64, 8
+    dense = 2 * 4 * 4 * n * n * d
+    expanded = attention_flops(
+        _model(tiny_model_dir, "bert", "span_expanded", hylora_rank=8), "span_expanded", n
+    )
+    assert expanded.module == dense + 2 * (2 * n * 8 * (32 + 32))  # HyLoRA X·A·B per layer
+    sparse = attention_flops(_model(tiny_model_dir, "bert", "adaptive_sparse", top_k=8), "adaptive_sparse", n)
+    assert sparse.module == dense + 2 * 4 * n * n * math.ceil(math.log2(8))  # top-k comparisons
+    assert "all scores are computed" in sparse.formula
