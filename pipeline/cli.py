@@ -333,6 +333,14 @@ def main(argv: list[str] | None = None) -> int:
     publish_parser = commands.add_parser("publish", help="train, evaluate, verify and write a run folder")
     add_publish_arguments(publish_parser)
     commands.add_parser("modules", help="list the attention modules and what they support")
+    download = commands.add_parser(
+        "download", help="download a published run, check every file, refuse FAIL", add_help=False
+    )
+    download.add_argument("options", nargs=argparse.REMAINDER)
+    verify = commands.add_parser(
+        "verify", help="re-evaluate a published run and compare with its card", add_help=False
+    )
+    verify.add_argument("options", nargs=argparse.REMAINDER)
     lint = commands.add_parser("lint", help="check a run folder's card, files and manifest", add_help=False)
     lint.add_argument("options", nargs=argparse.REMAINDER)
     bench = commands.add_parser(
@@ -343,6 +351,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "modules":
         return _run(_print_modules)
+    if args.command == "download":
+        from .download import main_download
+
+        return main_download(args.options)
+    if args.command == "verify":
+        from .download import main_verify
+
+        return main_verify(args.options)
     if args.command == "lint":
         from .lint import main as lint_main
 

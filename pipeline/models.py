@@ -71,6 +71,7 @@ class LoadedModel:
     revision: str
     family: str
     license: str
+    parameters: int  # of the model as loaded, head included: before any attention module or LoRA
 
     @property
     def is_decoder(self) -> bool:
@@ -207,6 +208,7 @@ def load_model(
         revision=revision,
         family=family,
         license=license_name or "other",
+        parameters=sum(p.numel() for p in model.parameters()),
     )
 
 

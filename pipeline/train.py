@@ -76,7 +76,7 @@ class TrainResult:
     penalties: list[float]  # the module's penalty of every step; empty when it has none
     seconds: float
     target_modules: list[str]
-    base_parameters: int  # of the model as loaded, classification head included, before LoRA
+    base_parameters: int  # of the model as loaded, head included, before the module and LoRA
     trainable_parameters: int
     layers_changed: int  # layers LoRA adapts plus attention layers the module changes
     device: str
@@ -162,7 +162,6 @@ def train(
     on_gpu = torch.cuda.is_available()
     mixed_precision = "bf16" if on_gpu and torch.cuda.is_bf16_supported() else ("fp16" if on_gpu else "no")
     accelerator = Accelerator(cpu=not on_gpu, mixed_precision=mixed_precision)
-    base_parameters = sum(p.numel() for p in loaded.model.parameters())
     model = add_lora(loaded, config, module, module_config)
     trainable = [p for p in model.parameters() if p.requires_grad]
     rates = module.learning_rates(module_config) if module and module.learning_rates else {}
@@ -236,7 +235,7 @@ def train(
         penalties=penalties,
         seconds=seconds,
         target_modules=adapted_module_names(model),
-        base_parameters=base_parameters,
+        base_parameters=loaded.parameters,
         trainable_parameters=sum(p.numel() for p in trainable),
         layers_changed=sum(isinstance(layer, BaseTunerLayer) for layer in model.modules())
         + (len(attention_layers(model.get_base_model())) if module and module.name != "none" else 0),

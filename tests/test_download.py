@@ -1,0 +1,382 @@
+"""Downloading, checking and reloading a published run: from a folder and from a loopback Hub.
+
+The run is a tiny GPT-2 trained for a few steps on a small SST-2 folder (built once for this module); it
+is pushed to `LoopbackHub` the way publishing will push it: `create_repo`, then one `create_commit` that
+adds every file of the run folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from huggingface_hub import CommitOperationAdd, HfApi, constants
+from huggingface_hub.utils import close_session
+
+from conftest import write_sst2_folder
+from hub_server import LoopbackHub, client_settings
+from pipeline.cli import publish_main
+from pipeline.data import load_task
+from pipeline.download import (
+    FailedCheckpointError,
+    HubUnreachable,
+    IncompatibleRunError,
+    IntegrityError,
+    RepoNotFound,
+    RevisionNotFound,
+    UnknownSchemaError,
+    UnsafeFormatError,
+    load_verified,
+    main_download,
+    main_verify,
+    predict,
+    predictions_sha256,
+    reverify,
+)
+from pipeline.errors import ResultsError
+from pipeline.results import Results, sha256_file
+from pipeline.verify import Status
+
+# huggingface_hub 2.4.0 itself uploads LFS parts with httpx2's deprecated `data=<file>`.
+pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
+
+TOKEN = "hf_loopback_test_token"
+USER = "loopback-user"
+REPO = f"{USER}/tiny-gpt2-none-sst2"
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tiny_model_dir, tmp_path_factory) -> tuple[Path, Path]:
+    """`(run folder, GLUE folder)`: a tiny GPT-2 run that clears the baseline (10 steps memorise 8 rows)."""
+    root = tmp_path_factory.mktemp("download-run")
+    glue = write_sst2_folder(root / "glue")
+    argv = [
+        "--model",
+        str(tiny_model_dir("gpt2")),
+        "--module",
+        "none",
+        "--steps",
+        "10",
+        "--batch-size",
+        "8",
+        "--lr",
+        "3e-2",
+        "--data-dir",
+        str(glue),
+        "--output",
+        str(root / "runs"),
+        "--repo-id",
+        REPO,
+    ]
+    assert publish_main(argv) == 0
+    run_dir = root / "runs" / "tiny-gpt2-none-sst2"
+    assert Results.load(run_dir).verification.status == Status.PASS_NO_COMPRESSION
+    return run_dir, glue
+
+
+@pytest.fixture
+def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackHub]:
+    """A running LoopbackHub with this process's huggingface_hub client pointed at it (as in
+    test_hub_server.py: constants patched as well as the environment, HF_HUB_OFFLINE undone)."""
+    server = LoopbackHub(tmp_path / "hub", token=TOKEN).start()
+    env, overrides = client_settings(server, tmp_path / "hf_home", token=TOKEN)
+    for name in (
+        "HF_OIDC_RESOURCE",
+        "HUGGING_FACE_HUB_TOKEN",
+        "TRANSFORMERS_OFFLINE",
+        "HUGGINGFACE_CO_STAGING",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    for name, value in overrides.items():
+        monkeypatch.setattr(constants, name, value)
+    close_session()
+    try:
+        yield server
+    finally:
+        server.stop()
+        close_session()
+    assert server.internal_errors == [], "\n".join(server.internal_errors)
+
+
+@pytest.fixture
+def published(hub: LoopbackHub, tiny_run) -> str:
+    """The tiny run pushed to the hub as publishing does it; tagged `v1`. Returns the commit sha."""
+    run_dir, _ = tiny_run
+    api = HfApi(endpoint=hub.endpoint, token=TOKEN)
+    api.create_repo(REPO)
+    operations = [
+        CommitOperationAdd(path_in_repo=path.relative_to(run_dir).as_posix(), path_or_fileobj=str(path))
+        for path in sorted(run_dir.rglob("*"))
+        if path.is_file()
+    ]
+    commit = api.create_commit(REPO, operations, commit_message="Publish tiny-gpt2-none-sst2").oid
+    api.create_tag(REPO, tag="v1", revision=commit)
+    return commit
+
+
+@pytest.fixture
+def fresh_cache(tmp_path: Path) -> Callable[[], Path]:
+    """A new cache folder on each call: the huggingface_hub cache would otherwise mask server changes."""
+    count = iter(range(1000))
+    return lambda: tmp_path / f"cache-{next(count)}"
+
+
+def copy_run(run_dir: Path, tmp_path: Path, edit: Callable[[dict], None] | None = None) -> Path:
+    """A copy of the run folder, its results.json edited by `edit` (results.json is not in the manifest)."""
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy)
+    if edit is not None:
+        path = copy / "results.json"
+        data = json.loads(path.read_text())
+        edit(data)
+        path.write_text(json.dumps(data, indent=2))
+    return copy
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    assert err.startswith("error: ")
+    return err
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Local folders
+
+
+def test_local_folder_reproduces_the_recorded_predictions(tiny_run) -> None:
+    run_dir, glue = tiny_run
+    rng_before = torch.get_rng_state()
+    verified = load_verified(run_dir)
+    assert torch.equal(torch.get_rng_state(), rng_before)  # nothing seeded, the caller's state untouched
+    assert (verified.folder, verified.repo_id, verified.revision) == (run_dir.resolve(), None, None)
+    assert not verified.model.training
+    assert verified.tokenizer.padding_side == "right"
+    assert verified.tokenizer.pad_token == verified.tokenizer.eos_token  # a GPT-2 tokenizer has no pad token
+    assert verified.base_parameters == verified.results.parameters.before
+
+    predictions = predict(verified, load_task("sst2", glue))
+    assert len(predictions) == verified.results.verification.n == 40
+    assert predictions_sha256(predictions) == verified.results.metrics.predictions_sha256
+    # A different random state while loading changes nothing: every random initial value is overwritten.
+    torch.manual_seed(12345)
+    again = load_verified(run_dir)
+    assert predict(again, load_task("sst2", glue)) == predictions
+
+
+def test_extra_files_are_refused_but_not_the_hubs_gitattributes(tiny_run, tmp_path: Path) -> None:
+    run_dir, _ = tiny_run
+    copy = copy_run(run_dir, tmp_path)
+    (copy / ".gitattributes").write_text("*.safetensors filter=lfs diff=lfs merge=lfs -text\n")
+    (copy / ".cache" / "huggingface").mkdir(parents=True)
+    (copy / ".cache" / "huggingface" / "download.metadata").write_text("x")
+    assert load_verified(copy).results.repo_name == "tiny-gpt2-none-sst2"
+    # An unlisted file could change the model: the tokenizer loader reads special_tokens_map.json by name.
+    (copy / "special_tokens_map.json").write_text('{"pad_token": "a"}')
+    with pytest.raises(IntegrityError, match=r"special_tokens_map\.json is not in the manifest"):
+        load_verified(copy)
+
+
+def test_unknown_schema_version_is_refused(tiny_run, tmp_path: Path) -> None:
+    copy = copy_run(tiny_run[0], tmp_path, lambda data: data.update(schema_version=999))
+    with pytest.raises(
+        UnknownSchemaError, match=r"schema version 999; this attncard reads version 1: upgrade"
+    ):
+        load_verified(copy)
+    assert issubclass(UnknownSchemaError, ResultsError)
+
+
+def test_failed_run_is_refused_unless_allowed(tiny_run, tmp_path: Path) -> None:
+    def fail(data: dict) -> None:
+        data["verification"]["status"] = "FAIL"
+
+    copy = copy_run(tiny_run[0], tmp_path, fail)
+    with pytest.raises(
+        FailedCheckpointError, match=r"status is FAIL .*allow_failed=True \(CLI: --allow-fail\)"
+    ):
+        load_verified(copy)
+    assert load_verified(copy, allow_failed=True).results.verification.status == Status.FAIL
+
+
+class _Trap:
+    """Unpickling this creates the file `marker`: proof that a pickle was opened."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return Path.touch, (self.marker,)
+
+
+def test_pickle_adapter_is_refused_unopened(
+    tiny_run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = tmp_path / "unpickled"
+    copy = copy_run(tiny_run[0], tmp_path)
+    (copy / "adapter_model.safetensors").unlink()
+    (copy / "adapter_model.bin").write_bytes(pickle.dumps(_Trap(marker)))
+    results = json.loads((copy / "results.json").read_text())
+    manifest = results["manifest"]
+    del manifest["adapter_model.safetensors"]
+    manifest["adapter_model.bin"] = sha256_file(copy / "adapter_model.bin")  # as a publisher of .bin would
+    (copy / "results.json").write_text(json.dumps(results))
+
+    def no_unpickling(*args, **kwargs):
+        raise AssertionError("a pickle was loaded")
+
+    monkeypatch.setattr(torch, "load", no_unpickling)
+    monkeypatch.setattr(pickle, "load", no_unpickling)
+    monkeypatch.setattr(pickle, "loads", no_unpickling)
+    with pytest.raises(UnsafeFormatError, match=r"adapter_model\.bin is a pickle file, .*did not open it"):
+        load_verified(copy)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("module", "message"),
+    [
+        ("linformer", "module 'linformer', which this attncard does not have"),
+        # The adapter has no span parameters: they would keep their initial values.
+        ("adaptive_span", r"adapter_config\.json does not save adaptive_span, the trained parameters of"),
+    ],
+)
+def test_a_module_the_adapter_does_not_fit_is_refused(tiny_run, tmp_path: Path, module, message) -> None:
+    def rename(data: dict) -> None:
+        data["module"]["name"] = module
+
+    copy = copy_run(tiny_run[0], tmp_path, rename)
+    with pytest.raises(IncompatibleRunError, match=message):
+        load_verified(copy)
+
+
+def test_reverify_matches_and_catches_an_edited_accuracy(tiny_run, tmp_path: Path, capsys) -> None:
+    run_dir, glue = tiny_run
+    assert main_verify([str(run_dir), "--data-dir", str(glue)]) == 0
+    out = capsys.readouterr().out
+    assert "MATCH: " in out and "recorded PASS_NO_COMPRESSION" in out
+
+    # results.json is not in its own manifest: the edit passes every file check, and only re-evaluating the
+    # model shows it.
+    def better(data: dict) -> None:
+        data["metrics"]["accuracy"] = data["verification"]["accuracy"] = 0.987654
+
+    copy = copy_run(run_dir, tmp_path, better)
+    load_verified(copy)
+    check = reverify(copy, data_dir=glue)
+    assert not check.matches and check.data_matches
+    accuracy = Results.load(run_dir).metrics.accuracy
+    assert (check.recorded_accuracy, check.recomputed_accuracy) == (0.987654, accuracy)
+    assert check.recomputed_predictions_sha256 == check.recorded_predictions_sha256
+    assert main_verify([str(copy), "--data-dir", str(glue)]) == 1
+    out = capsys.readouterr().out
+    assert "MISMATCH: " in out and f"accuracy {accuracy!r} recomputed, 0.987654 recorded" in out
+
+
+def test_reverify_reports_other_data(tiny_run, tmp_path: Path) -> None:
+    run_dir, _ = tiny_run
+    other = write_sst2_folder(tmp_path / "other-glue", dev_repeats=4)
+    check = reverify(run_dir, data_dir=other)
+    assert not check.matches and not check.data_matches
+    assert check.problems[0].startswith("the data differ: the run was evaluated on sha256:")
+    assert (check.recorded_rows, check.rows) == (40, 32)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The Hub
+
+
+def test_hub_repo_loads_by_branch_tag_and_commit(hub, published: str, tiny_run, fresh_cache) -> None:
+    _, glue = tiny_run
+    data = load_task("sst2", glue)
+    for revision in (None, "main", "v1", published):
+        verified = load_verified(REPO, revision, endpoint=hub.endpoint, token=TOKEN, cache_dir=fresh_cache())
+        assert (verified.repo_id, verified.revision) == (REPO, published)
+        # The Hub's own .gitattributes is in the snapshot, outside the manifest, and accepted.
+        assert (verified.folder / ".gitattributes").is_file()
+        assert predictions_sha256(predict(verified, data)) == verified.results.metrics.predictions_sha256
+    check = reverify(REPO, "v1", data_dir=glue, endpoint=hub.endpoint)
+    assert check.matches and check.revision == published, check.problems
+
+
+def test_tampered_file_on_the_server(hub, published: str, fresh_cache) -> None:
+    cache = fresh_cache()
+    load_verified(REPO, endpoint=hub.endpoint, cache_dir=cache)
+    good = hub.read_file(REPO, "config.json")
+    hub.tamper(REPO, "config.json", good.replace(b'"n_layer": 2', b'"n_layer": 1'))
+    # The cache holds one copy per (commit, file): a cache that has this commit keeps the published bytes.
+    assert load_verified(REPO, endpoint=hub.endpoint, cache_dir=cache).revision == published
+    with pytest.raises(IntegrityError) as caught:
+        load_verified(REPO, endpoint=hub.endpoint, cache_dir=fresh_cache())
+    actual, expected = sha256(hub.read_file(REPO, "config.json")), sha256(good)
+    assert str(caught.value).startswith(
+        f"{REPO}@{published[:12]}: config.json has sha256 {actual[:12]}… but the manifest expects "
+        f"{expected[:12]}…: the file changed after publishing; do not use this checkpoint"
+    )
+
+
+def test_missing_file_on_the_server(hub, published: str, fresh_cache) -> None:
+    hub.delete_file_silently(REPO, "tokenizer.json")
+    with pytest.raises(IntegrityError, match=r"tokenizer\.json is missing \(the manifest expects sha256 "):
+        load_verified(REPO, endpoint=hub.endpoint, cache_dir=fresh_cache())
+
+
+def test_missing_repo_and_revision(hub, published: str, fresh_cache) -> None:
+    with pytest.raises(RepoNotFound, match=f"no repository '{USER}/missing' on {hub.endpoint}"):
+        load_verified(f"{USER}/missing", endpoint=hub.endpoint, cache_dir=fresh_cache())
+    with pytest.raises(RevisionNotFound, match=f"{REPO} on {hub.endpoint} has no branch, tag or commit 'v9'"):
+        load_verified(REPO, "v9", endpoint=hub.endpoint, cache_dir=fresh_cache())
+    with pytest.raises(RevisionNotFound, match="has no branch, tag or commit '0123456789"):
+        load_verified(REPO, "0123456789" * 4, endpoint=hub.endpoint, cache_dir=fresh_cache())
+
+
+def test_offline_or_unreachable_without_a_cached_copy(hub, published: str, fresh_cache, monkeypatch) -> None:
+    cache = fresh_cache()
+    endpoint = hub.endpoint
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(HubUnreachable, match=rf"HF_HUB_OFFLINE is set and {REPO} is not in the local cache"):
+        load_verified(REPO, endpoint=endpoint, cache_dir=cache)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    load_verified(REPO, endpoint=endpoint, cache_dir=cache)
+    hub.stop()
+    with pytest.raises(
+        HubUnreachable, match=f"could not reach {endpoint} \\(ConnectError\\) and {REPO} is not in"
+    ):
+        load_verified(REPO, endpoint=endpoint, cache_dir=fresh_cache())
+    # A copy cached earlier still loads when the Hub cannot be reached, and is checked all the same.
+    assert load_verified(REPO, endpoint=endpoint, cache_dir=cache).revision == published
+
+
+def test_download_command(hub, published: str, tiny_run, tmp_path: Path, capsys) -> None:
+    run_dir, _ = tiny_run
+    output = tmp_path / "downloaded"
+    assert (
+        main_download([REPO, "--revision", "v1", "--hub-endpoint", hub.endpoint, "--output", str(output)])
+        == 0
+    )
+    captured = capsys.readouterr()
+    assert captured.out.strip() == str(output)
+    # (stderr also carries huggingface_hub's progress bar)
+    accuracy = Results.load(run_dir).metrics.accuracy
+    assert (
+        f"PASS_NO_COMPRESSION: {REPO}@{published[:12]}, accuracy {accuracy:.4f} on 40 rows;" in captured.err
+    )
+    assert sorted(p.name for p in output.iterdir()) == sorted(p.name for p in run_dir.iterdir())
+    assert load_verified(output).results.metrics.accuracy == accuracy
+    capsys.readouterr()
+
+    assert main_download([f"{USER}/missing", "--hub-endpoint", hub.endpoint]) == 2
+    assert "no repository" in one_line_error(capsys)
+    assert main_download([REPO, "--hub-endpoint", hub.endpoint, "--output", str(output)]) == 2
+    assert "is not an empty folder" in one_line_error(capsys)
