@@ -249,6 +249,7 @@ def run_publish(options: PublishOptions) -> Path:
     data_dir = data.source.files and str(Path(data.source.files["validation"]["path"]).parent.parent)
     results = collect_results(
         repo_name=options.repo_name,
+        repo_id=options.repo_id,
         command=options.command(data_dir or None),
         started_at=started_at,
         data=data,

@@ -120,6 +120,7 @@ class EvalResult:
     labels: list[int]  # gold labels of the evaluated split, in order
     predictions: list[int]
     module_stats: dict  # what the trained module reports about itself (learned spans, ranks, …)
+    example: dict[str, str]  # the text columns of the first evaluated row, for the card's usage snippet
     trace: list[TraceStep]  # one real forward pass through attention layer 0
 
 
@@ -303,4 +304,5 @@ def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> Eval
         predictions=y_pred.tolist(),
         module_stats=module.stats(model, lengths) if module is not None and module.stats else {},
         trace=record_trace(model, dict(first_rows)) if module is not None else [],
+        example={column: validation[0][column] for column in spec.text_columns},
     )

@@ -22,7 +22,7 @@ from .data import TaskData
 from .errors import AttncardError
 from .evaluate import EvalResult
 from .lint import lint_run_folder
-from .render import render_card, write_eval_results, write_plots
+from .render import render_card, run_usage_snippet, usage_snippet, write_eval_results, write_plots
 from .results import (
     SCHEMA_VERSION,
     DatasetRecord,
@@ -31,6 +31,7 @@ from .results import (
     ModuleRecord,
     Results,
     TrainingRecord,
+    UsageRecord,
     build_manifest,
     utc_now,
 )
@@ -49,6 +50,7 @@ FINAL_LOSS_STEPS = 20  # the final training loss reported is the mean over this 
 def collect_results(
     *,
     repo_name: str,
+    repo_id: str | None,
     command: str,
     started_at: str,
     data: TaskData,
@@ -100,6 +102,7 @@ def collect_results(
         parameters=evaluation.parameters,
         verification=verification,
         environment=EnvironmentRecord.capture(),
+        repo_id=repo_id,
     )
 
 
@@ -137,7 +140,14 @@ def write_run_folder(evaluation: EvalResult, results: Results, run_dir: str | os
 
         write_eval_results(results, partial)
         plots = write_plots(results, partial)
+        # The usage snippet runs on the folder as it will be published, weights and manifest included; the
+        # card shows the same code pointed at the Hub repository (or the final run folder).
         results.manifest = build_manifest(partial)
+        results.save(partial)
+        example = [evaluation.example[column] for column in evaluation.example]
+        location = results.repo_id or run_dir.as_posix()
+        output = run_usage_snippet(usage_snippet(results, partial.as_posix(), example))
+        results.usage = UsageRecord(code=usage_snippet(results, location, example), output=output)
         (partial / CARD_FILE).write_text(render_card(results, plots), encoding="utf-8")
         results.manifest = build_manifest(partial)
         results.save(partial)

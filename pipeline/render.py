@@ -7,12 +7,15 @@ with huggingface_hub's `ModelCardData` and `EvalResult`, so the Hub parses it as
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
 import math
 from pathlib import Path
 
 import jinja2
+import torch
 import yaml
 from huggingface_hub import EvalResult, EvalResultEntry, ModelCard, ModelCardData, eval_result_entries_to_yaml
 
@@ -226,6 +229,34 @@ def write_eval_results(results: Results, run_dir: Path) -> Path:
     path = folder / f"{results.dataset.task}.yaml"
     path.write_text(yaml.safe_dump(eval_result_entries_to_yaml([entry]), sort_keys=False), encoding="utf-8")
     return path
+
+
+def usage_snippet(results: Results, location: str, example: list[str]) -> str:
+    """Python that loads this checkpoint with attncard's verified loader and classifies one example.
+
+    Args:
+        results: the run (a FAIL run needs `allow_failed=True` to load at all).
+        location: the Hub repository id, or the run folder.
+        example: the text(s) of one row, one per text column of the task.
+    """
+    allow = ", allow_failed=True" if results.verification.status.value == "FAIL" else ""
+    texts = ", ".join(repr([text]) for text in example)
+    return (
+        "from pipeline.download import load_verified\n"
+        "\n"
+        f"verified = load_verified({location!r}{allow})  # checks every file's sha256 and the status\n"
+        f'inputs = verified.tokenizer({texts}, return_tensors="pt")\n'
+        "label_id = int(verified.model(**inputs).logits.argmax(-1))\n"
+        "print(verified.model.config.id2label[label_id])\n"
+    )
+
+
+def run_usage_snippet(code: str) -> str:
+    """Runs a usage snippet and returns what it printed; an exception propagates, failing the render."""
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output), torch.no_grad():
+        exec(compile(code, "<model card usage snippet>", "exec"), {"__name__": "__usage__"})
+    return output.getvalue()
 
 
 def render_card(results: Results, plots: list[dict[str, str]] | None = None) -> str:

@@ -120,6 +120,14 @@ class EnvironmentRecord:
 
 
 @dataclass
+class UsageRecord:
+    """The card's usage snippet and what it printed when it was run on the finished run folder."""
+
+    code: str
+    output: str
+
+
+@dataclass
 class Results:
     """One run, as results.json holds it."""
 
@@ -138,6 +146,8 @@ class Results:
     verification: Verification
     environment: EnvironmentRecord
     manifest: dict[str, str] = field(default_factory=dict)  # path in the run folder -> sha256
+    repo_id: str | None = None  # the Hub repository, when publish was given one
+    usage: UsageRecord | None = None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
