@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.pytorch_utils import Conv1D
 
-from ..trace import trace_step
+from ..none.attention import none_attention
 
 
 def factorised_parameter_count(in_features: int, out_features: int, rank: int, bias: bool = True) -> int:
@@ -182,24 +181,8 @@ def svd_lowrank_attention(
     key: torch.Tensor,
     value: torch.Tensor,
     attention_mask: torch.Tensor | None,
-    *,
-    scaling: float | None = None,
-    dropout: float = 0.0,
     **kwargs,
 ) -> tuple[torch.Tensor, None]:
-    """transformers' SDPA attention, unchanged: the module changes the projections around it, not attention.
-
-    Shapes: query (B, H, N, D), key and value (B, H_kv, N, D), attention_mask (B, 1, N, N) bool or None;
-    returns (B, N, H, D).
-    """
-    output, _ = sdpa_attention_forward(
-        module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs
-    )
-    trace_step(
-        module,
-        "attention",
-        "scaled_dot_product_attention (transformers sdpa, GQA heads repeated) on low-rank q, k, v",
-        {"query": query, "key": key, "value": value, "mask": attention_mask},
-        {"output": output},
-    )
-    return output, None
+    """The model's own attention, unchanged (`none`'s function): svd_lowrank changes the projections around
+    attention, not attention itself. Shapes as in `modules.none.attention.none_attention`."""
+    return none_attention(module, query, key, value, attention_mask, **kwargs)
