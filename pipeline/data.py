@@ -33,11 +33,11 @@ class TaskSpec:
     text_columns: tuple[str, ...]
     label_names: tuple[str, ...]
     folder: str  # folder name in the official GLUE download ("SST-2"); its lower-case form is accepted too
-    train_file: str
-    validation_file: str
-    validation_split: str  # the split evaluated on the Hub
     # TSV column of each text column and of the label: a header name, or a position for header-less files
     tsv_columns: dict[str, str | int]
+    train_file: str = "train.tsv"
+    validation_file: str = "dev.tsv"
+    validation_split: str = "validation"  # the split evaluated on the Hub
     tsv_has_header: bool = True
     tsv_labels_are_names: bool = False  # "entailment" rather than "0"
     citation: str = ""
@@ -56,9 +56,6 @@ TASKS: dict[str, TaskSpec] = {
             text_columns=("sentence",),
             label_names=("negative", "positive"),
             folder="SST-2",
-            train_file="train.tsv",
-            validation_file="dev.tsv",
-            validation_split="validation",
             tsv_columns={"sentence": "sentence", "label": "label"},
             citation="Socher et al., Recursive Deep Models for Semantic Compositionality Over a Sentiment "
             "Treebank, EMNLP 2013",
@@ -68,9 +65,6 @@ TASKS: dict[str, TaskSpec] = {
             text_columns=("sentence",),
             label_names=("unacceptable", "acceptable"),
             folder="CoLA",
-            train_file="train.tsv",
-            validation_file="dev.tsv",
-            validation_split="validation",
             tsv_columns={"sentence": 3, "label": 1},
             tsv_has_header=False,
             citation="Warstadt, Singh and Bowman, Neural Network Acceptability Judgments, TACL 2019",
@@ -80,9 +74,6 @@ TASKS: dict[str, TaskSpec] = {
             text_columns=("sentence1", "sentence2"),
             label_names=("not_equivalent", "equivalent"),
             folder="MRPC",
-            train_file="train.tsv",
-            validation_file="dev.tsv",
-            validation_split="validation",
             tsv_columns={"sentence1": "#1 String", "sentence2": "#2 String", "label": "Quality"},
             citation="Dolan and Brockett, Automatically Constructing a Corpus of Sentential Paraphrases, "
             "IWP 2005",
@@ -92,9 +83,6 @@ TASKS: dict[str, TaskSpec] = {
             text_columns=("question1", "question2"),
             label_names=("not_duplicate", "duplicate"),
             folder="QQP",
-            train_file="train.tsv",
-            validation_file="dev.tsv",
-            validation_split="validation",
             tsv_columns={"question1": "question1", "question2": "question2", "label": "is_duplicate"},
             citation="Iyer, Dandekar and Csernai, First Quora Dataset Release: Question Pairs, 2017",
         ),
@@ -103,9 +91,6 @@ TASKS: dict[str, TaskSpec] = {
             text_columns=("sentence1", "sentence2"),
             label_names=("entailment", "not_entailment"),
             folder="RTE",
-            train_file="train.tsv",
-            validation_file="dev.tsv",
-            validation_split="validation",
             tsv_columns={"sentence1": "sentence1", "sentence2": "sentence2", "label": "label"},
             tsv_labels_are_names=True,
             citation="Dagan et al. 2006; Bar Haim et al. 2006; Giampiccolo et al. 2007; Bentivogli et al. "
@@ -116,9 +101,6 @@ TASKS: dict[str, TaskSpec] = {
             text_columns=("question", "sentence"),
             label_names=("entailment", "not_entailment"),
             folder="QNLI",
-            train_file="train.tsv",
-            validation_file="dev.tsv",
-            validation_split="validation",
             tsv_columns={"question": "question", "sentence": "sentence", "label": "label"},
             tsv_labels_are_names=True,
             citation="Rajpurkar et al., SQuAD: 100,000+ Questions for Machine Comprehension of Text, "
