@@ -111,7 +111,6 @@ TASKS: dict[str, TaskSpec] = {
             text_columns=("premise", "hypothesis"),
             label_names=("entailment", "neutral", "contradiction"),
             folder="MNLI",
-            train_file="train.tsv",
             validation_file="dev_matched.tsv",
             validation_split="validation_matched",
             tsv_columns={"premise": "sentence1", "hypothesis": "sentence2", "label": "gold_label"},
