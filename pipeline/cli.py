@@ -1,13 +1,15 @@
 """The command line: `publish --model roberta --module adaptive_span`, and `attncard <command>`.
 
 `publish` runs the stages in order — data, model, train, evaluate, verify, render — and writes the run folder
-`runs/<repo-name>/`. Bad input ends with one line on stderr saying what is wrong and what to do, and exit
-status 2; nothing is written.
+`runs/<repo-name>/`; with `--push` it then pushes it to the Hub (`attncard push RUN_DIR` pushes one written
+before). Bad input ends with one line on stderr saying what is wrong and what to do, and exit status 2;
+nothing is written.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import shlex
 import sys
 import warnings
@@ -124,8 +126,35 @@ def add_publish_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="also copy the card, results.json and plots to DIR/<repo-name>/ for review (e.g. cards)",
     )
+    group = parser.add_argument_group("pushing to the Hub")
     group.add_argument(
-        "--push", action="store_true", help="push the run folder to the Hub (not available yet)"
+        "--push",
+        action="store_true",
+        help="push the run folder to the Hub repository --repo-id, in one commit, tagged "
+        "run-<started_at>-<results.json sha256[:8]>; token: $HF_TOKEN, else `hf auth login`",
+    )
+    add_push_arguments(group)
+
+
+def add_push_arguments(group: argparse._ActionsContainer) -> None:
+    """The options of a push, shared by `publish --push` and `attncard push`."""
+    group.add_argument(
+        "--allow-fail",
+        action="store_true",
+        help="push a run whose status is FAIL (its card says so at the top); refused otherwise",
+    )
+    group.add_argument(
+        "--hub-endpoint",
+        default=None,
+        metavar="URL",
+        help="the Hub to push to (default: $HF_ENDPOINT, else https://huggingface.co)",
+    )
+    group.add_argument(
+        "--hub-timeout",
+        type=_positive_float,
+        default=None,
+        metavar="SECONDS",
+        help="give up a Hub request (and retry it) after this long without progress (default: 60)",
     )
 
 
@@ -140,6 +169,9 @@ class PublishOptions:
     repo_id: str | None
     push: bool
     cards: Path | None = None
+    allow_fail: bool = False
+    hub_endpoint: str | None = None
+    hub_timeout: float | None = None
 
     @property
     def repo_name(self) -> str:
@@ -187,10 +219,12 @@ def options_from_args(args: argparse.Namespace) -> PublishOptions:
     get_task(args.task)
     resolve_model_name(args.model)
     if args.push:
-        raise AttncardError(
-            "--push is not available yet: the Hub push lands in a later release; run without --push and "
-            "upload the run folder yourself"
-        )
+        check_push_setup(args.repo_id)
+    else:
+        given = [name for name in ("allow_fail", "hub_endpoint", "hub_timeout") if getattr(args, name)]
+        if given:
+            option = "--" + given[0].replace("_", "-")
+            raise AttncardError(f"{option} only applies with --push; add --push, or drop {option}")
     return PublishOptions(
         model=args.model,
         module=args.module,
@@ -207,7 +241,28 @@ def options_from_args(args: argparse.Namespace) -> PublishOptions:
         repo_id=args.repo_id,
         push=args.push,
         cards=args.cards,
+        allow_fail=args.allow_fail,
+        hub_endpoint=args.hub_endpoint,
+        hub_timeout=args.hub_timeout,
     )
+
+
+def check_push_setup(repo_id: str | None) -> None:
+    """Fails fast, before any training, when a push could not happen: no repository, no token, offline."""
+    from huggingface_hub import constants, get_token
+
+    if not repo_id:
+        raise AttncardError(
+            "--push needs --repo-id ORG/NAME: the repository to push to, which the card's usage snippet "
+            "loads from"
+        )
+    if not get_token():
+        raise AttncardError(
+            f"--push needs a Hub token with write access to {repo_id.split('/')[0]}: set HF_TOKEN, or run "
+            "`hf auth login`"
+        )
+    if constants.is_offline_mode():
+        raise AttncardError("HF_HUB_OFFLINE is set: --push needs the network; unset it, or drop --push")
 
 
 def run_publish(options: PublishOptions) -> Path:
@@ -273,7 +328,64 @@ def run_publish(options: PublishOptions) -> Path:
         f"threshold {verification.threshold:.4f}; wrote {run_dir}/",
         file=sys.stderr,
     )
+    if options.push:
+        if options.repo_id is None:
+            raise AttncardError(
+                "--push needs --repo-id ORG/NAME, which the card names; re-run publish with it"
+            )
+        push(run_dir, options.repo_id, options.allow_fail, options.hub_endpoint, options.hub_timeout)
     return run_dir
+
+
+def push(run_dir: Path, repo_id: str, allow_fail: bool, endpoint: str | None, timeout: float | None) -> None:
+    """Pushes a run folder with `pipeline.publish.push_run_folder`, saying on stderr what it does."""
+    from .publish import PUSH_TIMEOUT_S, push_run_folder
+
+    publish_logger = logging.getLogger("pipeline.publish")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("push: %(message)s"))
+    level = publish_logger.level
+    publish_logger.addHandler(handler)
+    publish_logger.setLevel(logging.INFO)
+    try:
+        result = push_run_folder(
+            run_dir,
+            repo_id,
+            endpoint=endpoint,
+            allow_fail=allow_fail,
+            timeout=timeout if timeout is not None else PUSH_TIMEOUT_S,
+        )
+    finally:
+        publish_logger.removeHandler(handler)
+        publish_logger.setLevel(level)
+    commit = "new commit" if result.created_commit else "unchanged, no commit"
+    tag = "tagged" if result.created_tag else "tag already there"
+    print(
+        f"pushed {run_dir}/ to {result.repo_id}@{result.commit[:12]} ({commit}), {tag} {result.tag}: "
+        f"{result.url}",
+        file=sys.stderr,
+    )
+
+
+PUSH_DESCRIPTION = (
+    "Push a run folder written by publish to a Hub model repository: one commit holding every file (and "
+    "deleting the repository's other files), or none when the Hub already holds exactly these files; then "
+    "tag it run-<started_at>-<results.json sha256[:8]>. Refused when `attncard lint` finds anything, when "
+    "the card was rendered for another repository, and when the status is FAIL (unless --allow-fail). "
+    "Token: $HF_TOKEN, else `hf auth login`."
+)
+
+
+def add_push_command_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `attncard push RUN_DIR --repo-id ORG/NAME [--allow-fail] [--hub-endpoint URL]`."""
+    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the run folder, e.g. runs/<repo-name>")
+    parser.add_argument(
+        "--repo-id",
+        type=_repo_id,
+        required=True,
+        help="the Hub repository ORG/NAME the card was rendered for (publish --repo-id)",
+    )
+    add_push_arguments(parser)
 
 
 def _config_dict(config) -> dict:
@@ -344,6 +456,13 @@ def main(argv: list[str] | None = None) -> int:
     verify.add_argument("options", nargs=argparse.REMAINDER)
     lint = commands.add_parser("lint", help="check a run folder's card, files and manifest", add_help=False)
     lint.add_argument("options", nargs=argparse.REMAINDER)
+    push_parser = commands.add_parser(
+        "push",
+        help="push a run folder to the Hub: one commit, tagged; refused on lint findings or FAIL",
+        description=PUSH_DESCRIPTION,
+        epilog="example: attncard push runs/minilm-none-sst2 --repo-id attncard/minilm-none-sst2",
+    )
+    add_push_command_arguments(push_parser)
     bench = commands.add_parser(
         "bench", help="benchmarks: `attncard bench attention [--json FILE]` (see its --help)", add_help=False
     )
@@ -364,6 +483,10 @@ def main(argv: list[str] | None = None) -> int:
         from .lint import main as lint_main
 
         return lint_main(args.options)
+    if args.command == "push":
+        return _run(
+            lambda: push(args.run_dir, args.repo_id, args.allow_fail, args.hub_endpoint, args.hub_timeout)
+        )
     if args.command == "bench":
         from modules.kernels import bench as attention_bench
 

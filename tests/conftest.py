@@ -1,13 +1,19 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from huggingface_hub import constants
+from huggingface_hub.utils import close_session
 
+from hub_server import LoopbackHub, client_settings
 from tiny_models import save_tiny_model
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+HUB_TOKEN = "hf_loopback_test_token"  # the token the `hub` fixture's server accepts, unless overridden
+HUB_USER = "loopback-user"  # the server's user: `whoami` answers it, and it owns the test repositories
 
 
 def glue_dir() -> Path | None:
@@ -63,3 +69,50 @@ def write_sst2_folder(root: Path, train_repeats: int = 8, dev_repeats: int = 5) 
 @pytest.fixture
 def small_glue(tmp_path) -> Path:
     return write_sst2_folder(tmp_path / "glue")
+
+
+@pytest.fixture
+def hub_token() -> str:
+    """The token the `hub` fixture's server accepts and the client sends (as HF_TOKEN). A test module
+    overrides this fixture to use a token of its own."""
+    return HUB_TOKEN
+
+
+def point_client_at(server: LoopbackHub, hf_home: Path, token: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Points this process's huggingface_hub client at `server`, with `token` as HF_TOKEN, until
+    `monkeypatch` is undone.
+
+    huggingface_hub 2.4.0 reads its environment at import time, so the environment variables (which
+    subprocesses inherit) are backed by patches of `huggingface_hub.constants`. This also undoes a global
+    HF_HUB_OFFLINE=1 (as CI sets it). The shared HTTP client is rebuilt with this environment (proxy
+    settings); close it again once `monkeypatch` is undone.
+    """
+    env, overrides = client_settings(server, hf_home, token=token)
+    for name in (
+        "HF_OIDC_RESOURCE",
+        "HUGGING_FACE_HUB_TOKEN",
+        "TRANSFORMERS_OFFLINE",
+        "HUGGINGFACE_CO_STAGING",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    for name, value in overrides.items():
+        monkeypatch.setattr(constants, name, value)
+    close_session()
+
+
+@pytest.fixture
+def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hub_token: str) -> Iterator[LoopbackHub]:
+    """A running `LoopbackHub` (see tests/hub_server.py), with this process's huggingface_hub client pointed
+    at it and `HF_TOKEN` set to `hub_token` (see `point_client_at`). The server must end the test without
+    internal errors.
+    """
+    server = LoopbackHub(tmp_path / "hub", token=hub_token, user=HUB_USER).start()
+    point_client_at(server, tmp_path / "hf_home", hub_token, monkeypatch)
+    try:
+        yield server
+    finally:
+        server.stop()
+        close_session()
+    assert server.internal_errors == [], "\n".join(server.internal_errors)

@@ -51,7 +51,7 @@ def test_help_explains_every_option(capsys):
             ["--model", "minilm", "--module", "none", "--task", "sst3"],
             "unknown task 'sst3'; valid tasks: cola",
         ),
-        (["--model", "minilm", "--module", "none", "--push"], "--push is not available yet"),
+        (["--model", "minilm", "--module", "none", "--push"], "--push needs --repo-id ORG/NAME"),
     ],
 )
 def test_bad_names_give_one_line_and_exit_2(capsys, tmp_path, argv, message):

@@ -11,16 +11,15 @@ import hashlib
 import json
 import pickle
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 from huggingface_hub import CommitOperationAdd, HfApi, constants
-from huggingface_hub.utils import close_session
 
-from conftest import write_sst2_folder
-from hub_server import LoopbackHub, client_settings
+from conftest import HUB_TOKEN, HUB_USER, write_sst2_folder
+from hub_server import LoopbackHub
 from pipeline.cli import publish_main
 from pipeline.data import load_task
 from pipeline.download import (
@@ -46,8 +45,8 @@ from pipeline.verify import Status
 # huggingface_hub 2.4.0 itself uploads LFS parts with httpx2's deprecated `data=<file>`.
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 
-TOKEN = "hf_loopback_test_token"
-USER = "loopback-user"
+TOKEN = HUB_TOKEN
+USER = HUB_USER
 REPO = f"{USER}/tiny-gpt2-none-sst2"
 
 
@@ -78,32 +77,6 @@ def tiny_run(tiny_model_dir, tmp_path_factory) -> tuple[Path, Path]:
     run_dir = root / "runs" / "tiny-gpt2-none-sst2"
     assert Results.load(run_dir).verification.status == Status.PASS_NO_COMPRESSION
     return run_dir, glue
-
-
-@pytest.fixture
-def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackHub]:
-    """A running LoopbackHub with this process's huggingface_hub client pointed at it (as in
-    test_hub_server.py: constants patched as well as the environment, HF_HUB_OFFLINE undone)."""
-    server = LoopbackHub(tmp_path / "hub", token=TOKEN).start()
-    env, overrides = client_settings(server, tmp_path / "hf_home", token=TOKEN)
-    for name in (
-        "HF_OIDC_RESOURCE",
-        "HUGGING_FACE_HUB_TOKEN",
-        "TRANSFORMERS_OFFLINE",
-        "HUGGINGFACE_CO_STAGING",
-    ):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    for name, value in overrides.items():
-        monkeypatch.setattr(constants, name, value)
-    close_session()
-    try:
-        yield server
-    finally:
-        server.stop()
-        close_session()
-    assert server.internal_errors == [], "\n".join(server.internal_errors)
 
 
 @pytest.fixture

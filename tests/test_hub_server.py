@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2
@@ -33,49 +32,19 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
-from huggingface_hub.utils import close_session
 
-from hub_server import CONFLICT_MESSAGE, LoopbackHub, client_settings
+from conftest import HUB_TOKEN, HUB_USER
+from hub_server import CONFLICT_MESSAGE, LoopbackHub
 
 # huggingface_hub 2.4.0 itself uploads LFS parts with httpx2's deprecated `data=<file>`.
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 
-TOKEN = "hf_loopback_test_token"
-USER = "loopback-user"
+TOKEN = HUB_TOKEN
+USER = HUB_USER
 REPO = f"{USER}/attn-card"
 CARD = b"---\nlicense: apache-2.0\ntags:\n- attention\n---\n# attn card\n"
 CONFIG = b'{"hidden_size": 384, "num_heads": 12}\n'
 WEIGHTS = random.Random(0).randbytes(3 * 1024 * 1024)  # a ~3 MB binary checkpoint
-
-
-@pytest.fixture
-def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LoopbackHub]:
-    """A running LoopbackHub, with the huggingface_hub client of this process pointed at it.
-
-    huggingface_hub reads its environment at import time, so the environment variables (which
-    subprocesses inherit) are backed by patches of `huggingface_hub.constants`. This also undoes a
-    global HF_HUB_OFFLINE=1 (as CI sets it) for the duration of the test.
-    """
-    server = LoopbackHub(tmp_path / "hub", token=TOKEN).start()
-    env, overrides = client_settings(server, tmp_path / "hf_home", token=TOKEN)
-    for name in (
-        "HF_OIDC_RESOURCE",
-        "HUGGING_FACE_HUB_TOKEN",
-        "TRANSFORMERS_OFFLINE",
-        "HUGGINGFACE_CO_STAGING",
-    ):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    for name, value in overrides.items():
-        monkeypatch.setattr(constants, name, value)
-    close_session()  # the shared HTTP client is rebuilt with this environment (proxy settings)
-    try:
-        yield server
-    finally:
-        server.stop()
-        close_session()
-    assert server.internal_errors == [], "\n".join(server.internal_errors)
 
 
 @pytest.fixture

@@ -71,7 +71,17 @@ def _evaluation(labels, predictions, *, loss=0.5, factor=1.0) -> EvalResult:
     parameters = Parameters(
         before=100, after=round(100 / factor), trainable=1, layers_changed=1, compression_factor=factor
     )
-    return EvalResult(None, metrics, efficiency, parameters, list(labels), list(predictions))
+    return EvalResult(
+        trained=None,
+        metrics=metrics,
+        efficiency=efficiency,
+        parameters=parameters,
+        labels=list(labels),
+        predictions=list(predictions),
+        module_stats={},
+        example={},
+        trace=[],
+    )
 
 
 def test_verify_figures_against_hand_computation():
