@@ -135,8 +135,13 @@ class UnsupportedModelError(ValueError):
     """The model's family has no known attention layout."""
 
 
+def unwrap_peft(model: nn.Module) -> nn.Module:
+    """The transformers model inside a peft model; any other model as it is."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
 def model_family(model: nn.Module) -> str:
-    config = getattr(model, "config", None)
+    config = getattr(unwrap_peft(model), "config", None)
     family = getattr(config, "model_type", None)
     if family not in FAMILIES:
         raise UnsupportedModelError(
@@ -146,13 +151,14 @@ def model_family(model: nn.Module) -> str:
 
 
 def attention_layers(model: nn.Module) -> list[AttentionLayer]:
-    """The self-attention layers of a model, in order, with their projections.
+    """The self-attention layers of a model (peft-wrapped or not), in order, with their projections.
 
     Example:
         >>> layers = attention_layers(model)  # a BERT
         >>> layers[0].name, type(layers[0].projection("o")).__name__
         ('bert.encoder.layer.0.attention.self', 'Linear')
     """
+    model = unwrap_peft(model)
     layout = FAMILIES[model_family(model)]
     named = dict(model.named_modules())
     layers = []

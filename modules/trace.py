@@ -83,8 +83,7 @@ def record_trace(model: nn.Module, inputs: dict[str, torch.Tensor], layer_index:
         The [`TraceStep`]s in the order they ran: the projections, the attention function's own steps, the
         output projection.
     """
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    layer = attention_layers(base)[layer_index]
+    layer = attention_layers(model)[layer_index]
     steps: list[TraceStep] = []
     projections = {"q": "q projection", "k": "k projection", "v": "v projection", "o": "output projection"}
     if layer.projection("q") is layer.projection("k"):  # GPT-2's fused c_attn

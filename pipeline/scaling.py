@@ -48,7 +48,7 @@ from transformers.pytorch_utils import Conv1D
 
 from modules import get_module
 from modules.adaptive_span.model import span_modules
-from modules.base import AttentionLayer, attention_layers, implementation_name
+from modules.base import AttentionLayer, attention_layers, implementation_name, unwrap_peft
 from modules.span_expanded.model import BRANCH_ATTRIBUTE, STATE_ATTRIBUTE
 from modules.svd_lowrank.attention import LowRankLinear
 
@@ -126,11 +126,6 @@ class FlopsEstimate:
 
 # ----------------------------------------------------------------------------------------------------------
 # Shapes, lengths and inputs
-
-
-def _base_model(model: nn.Module) -> nn.Module:
-    """The transformers model inside a peft wrapper, or the model itself."""
-    return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
 def max_positions(config) -> int:
@@ -403,15 +398,15 @@ def reference_copy(model: nn.Module) -> nn.Module:
         >>> reference.config._attn_implementation
         'sdpa'
     """
-    base = _base_model(model)
+    base = unwrap_peft(model)
     if any(isinstance(module, LowRankLinear) for module in base.modules()):
         raise ValueError(
             "svd_lowrank replaced the attention projections by their factorisation, so a copy of this model "
             "is not the dense model; load the base model again and pass it as reference_model"
         )
     reference = copy.deepcopy(model)
-    _base_model(reference).set_attn_implementation("sdpa")
-    for layer in attention_layers(_base_model(reference)):
+    unwrap_peft(reference).set_attn_implementation("sdpa")
+    for layer in attention_layers(unwrap_peft(reference)):
         if hasattr(layer.module, STATE_ATTRIBUTE):
             layer.module.register_forward_hook(_drop_captured_input)
     return reference
@@ -464,13 +459,13 @@ def measure_model_scaling(
         >>> rows[0].speedup == rows[0].dense_seconds / rows[0].module_seconds
         True
     """
-    config = _base_model(model).config
+    config = unwrap_peft(model).config
     lengths = list(lengths) if lengths is not None else default_lengths(config)
     _check_lengths(lengths, repeats)
     limit = max_positions(config)
     if max(lengths) > limit:
         raise ValueError(f"lengths {lengths} go beyond the model's {limit} positions")
-    reference_implementation = _base_model(reference_model).config._attn_implementation
+    reference_implementation = unwrap_peft(reference_model).config._attn_implementation
     if reference_implementation != "sdpa":
         raise ValueError(
             f"the reference model must use sdpa attention, not '{reference_implementation}' (reference_copy, "
@@ -542,7 +537,7 @@ def layer_attention_runs(
         >>> module_run().shape  # MiniLM: 12 heads of 32
         torch.Size([1, 1024, 12, 32])
     """
-    base = _base_model(model)
+    base = unwrap_peft(model)
     implementation = base.config._attn_implementation
     if implementation not in ALL_ATTENTION_FUNCTIONS:
         raise ValueError(
@@ -689,7 +684,7 @@ def attention_flops(model: nn.Module, module_name: str, n: int) -> FlopsEstimate
         True
     """
     get_module(module_name)  # an unknown name raises UnknownModuleError, listing the valid ones
-    base = _base_model(model)
+    base = unwrap_peft(model)
     implementation = base.config._attn_implementation
     if module_name != "none" and implementation != implementation_name(module_name):
         raise ValueError(f"the model's attention is '{implementation}', not the module '{module_name}'")

@@ -238,7 +238,7 @@ def train(
         base_parameters=loaded.parameters,
         trainable_parameters=sum(p.numel() for p in trainable),
         layers_changed=sum(isinstance(layer, BaseTunerLayer) for layer in model.modules())
-        + (len(attention_layers(model.get_base_model())) if module and module.name != "none" else 0),
+        + (len(attention_layers(model)) if module and module.name != "none" else 0),
         device=str(accelerator.device),
         mixed_precision=mixed_precision,
         module=module,

@@ -30,8 +30,7 @@ def apply(model: nn.Module, config: AdaptiveSpanConfig) -> nn.Module:
 def span_modules(model: nn.Module) -> list[AdaptiveSpan]:
     """Each layer's spans, in layer order. Under peft, `adaptive_span` is a ModulesToSaveWrapper holding a
     frozen original and the trained copy; attribute access on it reaches the copy of the active adapter."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return [layer.module.adaptive_span for layer in attention_layers(base)]
+    return [layer.module.adaptive_span for layer in attention_layers(model)]
 
 
 def span_penalty(model: nn.Module, config: AdaptiveSpanConfig, step: int) -> torch.Tensor:
@@ -73,8 +72,7 @@ def skipped_pair_share(model: nn.Module, lengths: list[int], causal: bool) -> fl
 
 def module_stats(model: nn.Module, lengths: list[int] | None = None) -> dict:
     """The learned spans per layer and head, their mean, and (given evaluation lengths) the pairs skipped."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    causal = bool(getattr(attention_layers(base)[0].module, "is_causal", False))
+    causal = bool(getattr(attention_layers(model)[0].module, "is_causal", False))
     spans = [[round(float(z), 4) for z in module.spans().detach()] for module in span_modules(model)]
     stats = {
         "spans": spans,

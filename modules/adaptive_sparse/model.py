@@ -51,9 +51,8 @@ def module_stats(model: nn.Module) -> dict:
         >>> module_stats(model)["layers"][0]["training_forward_passes"]
         200
     """
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
     layers = []
-    for layer in attention_layers(base):
+    for layer in attention_layers(model):
         state: AdaptiveSparseState = layer.module.adaptive_sparse
         passes = int(state.steps.item())
         layers.append(

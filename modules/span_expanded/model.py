@@ -46,12 +46,8 @@ def _capture_hidden_states(module: nn.Module, args: tuple, kwargs: dict) -> None
     getattr(module, STATE_ATTRIBUTE).hidden_states = hidden_states
 
 
-def _base_model(model: nn.Module) -> nn.Module:
-    return model.get_base_model() if hasattr(model, "get_base_model") else model
-
-
 def _installed_layers(model: nn.Module) -> list[nn.Module]:
-    modules = [layer.module for layer in attention_layers(_base_model(model))]
+    modules = [layer.module for layer in attention_layers(model)]
     if not all(hasattr(module, STATE_ATTRIBUTE) for module in modules):
         raise ValueError("span_expanded is not installed in this model; call apply(model, config) first")
     return modules

@@ -5,7 +5,7 @@ from __future__ import annotations
 from peft.utils.constants import DUMMY_TARGET_MODULES
 from torch import nn
 
-from ..base import FAMILIES, attention_layers, install_attention, model_family
+from ..base import FAMILIES, attention_layers, install_attention, model_family, unwrap_peft
 from .attention import LowRankLinear, factorised_parameter_count, svd_lowrank_attention
 from .config import SvdLowRankConfig
 
@@ -105,7 +105,7 @@ def module_stats(model: nn.Module) -> dict:
         >>> module_stats(model)["layers"][0]["projections"]["q"]["rank"]
         96
     """
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = unwrap_peft(model)
     counts = getattr(base, "attncard_svd_lowrank_parameters", None)
     if counts is None:
         raise ValueError("svd_lowrank is not installed in this model; call apply first")
