@@ -18,25 +18,8 @@ from modules.adaptive_sparse import (
 )
 from modules.base import attention_layers, implementation_name
 from modules.trace import record_trace
-from pipeline.models import load_model, tokenize
 from pipeline.train import lora_target_modules
-from tiny_models import FAMILIES
-
-LABELS = ["negative", "positive"]
-TEXTS = [
-    "a gorgeous , witty , seductive movie that allows us to hope .",
-    "bleak .",
-    "the story is bogus and its characters tissue-thin .",
-]
-
-
-def _load(tiny_model_dir, family: str):
-    torch.manual_seed(0)
-    loaded = load_model(str(tiny_model_dir(family)), LABELS)
-    loaded.model.eval()
-    batch = tokenize(loaded.tokenizer, {"sentence": TEXTS}, ("sentence",), max_length=64)
-    assert (batch["attention_mask"] == 0).any()  # right padding, or the test proves less
-    return loaded, batch
+from tiny_models import FAMILIES, load_with_padded_batch
 
 
 def _attention(top_k: int, causal: bool, warmup_steps: int = 0) -> torch.nn.Module:
@@ -166,7 +149,7 @@ def test_config_is_validated():
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_k_beyond_the_length_reproduces_original_logits(tiny_model_dir, family):
-    loaded, batch = _load(tiny_model_dir, family)
+    loaded, batch = load_with_padded_batch(tiny_model_dir(family))
     with torch.no_grad():
         expected = loaded.model(**batch).logits
     MODULE.apply(loaded.model, AdaptiveSparseConfig(top_k=64))  # max_length 64: every allowed key is kept
@@ -178,7 +161,7 @@ def test_k_beyond_the_length_reproduces_original_logits(tiny_model_dir, family):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_k_one_in_a_padded_batch(tiny_model_dir, family):
-    loaded, batch = _load(tiny_model_dir, family)
+    loaded, batch = load_with_padded_batch(tiny_model_dir(family))
     MODULE.apply(loaded.model, AdaptiveSparseConfig(top_k=1))
     with torch.no_grad():
         out = loaded.model(**batch, output_attentions=True)
@@ -192,7 +175,7 @@ def test_k_one_in_a_padded_batch(tiny_model_dir, family):
 
 @pytest.mark.parametrize("family", ["bert", "qwen3"])
 def test_plain_lora_on_q_and_v_trains(tiny_model_dir, family):
-    loaded, batch = _load(tiny_model_dir, family)
+    loaded, batch = load_with_padded_batch(tiny_model_dir(family))
     MODULE.apply(loaded.model, AdaptiveSparseConfig(top_k=4, warmup_steps=1))
     lora = LoraConfig(task_type=TaskType.SEQ_CLS, r=4, target_modules=lora_target_modules(family))
     model = get_peft_model(loaded.model, lora)
@@ -210,7 +193,7 @@ def test_plain_lora_on_q_and_v_trains(tiny_model_dir, family):
 
 
 def test_trace_records_the_selection(tiny_model_dir):
-    loaded, batch = _load(tiny_model_dir, "llama")
+    loaded, batch = load_with_padded_batch(tiny_model_dir("llama"))
     MODULE.apply(loaded.model, AdaptiveSparseConfig(top_k=2))
     steps = record_trace(loaded.model, batch)
     stages = [step.stage for step in steps]

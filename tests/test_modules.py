@@ -8,15 +8,8 @@ import torch
 from modules import get_module, module_names
 from modules.base import attention_layers, global_token_index, implementation_name, padding_and_causality
 from modules.trace import record_trace
-from pipeline.models import load_model, tokenize
-from tiny_models import FAMILIES
+from tiny_models import FAMILIES, load_with_padded_batch
 
-LABELS = ["negative", "positive"]
-TEXTS = [
-    "a gorgeous , witty , seductive movie that allows us to hope .",
-    "bleak .",
-    "the story is bogus and its characters tissue-thin .",
-]
 # The configuration under which each module must compute exactly what the model computed before.
 OPEN_CONFIGS: dict[str, dict] = {
     "none": {},
@@ -25,15 +18,6 @@ OPEN_CONFIGS: dict[str, dict] = {
     "adaptive_sparse": {"top_k": 512},  # k beyond the longest row
     "svd_lowrank": {"rank": 4096},  # capped at full rank
 }
-
-
-def _load(tiny_model_dir, family: str):
-    torch.manual_seed(0)
-    loaded = load_model(str(tiny_model_dir(family)), LABELS)
-    loaded.model.eval()
-    batch = tokenize(loaded.tokenizer, {"sentence": TEXTS}, ("sentence",), max_length=64)
-    assert (batch["attention_mask"] == 0).any()  # right padding, or the test proves less
-    return loaded, batch
 
 
 def test_registry_lists_modules():
@@ -50,7 +34,7 @@ def test_registry_lists_modules():
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("module_name", sorted(OPEN_CONFIGS))
 def test_open_module_reproduces_original_logits(tiny_model_dir, family, module_name):
-    loaded, batch = _load(tiny_model_dir, family)
+    loaded, batch = load_with_padded_batch(tiny_model_dir(family))
     with torch.no_grad():
         expected = loaded.model(**batch).logits
     module = get_module(module_name)
@@ -63,7 +47,7 @@ def test_open_module_reproduces_original_logits(tiny_model_dir, family, module_n
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_attention_layers_found_with_projections(tiny_model_dir, family):
-    loaded, _ = _load(tiny_model_dir, family)
+    loaded, _ = load_with_padded_batch(tiny_model_dir(family))
     layers = attention_layers(loaded.model)
     assert [layer.index for layer in layers] == [0, 1]
     for layer in layers:
@@ -89,7 +73,7 @@ def test_padding_and_global_token_from_the_mask():
 
 @pytest.mark.parametrize("family", ["bert", "gpt2", "llama"])
 def test_trace_records_one_layer(tiny_model_dir, family):
-    loaded, batch = _load(tiny_model_dir, family)
+    loaded, batch = load_with_padded_batch(tiny_model_dir(family))
     get_module("none").apply(loaded.model, get_module("none").config_class())
     steps = record_trace(loaded.model, batch)
     stages = [step.stage for step in steps]

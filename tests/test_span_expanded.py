@@ -16,28 +16,12 @@ from modules.span_expanded.attention import (
     span_expanded_attention,
 )
 from modules.trace import record_trace
-from pipeline.models import load_model, tokenize
-from tiny_models import FAMILIES
+from tiny_models import FAMILIES, load_with_padded_batch
 
-LABELS = ["negative", "positive"]
-TEXTS = [
-    "a gorgeous , witty , seductive movie that allows us to hope .",
-    "bleak .",
-    "the story is bogus and its characters tissue-thin .",
-]
 LONG_TEXT = (
     "it 's a charming and often affecting journey . the acting , costumes , music , cinematography and "
     "sound are all astounding given the production 's austere locales ."
 )
-
-
-def _load(tiny_model_dir, family: str):
-    torch.manual_seed(0)
-    loaded = load_model(str(tiny_model_dir(family)), LABELS)
-    loaded.model.eval()
-    batch = tokenize(loaded.tokenizer, {"sentence": TEXTS}, ("sentence",), max_length=64)
-    assert (batch["attention_mask"] == 0).any()  # right padding, or the test proves less
-    return loaded, batch
 
 
 def _set_branches(model: nn.Module, seed: int = 1) -> None:
@@ -69,7 +53,7 @@ def _dense_attention(query, key, value, allowed, scale):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_fresh_install_reproduces_logits_and_the_branch_changes_them(tiny_model_dir, family):
-    loaded, batch = _load(tiny_model_dir, family)
+    loaded, batch = load_with_padded_batch(tiny_model_dir(family))
     with torch.no_grad():
         expected = loaded.model(**batch).logits
     MODULE.apply(loaded.model, SpanExpandedConfig())
@@ -113,7 +97,7 @@ def test_branch_adds_x_a_b_scale_before_the_output_projection():
 
 
 def test_gradients_reach_a_and_b(tiny_model_dir):
-    loaded, batch = _load(tiny_model_dir, "bert")
+    loaded, batch = load_with_padded_batch(tiny_model_dir("bert"))
     MODULE.apply(loaded.model, SpanExpandedConfig(hylora_dropout=0.0))
     loaded.model.train()
     branches = [layer.module.span_expanded for layer in attention_layers(loaded.model)]
@@ -174,7 +158,7 @@ def test_memory_keeps_the_last_real_positions():
 def test_segments_with_memory_equal_one_pass_in_a_decoder(tiny_model_dir, family):
     # A causal layer never sees the future, so segment 2 attending to the keys and values of segment 1
     # (positions continuing) computes exactly what one pass over the whole text computes, in every layer.
-    loaded, _ = _load(tiny_model_dir, family)
+    loaded, _ = load_with_padded_batch(tiny_model_dir(family))
     MODULE.apply(loaded.model, SpanExpandedConfig(memory_length=128))
     _set_branches(loaded.model)
     ids = loaded.tokenizer(LONG_TEXT, return_tensors="pt")["input_ids"]
@@ -196,7 +180,7 @@ def test_segments_with_memory_equal_one_pass_in_a_decoder(tiny_model_dir, family
 
 
 def test_memory_is_capped_holds_real_keys_and_checks_the_batch(tiny_model_dir):
-    loaded, batch = _load(tiny_model_dir, "bert")
+    loaded, batch = load_with_padded_batch(tiny_model_dir("bert"))
     MODULE.apply(loaded.model, SpanExpandedConfig(memory_length=3))
     layer = attention_layers(loaded.model)[0]
     inputs: list[torch.Tensor] = []
@@ -222,14 +206,14 @@ def test_memory_is_capped_holds_real_keys_and_checks_the_batch(tiny_model_dir):
     handle.remove()
     with (
         pytest.raises(ValueError, match="not installed"),
-        segment_memory(_load(tiny_model_dir, "bert")[0].model),
+        segment_memory(load_with_padded_batch(tiny_model_dir("bert"))[0].model),
     ):
         pass
 
 
 def test_peft_trains_and_round_trips_the_branches(tiny_model_dir, tmp_path):
     config = SpanExpandedConfig()
-    loaded, batch = _load(tiny_model_dir, "bert")
+    loaded, batch = load_with_padded_batch(tiny_model_dir("bert"))
     MODULE.apply(loaded.model, config)
     lora = LoraConfig(
         task_type=TaskType.SEQ_CLS,
@@ -256,7 +240,7 @@ def test_peft_trains_and_round_trips_the_branches(tiny_model_dir, tmp_path):
     assert all(norm > 0 for norm in stats["ab_frobenius_norm"])
     model.save_pretrained(tmp_path / "adapter")
 
-    fresh, _ = _load(tiny_model_dir, "bert")
+    fresh, _ = load_with_padded_batch(tiny_model_dir("bert"))
     MODULE.apply(fresh.model, config)
     reloaded = PeftModel.from_pretrained(fresh.model, tmp_path / "adapter")
     reloaded.eval()
@@ -266,7 +250,7 @@ def test_peft_trains_and_round_trips_the_branches(tiny_model_dir, tmp_path):
 
 
 def test_trace_and_stats_describe_the_module(tiny_model_dir):
-    loaded, batch = _load(tiny_model_dir, "llama")
+    loaded, batch = load_with_padded_batch(tiny_model_dir("llama"))
     MODULE.apply(loaded.model, SpanExpandedConfig(hylora_rank=4))
     stages = [step.stage for step in record_trace(loaded.model, batch)]
     assert stages[3:7] == ["memory concat", "attention", "HyLoRA branch", "sum"]

@@ -22,24 +22,7 @@ from modules.svd_lowrank import (
     rank_for_energy,
 )
 from modules.trace import record_trace
-from pipeline.models import load_model, tokenize
-from tiny_models import FAMILIES
-
-LABELS = ["negative", "positive"]
-TEXTS = [
-    "a gorgeous , witty , seductive movie that allows us to hope .",
-    "bleak .",
-    "the story is bogus and its characters tissue-thin .",
-]
-
-
-def _load(tiny_model_dir, family: str):
-    torch.manual_seed(0)
-    loaded = load_model(str(tiny_model_dir(family)), LABELS)
-    loaded.model.eval()
-    batch = tokenize(loaded.tokenizer, {"sentence": TEXTS}, ("sentence",), max_length=64)
-    assert (batch["attention_mask"] == 0).any()  # right padding, or the test proves less
-    return loaded, batch
+from tiny_models import FAMILIES, load_with_padded_batch
 
 
 def _unique_projections(model) -> list[torch.nn.Module]:
@@ -116,7 +99,7 @@ def test_conv1d_is_factorised_as_the_matrix_it_applies():
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_full_rank_reproduces_original_logits(tiny_model_dir, family):
-    loaded, batch = _load(tiny_model_dir, family)
+    loaded, batch = load_with_padded_batch(tiny_model_dir(family))
     with torch.no_grad():
         expected = loaded.model(**batch).logits
     MODULE.apply(loaded.model, SvdLowRankConfig(rank=32))  # every tiny projection has min(in, out) ≤ 32
@@ -131,7 +114,7 @@ def test_full_rank_reproduces_original_logits(tiny_model_dir, family):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_parameter_count_is_the_formulas(tiny_model_dir, family):
-    loaded, _ = _load(tiny_model_dir, family)
+    loaded, _ = load_with_padded_batch(tiny_model_dir(family))
     model = loaded.model
     rank = 3
     before = sum(p.numel() for p in model.parameters())
@@ -154,7 +137,7 @@ def test_parameter_count_is_the_formulas(tiny_model_dir, family):
 
 
 def test_applying_twice_is_refused(tiny_model_dir):
-    loaded, _ = _load(tiny_model_dir, "bert")
+    loaded, _ = load_with_padded_batch(tiny_model_dir("bert"))
     with pytest.raises(ValueError, match="not installed"):
         module_stats(loaded.model)
     MODULE.apply(loaded.model, SvdLowRankConfig(rank=4))
@@ -175,7 +158,7 @@ def test_lora_targets():
     [("bert", ("q", "k", "v", "o")), ("bert", ("k", "o")), ("gpt2", ("q", "k", "v", "o"))],
 )
 def test_peft_trains_the_factors_and_lora(tiny_model_dir, family, projections):
-    loaded, batch = _load(tiny_model_dir, family)
+    loaded, batch = load_with_padded_batch(tiny_model_dir(family))
     config = SvdLowRankConfig(rank=8, projections=projections)
     MODULE.apply(loaded.model, config)
     with torch.no_grad():
@@ -216,7 +199,7 @@ def test_peft_trains_the_factors_and_lora(tiny_model_dir, family, projections):
 
 
 def test_trace_names_the_fused_low_rank_projection(tiny_model_dir):
-    loaded, batch = _load(tiny_model_dir, "gpt2")
+    loaded, batch = load_with_padded_batch(tiny_model_dir("gpt2"))
     MODULE.apply(loaded.model, SvdLowRankConfig(rank=8))
     steps = record_trace(loaded.model, batch)
     assert (steps[0].stage, steps[0].op) == ("qkv projection (fused)", "LowRankLinear")

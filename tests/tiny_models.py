@@ -23,7 +23,7 @@ from transformers import (
     RobertaConfig,
 )
 
-from pipeline.models import minilm_folder
+from pipeline.models import load_model, minilm_folder, tokenize
 
 FAMILIES = ("bert", "distilbert", "roberta", "gpt2", "llama", "qwen2", "qwen3")
 ENCODERS = ("bert", "distilbert", "roberta")
@@ -117,3 +117,22 @@ def save_tiny_model(family: str, folder: Path, seed: int = 0) -> Path:
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+LABELS = ["negative", "positive"]
+# Three rows of different lengths: a batch of them is right-padded.
+TEXTS = [
+    "a gorgeous , witty , seductive movie that allows us to hope .",
+    "bleak .",
+    "the story is bogus and its characters tissue-thin .",
+]
+
+
+def load_with_padded_batch(folder: Path):
+    """Loads a tiny model (eval mode, seeded head) and tokenizes `TEXTS` into a right-padded batch."""
+    torch.manual_seed(0)
+    loaded = load_model(str(folder), LABELS)
+    loaded.model.eval()
+    batch = tokenize(loaded.tokenizer, {"sentence": TEXTS}, ("sentence",), max_length=64)
+    assert (batch["attention_mask"] == 0).any()  # right padding, or the tests using it prove less
+    return loaded, batch
