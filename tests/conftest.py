@@ -71,6 +71,30 @@ def small_glue(tmp_path) -> Path:
     return write_sst2_folder(tmp_path / "glue")
 
 
+TINY_GPT2_REPO = f"{HUB_USER}/tiny-gpt2-none-sst2"  # the repo id the tiny GPT-2 run's card is rendered for
+
+
+@pytest.fixture(scope="session")
+def tiny_gpt2_run(tiny_model_dir, tmp_path_factory) -> tuple[Path, Path]:
+    """`(run folder, GLUE folder)`: a tiny GPT-2 run that clears the baseline (10 steps memorise 8 rows),
+    its card rendered for `TINY_GPT2_REPO`. Built once a session; copy it before changing it."""
+    from pipeline.cli import publish_main
+    from pipeline.results import Results
+    from pipeline.verify import Status
+
+    root = tmp_path_factory.mktemp("tiny-gpt2-run")
+    glue = write_sst2_folder(root / "glue")
+    argv = [
+        *("--model", str(tiny_model_dir("gpt2")), "--module", "none"),
+        *("--steps", "10", "--batch-size", "8", "--lr", "3e-2"),
+        *("--data-dir", str(glue), "--output", str(root / "runs"), "--repo-id", TINY_GPT2_REPO),
+    ]
+    assert publish_main(argv) == 0
+    run_dir = root / "runs" / "tiny-gpt2-none-sst2"
+    assert Results.load(run_dir).verification.status == Status.PASS_NO_COMPRESSION
+    return run_dir, glue
+
+
 @pytest.fixture
 def hub_token() -> str:
     """The token the `hub` fixture's server accepts and the client sends (as HF_TOKEN). A test module
