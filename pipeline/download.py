@@ -55,7 +55,7 @@ from pathlib import Path
 import httpx2
 import numpy as np
 import torch
-from huggingface_hub import constants, snapshot_download
+from huggingface_hub import HfApi, constants, snapshot_download
 from huggingface_hub.errors import (
     DisabledRepoError,
     GatedRepoError,
@@ -84,6 +84,7 @@ from .data import HUB_DATASET_ID, TaskData, get_task, load_task, load_task_from_
 from .errors import AttncardError, DataError, ModelLoadError, ResultsError
 from .evaluate import count_deployed_parameters
 from .models import folder_revision, minilm_folder, tokenize
+from .publish import RUN_TAG_RE, push_tag
 from .results import RESULTS_FILE, SCHEMA_VERSION, Results, sha256_file
 from .verify import Status, decide_status, majority_threshold
 
@@ -292,6 +293,7 @@ def download_verified(
     results = read_results(folder, where)
     check_safe_formats(folder, where)
     check_files(folder, results.manifest, where, repo_id is not None)
+    check_run_tag(folder, revision, where)
     verification = results.verification
     if verification.status == Status.FAIL and not allow_failed:
         raise FailedCheckpointError(
@@ -357,16 +359,16 @@ def _snapshot(
             )
         )
     except RevisionNotFoundError:
-        raise RevisionNotFound(
-            f"{repo_id} on {hub} has no branch, tag or commit '{revision}'; pass one it has "
-            f"(HfApi().list_repo_refs('{repo_id}') lists its branches and tags), or leave it out for main"
-        ) from None
+        raise _revision_not_found(repo_id, revision, hub) from None
     except GatedRepoError:
         raise RepoNotFound(
             f"{repo_id} on {hub} is gated: accept its conditions on its Hub page, then pass a token that "
             "has access (token=, HF_TOKEN or `hf auth login`)"
         ) from None
     except RepositoryNotFoundError:
+        # Some Hub servers (olah, a mirror) answer "repository not found" for a revision they lack.
+        if revision is not None and _repo_exists(repo_id, endpoint, token):
+            raise _revision_not_found(repo_id, revision, hub) from None
         raise RepoNotFound(
             f"no repository '{repo_id}' on {hub} (nor a local folder of that name), or it is private and "
             "the token cannot read it: check the id (and --hub-endpoint), or log in with `hf auth login` / "
@@ -404,6 +406,22 @@ def _snapshot(
         raise DownloadError(
             f"could not store {where} in the cache ({error}); free disk space or pass another cache_dir"
         ) from error
+
+
+def _revision_not_found(repo_id: str, revision: str | None, hub: str) -> RevisionNotFound:
+    return RevisionNotFound(
+        f"{repo_id} on {hub} has no branch, tag or commit '{revision}'; pass one it has "
+        f"(HfApi().list_repo_refs('{repo_id}') lists its branches and tags), or leave it out for main"
+    )
+
+
+def _repo_exists(repo_id: str, endpoint: str | None, token: str | None) -> bool:
+    """Whether the Hub lists the branches and tags of `repo_id` (False on any error)."""
+    try:
+        HfApi(endpoint=endpoint, token=token).list_repo_refs(repo_id)
+    except (HfHubHTTPError, httpx2.HTTPError, OSError):
+        return False
+    return True
 
 
 def _first_line(error: BaseException) -> str:
@@ -502,6 +520,24 @@ def check_files(folder: Path, manifest: dict[str, str], where: str | None = None
 
 # ------------------------------------------------------------------------------------------------------------
 # Rebuilding the model
+
+
+def check_run_tag(folder: Path, revision: str | None, where: str) -> None:
+    """Refuses a results.json that differs from the one a run tag names.
+
+    The manifest in results.json covers every other file, but nothing in the folder covers results.json
+    itself. A push tags its commit `run-<started_at>-<sha256 of results.json>[:8]` ([`push_tag`]), so when
+    the revision asked for is such a tag, results.json must still be the file the tag was made for.
+    """
+    if revision is None or not RUN_TAG_RE.match(revision):
+        return
+    expected = push_tag(folder)
+    if expected != revision:
+        actual = sha256_file(folder / RESULTS_FILE)
+        raise IntegrityError(
+            f"{where}: results.json (sha256 {actual[:12]}…, so tag {expected}) is not the file the tag "
+            f"{revision} was made for: it changed after publishing; do not use this checkpoint"
+        )
 
 
 def load_verified(

@@ -22,6 +22,7 @@ import email.utils
 import hashlib
 import logging
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -228,6 +229,8 @@ PUSH_TIMEOUT_S = 60.0
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 CONFLICT_STATUSES = frozenset({409, 412})
 TAG_PREFIX = "run-"
+#: A tag made by [`push_tag`].
+RUN_TAG_RE = re.compile(r"^run-\d{8}T\d{6}Z-[0-9a-f]{8}$")
 # Created by the Hub in every repository; the run folder has none, and a push neither compares nor deletes it.
 GITATTRIBUTES_FILE = ".gitattributes"
 _TRANSIENT_ERRORS = (httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProtocolError)

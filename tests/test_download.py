@@ -18,9 +18,8 @@ import pytest
 import torch
 from huggingface_hub import CommitOperationAdd, HfApi, constants
 
-from conftest import HUB_TOKEN, HUB_USER, write_sst2_folder
+from conftest import HUB_TOKEN, HUB_USER, TINY_GPT2_REPO, write_sst2_folder
 from hub_server import LoopbackHub
-from pipeline.cli import publish_main
 from pipeline.data import load_task
 from pipeline.download import (
     FailedCheckpointError,
@@ -39,6 +38,7 @@ from pipeline.download import (
     reverify,
 )
 from pipeline.errors import ResultsError
+from pipeline.publish import push_tag
 from pipeline.results import Results, sha256_file
 from pipeline.verify import Status
 
@@ -47,42 +47,13 @@ pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload ra
 
 TOKEN = HUB_TOKEN
 USER = HUB_USER
-REPO = f"{USER}/tiny-gpt2-none-sst2"
-
-
-@pytest.fixture(scope="module")
-def tiny_run(tiny_model_dir, tmp_path_factory) -> tuple[Path, Path]:
-    """`(run folder, GLUE folder)`: a tiny GPT-2 run that clears the baseline (10 steps memorise 8 rows)."""
-    root = tmp_path_factory.mktemp("download-run")
-    glue = write_sst2_folder(root / "glue")
-    argv = [
-        "--model",
-        str(tiny_model_dir("gpt2")),
-        "--module",
-        "none",
-        "--steps",
-        "10",
-        "--batch-size",
-        "8",
-        "--lr",
-        "3e-2",
-        "--data-dir",
-        str(glue),
-        "--output",
-        str(root / "runs"),
-        "--repo-id",
-        REPO,
-    ]
-    assert publish_main(argv) == 0
-    run_dir = root / "runs" / "tiny-gpt2-none-sst2"
-    assert Results.load(run_dir).verification.status == Status.PASS_NO_COMPRESSION
-    return run_dir, glue
+REPO = TINY_GPT2_REPO
 
 
 @pytest.fixture
-def published(hub: LoopbackHub, tiny_run) -> str:
+def published(hub: LoopbackHub, tiny_gpt2_run) -> str:
     """The tiny run pushed to the hub as publishing does it; tagged `v1`. Returns the commit sha."""
-    run_dir, _ = tiny_run
+    run_dir, _ = tiny_gpt2_run
     api = HfApi(endpoint=hub.endpoint, token=TOKEN)
     api.create_repo(REPO)
     operations = [
@@ -129,8 +100,8 @@ def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
 # Local folders
 
 
-def test_local_folder_reproduces_the_recorded_predictions(tiny_run) -> None:
-    run_dir, glue = tiny_run
+def test_local_folder_reproduces_the_recorded_predictions(tiny_gpt2_run) -> None:
+    run_dir, glue = tiny_gpt2_run
     rng_before = torch.get_rng_state()
     verified = load_verified(run_dir)
     assert torch.equal(torch.get_rng_state(), rng_before)  # nothing seeded, the caller's state untouched
@@ -149,8 +120,8 @@ def test_local_folder_reproduces_the_recorded_predictions(tiny_run) -> None:
     assert predict(again, load_task("sst2", glue)) == predictions
 
 
-def test_extra_files_are_refused_but_not_the_hubs_gitattributes(tiny_run, tmp_path: Path) -> None:
-    run_dir, _ = tiny_run
+def test_extra_files_are_refused_but_not_the_hubs_gitattributes(tiny_gpt2_run, tmp_path: Path) -> None:
+    run_dir, _ = tiny_gpt2_run
     copy = copy_run(run_dir, tmp_path)
     (copy / ".gitattributes").write_text("*.safetensors filter=lfs diff=lfs merge=lfs -text\n")
     (copy / ".cache" / "huggingface").mkdir(parents=True)
@@ -162,8 +133,8 @@ def test_extra_files_are_refused_but_not_the_hubs_gitattributes(tiny_run, tmp_pa
         load_verified(copy)
 
 
-def test_unknown_schema_version_is_refused(tiny_run, tmp_path: Path) -> None:
-    copy = copy_run(tiny_run[0], tmp_path, lambda data: data.update(schema_version=999))
+def test_unknown_schema_version_is_refused(tiny_gpt2_run, tmp_path: Path) -> None:
+    copy = copy_run(tiny_gpt2_run[0], tmp_path, lambda data: data.update(schema_version=999))
     with pytest.raises(
         UnknownSchemaError, match=r"schema version 999; this attncard reads version 1: upgrade"
     ):
@@ -171,11 +142,11 @@ def test_unknown_schema_version_is_refused(tiny_run, tmp_path: Path) -> None:
     assert issubclass(UnknownSchemaError, ResultsError)
 
 
-def test_failed_run_is_refused_unless_allowed(tiny_run, tmp_path: Path) -> None:
+def test_failed_run_is_refused_unless_allowed(tiny_gpt2_run, tmp_path: Path) -> None:
     def fail(data: dict) -> None:
         data["verification"]["status"] = "FAIL"
 
-    copy = copy_run(tiny_run[0], tmp_path, fail)
+    copy = copy_run(tiny_gpt2_run[0], tmp_path, fail)
     with pytest.raises(
         FailedCheckpointError, match=r"status is FAIL .*allow_failed=True \(CLI: --allow-fail\)"
     ):
@@ -194,10 +165,10 @@ class _Trap:
 
 
 def test_pickle_adapter_is_refused_unopened(
-    tiny_run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tiny_gpt2_run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     marker = tmp_path / "unpickled"
-    copy = copy_run(tiny_run[0], tmp_path)
+    copy = copy_run(tiny_gpt2_run[0], tmp_path)
     (copy / "adapter_model.safetensors").unlink()
     (copy / "adapter_model.bin").write_bytes(pickle.dumps(_Trap(marker)))
     results = json.loads((copy / "results.json").read_text())
@@ -225,17 +196,17 @@ def test_pickle_adapter_is_refused_unopened(
         ("adaptive_span", r"adapter_config\.json does not save adaptive_span, the trained parameters of"),
     ],
 )
-def test_a_module_the_adapter_does_not_fit_is_refused(tiny_run, tmp_path: Path, module, message) -> None:
+def test_a_module_the_adapter_does_not_fit_is_refused(tiny_gpt2_run, tmp_path: Path, module, message) -> None:
     def rename(data: dict) -> None:
         data["module"]["name"] = module
 
-    copy = copy_run(tiny_run[0], tmp_path, rename)
+    copy = copy_run(tiny_gpt2_run[0], tmp_path, rename)
     with pytest.raises(IncompatibleRunError, match=message):
         load_verified(copy)
 
 
-def test_reverify_matches_and_catches_an_edited_accuracy(tiny_run, tmp_path: Path, capsys) -> None:
-    run_dir, glue = tiny_run
+def test_reverify_matches_and_catches_an_edited_accuracy(tiny_gpt2_run, tmp_path: Path, capsys) -> None:
+    run_dir, glue = tiny_gpt2_run
     assert main_verify([str(run_dir), "--data-dir", str(glue)]) == 0
     out = capsys.readouterr().out
     assert "MATCH: " in out and "recorded PASS_NO_COMPRESSION" in out
@@ -257,8 +228,8 @@ def test_reverify_matches_and_catches_an_edited_accuracy(tiny_run, tmp_path: Pat
     assert "MISMATCH: " in out and f"accuracy {accuracy!r} recomputed, 0.987654 recorded" in out
 
 
-def test_reverify_reports_other_data(tiny_run, tmp_path: Path) -> None:
-    run_dir, _ = tiny_run
+def test_reverify_reports_other_data(tiny_gpt2_run, tmp_path: Path) -> None:
+    run_dir, _ = tiny_gpt2_run
     other = write_sst2_folder(tmp_path / "other-glue", dev_repeats=4)
     check = reverify(run_dir, data_dir=other)
     assert not check.matches and not check.data_matches
@@ -270,8 +241,8 @@ def test_reverify_reports_other_data(tiny_run, tmp_path: Path) -> None:
 # The Hub
 
 
-def test_hub_repo_loads_by_branch_tag_and_commit(hub, published: str, tiny_run, fresh_cache) -> None:
-    _, glue = tiny_run
+def test_hub_repo_loads_by_branch_tag_and_commit(hub, published: str, tiny_gpt2_run, fresh_cache) -> None:
+    _, glue = tiny_gpt2_run
     data = load_task("sst2", glue)
     for revision in (None, "main", "v1", published):
         verified = load_verified(REPO, revision, endpoint=hub.endpoint, token=TOKEN, cache_dir=fresh_cache())
@@ -297,6 +268,19 @@ def test_tampered_file_on_the_server(hub, published: str, fresh_cache) -> None:
         f"{REPO}@{published[:12]}: config.json has sha256 {actual[:12]}… but the manifest expects "
         f"{expected[:12]}…: the file changed after publishing; do not use this checkpoint"
     )
+
+
+def test_results_json_changed_under_its_run_tag(hub, published: str, tiny_gpt2_run, fresh_cache) -> None:
+    run_dir, _ = tiny_gpt2_run
+    tag = push_tag(run_dir)
+    HfApi(endpoint=hub.endpoint, token=TOKEN).create_tag(REPO, tag=tag, revision=published)
+    assert load_verified(REPO, tag, endpoint=hub.endpoint, cache_dir=fresh_cache()).revision == published
+    # The manifest inside results.json covers every other file; the tag's digest covers results.json.
+    data = json.loads(hub.read_file(REPO, "results.json"))
+    data["metrics"]["accuracy"] = 1.0
+    hub.tamper(REPO, "results.json", json.dumps(data, indent=2).encode())
+    with pytest.raises(IntegrityError, match=f"is not the file the tag {tag} was made for: it changed after"):
+        load_verified(REPO, tag, endpoint=hub.endpoint, cache_dir=fresh_cache())
 
 
 def test_missing_file_on_the_server(hub, published: str, fresh_cache) -> None:
@@ -331,8 +315,8 @@ def test_offline_or_unreachable_without_a_cached_copy(hub, published: str, fresh
     assert load_verified(REPO, endpoint=endpoint, cache_dir=cache).revision == published
 
 
-def test_download_command(hub, published: str, tiny_run, tmp_path: Path, capsys) -> None:
-    run_dir, _ = tiny_run
+def test_download_command(hub, published: str, tiny_gpt2_run, tmp_path: Path, capsys) -> None:
+    run_dir, _ = tiny_gpt2_run
     output = tmp_path / "downloaded"
     assert (
         main_download([REPO, "--revision", "v1", "--hub-endpoint", hub.endpoint, "--output", str(output)])
