@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -93,6 +93,13 @@ def tiny_gpt2_run(tiny_model_dir, tmp_path_factory) -> tuple[Path, Path]:
     run_dir = root / "runs" / "tiny-gpt2-none-sst2"
     assert Results.load(run_dir).verification.status == Status.PASS_NO_COMPRESSION
     return run_dir, glue
+
+
+@pytest.fixture
+def fresh_cache(tmp_path: Path) -> Callable[[], Path]:
+    """A new cache folder on each call: the huggingface_hub cache would otherwise mask server changes."""
+    count = iter(range(1000))
+    return lambda: tmp_path / f"cache-{next(count)}"
 
 
 @pytest.fixture

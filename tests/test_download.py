@@ -66,13 +66,6 @@ def published(hub: LoopbackHub, tiny_gpt2_run) -> str:
     return commit
 
 
-@pytest.fixture
-def fresh_cache(tmp_path: Path) -> Callable[[], Path]:
-    """A new cache folder on each call: the huggingface_hub cache would otherwise mask server changes."""
-    count = iter(range(1000))
-    return lambda: tmp_path / f"cache-{next(count)}"
-
-
 def copy_run(run_dir: Path, tmp_path: Path, edit: Callable[[dict], None] | None = None) -> Path:
     """A copy of the run folder, its results.json edited by `edit` (results.json is not in the manifest)."""
     copy = tmp_path / "copy"

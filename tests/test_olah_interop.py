@@ -12,7 +12,7 @@ import hashlib
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -54,13 +54,6 @@ def olah(olah_server: OlahHub) -> Iterator[OlahHub]:
     """The module's olah server, its mirror folder emptied after each test."""
     yield olah_server
     olah_server.delete_all()
-
-
-@pytest.fixture
-def fresh_cache(tmp_path: Path) -> Callable[[], Path]:
-    """A new cache folder on each call: the huggingface_hub cache would otherwise mask server changes."""
-    count = iter(range(1000))
-    return lambda: tmp_path / f"cache-{next(count)}"
 
 
 def mirror(hub: LoopbackHub, olah: OlahHub, repo_id: str) -> str:
