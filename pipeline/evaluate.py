@@ -36,6 +36,7 @@ from .scaling import MEMORY_METHOD as SCALING_MEMORY_METHOD
 from .scaling import TIMING_METHOD as SCALING_TIMING_METHOD
 from .scaling import (
     FlopsEstimate,
+    PeakMemory,
     ScalingRow,
     attention_flops,
     default_lengths,
@@ -124,55 +125,12 @@ class EvalResult:
     trace: list[TraceStep]  # one real forward pass through attention layer 0
 
 
-class PeakMemory:
-    """Measures the peak memory of a block: CUDA max allocated, or the growth of the CPU peak RSS.
-
-    On Linux the kernel's high-water mark (VmHWM) is reset through `/proc/self/clear_refs`, so the peak is
-    that of the block alone; elsewhere `resource.getrusage`'s lifetime peak is used and said so.
-    """
-
-    def __init__(self, device: torch.device):
-        self.device = device
-        self.peak_mb = 0.0
-        self.method = ""
-
-    @staticmethod
-    def _status_kb(field: str) -> int:
-        match = re.search(rf"^{field}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.MULTILINE)
-        if match is None:
-            raise OSError(f"/proc/self/status has no {field}")
-        return int(match.group(1))
-
-    def __enter__(self) -> PeakMemory:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-            torch.cuda.reset_peak_memory_stats(self.device)
-            self._start = torch.cuda.memory_allocated(self.device)
-            self.method = "CUDA max_memory_allocated during evaluation, minus memory allocated before it"
-            return self
-        try:
-            Path("/proc/self/clear_refs").write_text("5")  # 5: reset the peak RSS to the current RSS
-            self._start = self._status_kb("VmRSS")
-            self._linux = True
-            self.method = "CPU: growth of the process peak RSS during evaluation (Linux VmHWM, reset before)"
-        except OSError:
-            import resource
-
-            self._start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-            self._linux = False
-            self.method = "CPU: growth of the process lifetime peak RSS during evaluation (getrusage)"
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-            self.peak_mb = (torch.cuda.max_memory_allocated(self.device) - self._start) / 2**20
-        elif self._linux:
-            self.peak_mb = (self._status_kb("VmHWM") - self._start) / 1024
-        else:
-            import resource
-
-            self.peak_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - self._start) / 1024
+def _memory_method(memory: PeakMemory) -> str:
+    if memory.device.type == "cuda":
+        return "CUDA max_memory_allocated during evaluation, minus memory allocated before it"
+    if memory.block_only:
+        return "CPU: growth of the process peak RSS during evaluation (Linux VmHWM, reset before)"
+    return "CPU: growth of the process lifetime peak RSS during evaluation (getrusage)"
 
 
 def device_name(device: torch.device) -> str:
@@ -268,7 +226,7 @@ def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> Eval
         device_name=device_name(device),
         torch_threads=torch.get_num_threads(),
         peak_memory_mb=memory.peak_mb,
-        peak_memory_method=memory.method,
+        peak_memory_method=_memory_method(memory),
         eval_seconds=seconds,
         train_seconds=trained.seconds,
         tokens=tokens,
