@@ -28,6 +28,7 @@ from sklearn.metrics import (
 )
 from tqdm.auto import tqdm
 
+from modules.kernels.bench import PeakMemory
 from modules.trace import TraceStep, record_trace
 
 from .data import TaskData
@@ -36,7 +37,6 @@ from .scaling import MEMORY_METHOD as SCALING_MEMORY_METHOD
 from .scaling import TIMING_METHOD as SCALING_TIMING_METHOD
 from .scaling import (
     FlopsEstimate,
-    PeakMemory,
     ScalingRow,
     attention_flops,
     default_lengths,
