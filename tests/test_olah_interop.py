@@ -43,6 +43,13 @@ pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload ra
 REPO = TINY_GPT2_REPO
 
 
+@pytest.fixture(autouse=True)
+def lfs_for_large_files(hub: LoopbackHub) -> None:
+    """The loopback Hub stores files over 4 KB in LFS, so that olah serves both kinds: the weights, the
+    tokenizer, results.json and the card go to LFS, the small configs stay regular git blobs."""
+    hub.lfs_threshold = 4096
+
+
 @pytest.fixture(scope="module")
 def olah_server(tmp_path_factory) -> Iterator[OlahHub]:
     with OlahHub(tmp_path_factory.mktemp("olah")) as server:
@@ -56,20 +63,22 @@ def olah(olah_server: OlahHub) -> Iterator[OlahHub]:
     olah_server.delete_all()
 
 
-def mirror(hub: LoopbackHub, olah: OlahHub, repo_id: str) -> str:
-    """Copies the head of `repo_id`'s main from `hub` into `olah` as one git commit; returns its sha.
+def mirror(hub: LoopbackHub, olah: OlahHub, repo_id: str) -> tuple[str, set[str]]:
+    """Copies the head of `repo_id`'s main from `hub` into `olah` as one git commit; returns its sha and the
+    paths stored in LFS.
 
     What is in LFS and every id are read from the loopback server's tree API through the client; the ids
     must equal the ones git computes for the same files.
     """
     entries = list(HfApi(endpoint=hub.endpoint).list_repo_tree(repo_id, recursive=True))
     lfs = {entry.path for entry in entries if isinstance(entry, RepoFile) and entry.lfs is not None}
+    assert "adapter_model.safetensors" in lfs and "config.json" not in lfs
     commit = olah.commit(repo_id, hub.snapshot(repo_id), lfs=lfs, message=f"copy of {hub.head(repo_id)}")
     reported = {
         entry.path: entry.blob_id if isinstance(entry, RepoFile) else entry.tree_id for entry in entries
     }
     assert reported == olah.git_ids(repo_id)
-    return commit
+    return commit, lfs
 
 
 def run_files(run_dir: Path) -> dict[str, bytes]:
@@ -90,7 +99,7 @@ def test_a_pushed_run_loads_and_reverifies_through_olah(
 ) -> None:
     run_dir, glue = tiny_gpt2_run
     pushed = push_run_folder(run_dir, REPO, endpoint=hub.endpoint)
-    commit = mirror(hub, olah, REPO)
+    commit, _ = mirror(hub, olah, REPO)
     olah.tag(REPO, pushed.tag)
     results = Results.load(run_dir)
     data = load_task("sst2", glue)
@@ -114,9 +123,8 @@ def test_tampered_and_missing_files_on_olah_are_refused(
 ) -> None:
     run_dir, _ = tiny_gpt2_run
     push_run_folder(run_dir, REPO, endpoint=hub.endpoint)
-    mirror(hub, olah, REPO)
+    _, lfs = mirror(hub, olah, REPO)
     published = hub.snapshot(REPO)
-    lfs = {"adapter_model.safetensors"}
 
     weights = bytearray(published["adapter_model.safetensors"])
     weights[-1] ^= 0x01  # one bit of the last tensor
@@ -139,6 +147,7 @@ def test_tampered_and_missing_files_on_olah_are_refused(
     olah.commit(REPO, without, lfs=lfs, message="remove tokenizer.json")
     with pytest.raises(IntegrityError, match=r"tokenizer\.json is missing \(the manifest expects sha256 "):
         load_verified(REPO, endpoint=olah.endpoint, cache_dir=fresh_cache())
+    capsys.readouterr()
     assert main_download([REPO, "--hub-endpoint", olah.endpoint]) == 2
     assert "tokenizer.json is missing" in one_line_error(capsys)
 
@@ -175,7 +184,7 @@ def test_minilm_publish_push_then_download_through_olah(glue, hub, olah, tmp_pat
     assert main(["push", str(run_dir), "--repo-id", repo, "--hub-endpoint", hub.endpoint]) == 0
     assert [c.oid for c in hub.commits(repo)] == [published.oid, initial.oid]
 
-    commit = mirror(hub, olah, repo)
+    commit, lfs = mirror(hub, olah, repo)
     # `attncard download` as a user runs it, the Hub named by HF_ENDPOINT (read when huggingface_hub loads).
     output = tmp_path / "downloaded"
     env = {**os.environ, "HF_ENDPOINT": olah.endpoint, "HF_HOME": str(tmp_path / "hf-home")}
@@ -201,7 +210,6 @@ def test_minilm_publish_push_then_download_through_olah(glue, hub, olah, tmp_pat
     snapshot = hub.snapshot(repo)
     weights = bytearray(snapshot["adapter_model.safetensors"])
     weights[-1] ^= 0x01
-    lfs = {"adapter_model.safetensors"}
     olah.commit(repo, {**snapshot, "adapter_model.safetensors": bytes(weights)}, lfs=lfs)
     with pytest.raises(IntegrityError, match=r"adapter_model\.safetensors has sha256 .* the file changed"):
         load_verified(repo, endpoint=olah.endpoint, cache_dir=tmp_path / "cache-2")
