@@ -20,6 +20,7 @@ import contextlib
 import copy
 import email.utils
 import hashlib
+import inspect
 import logging
 import os
 import re
@@ -44,6 +45,7 @@ from huggingface_hub import (
 from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.repocard import REGEX_YAML_BLOCK
 from huggingface_hub.utils import _http as hf_http
+from huggingface_hub.utils import http_backoff, parse_ratelimit_headers
 
 from .data import TaskData
 from .errors import AttncardError
@@ -216,17 +218,20 @@ def copy_to_cards(run_dir: Path, cards_dir: Path) -> Path:
 # --- pushing a run folder to the Hub ------------------------------------------------------------------------
 
 # Retries of the calls huggingface_hub does not retry itself (the commit POST, create_repo, model_info, refs,
-# tags), on the schedule of its `http_backoff`: 5 retries after the first attempt, waiting 1, 2, 4, 8, 8 s;
-# an answer with `Retry-After` (a 429) waits that long plus 1 s instead, at most PUSH_RETRY_AFTER_MAX_S.
-PUSH_RETRIES = 5
-PUSH_BACKOFF_BASE_S = 1.0
-PUSH_BACKOFF_MAX_S = 8.0
+# tags), on the schedule of its own `http_backoff`, read from its defaults: 5 retries after the first attempt,
+# waiting 1, 2, 4, 8, 8 s, on its retried statuses (408, 429, 500, 502, 503, 504); a 429 whose rate-limit
+# headers say when the limit resets, or an answer with `Retry-After`, waits that long plus 1 s instead (as
+# `http_backoff` does), at most PUSH_RETRY_AFTER_MAX_S. A commit is not retried blindly (`_Pusher._commit`).
+_HUB_BACKOFF = inspect.signature(http_backoff).parameters
+PUSH_RETRIES: int = _HUB_BACKOFF["max_retries"].default
+PUSH_BACKOFF_BASE_S = float(_HUB_BACKOFF["base_wait_time"].default)
+PUSH_BACKOFF_MAX_S = float(_HUB_BACKOFF["max_wait_time"].default)
+RETRY_STATUSES = frozenset(_HUB_BACKOFF["retry_on_status_codes"].default)
 PUSH_RETRY_AFTER_MARGIN_S = 1.0
 PUSH_RETRY_AFTER_MAX_S = 300.0
 # The HTTP client's timeout during a push, per network operation (connect, each read and write): a stalled
 # server ends in a timeout, which is retried like any transient failure, instead of hanging the push.
 PUSH_TIMEOUT_S = 60.0
-RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 CONFLICT_STATUSES = frozenset({409, 412})
 TAG_PREFIX = "run-"
 #: A tag made by [`push_tag`].
@@ -845,7 +850,12 @@ def _advice(code: int | None, repo_id: str) -> str:
 def _wait_s(attempt: int, response: httpx2.Response | None) -> float:
     """Seconds to wait before retry `attempt + 1`: the response's Retry-After (+ 1 s) when it has one, else
     the exponential backoff."""
-    retry_after = _retry_after_s(response) if response is not None else None
+    retry_after = None
+    if response is not None:
+        limit = parse_ratelimit_headers(response.headers) if response.status_code == 429 else None
+        retry_after = limit.reset_in_seconds if limit is not None and limit.remaining == 0 else None
+        if retry_after is None:
+            retry_after = _retry_after_s(response)
     if retry_after is not None:
         return min(retry_after + PUSH_RETRY_AFTER_MARGIN_S, PUSH_RETRY_AFTER_MAX_S)
     return min(PUSH_BACKOFF_MAX_S, PUSH_BACKOFF_BASE_S * 2**attempt)

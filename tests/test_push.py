@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx2
 import pytest
 from huggingface_hub import CommitOperationAdd, HfApi, constants
 from huggingface_hub.utils import _http as hf_http
@@ -309,6 +310,21 @@ def test_a_rate_limit_waits_retry_after(hub: LoopbackHub, passed: Path, previous
     assert time.monotonic() - started >= 1.0  # Retry-After, not the 0.05 s of the backoff
     assert commit_statuses(hub) == [429, 200] and len(hub.commits(REPO)) == 2
     assert_never_a_card_without_weights(hub)
+
+
+def test_the_wait_before_a_retry_is_huggingface_hubs(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The schedule of huggingface_hub's http_backoff, read from its defaults (not short_waits' test values).
+    monkeypatch.setattr(publish, "PUSH_BACKOFF_BASE_S", 1.0)
+    monkeypatch.setattr(publish, "PUSH_BACKOFF_MAX_S", 8.0)
+    monkeypatch.setattr(publish, "PUSH_RETRY_AFTER_MARGIN_S", 1.0)
+    assert (publish.PUSH_RETRIES, sorted(publish.RETRY_STATUSES)) == (5, [408, 429, 500, 502, 503, 504])
+    assert [publish._wait_s(attempt, None) for attempt in range(5)] == [1.0, 2.0, 4.0, 8.0, 8.0]
+    answer = httpx2.Response(503, headers={"Retry-After": "3"})
+    assert publish._wait_s(0, answer) == 4.0
+    # A 429 whose rate-limit headers say when the window resets waits for that, as http_backoff does.
+    limited = httpx2.Response(429, headers={"RateLimit": '"api";r=0;t=55', "Retry-After": "3"})
+    assert publish._wait_s(0, limited) == 56.0
+    assert publish._wait_s(0, httpx2.Response(429, headers={"RateLimit": '"api";r=7;t=55'})) == 1.0
 
 
 @pytest.mark.parametrize("route", ["commit", "lfs_upload"])
