@@ -518,10 +518,6 @@ def check_files(folder: Path, manifest: dict[str, str], where: str | None = None
         )
 
 
-# ------------------------------------------------------------------------------------------------------------
-# Rebuilding the model
-
-
 def check_run_tag(folder: Path, revision: str | None, where: str) -> None:
     """Refuses a results.json that differs from the one a run tag names.
 
@@ -538,6 +534,10 @@ def check_run_tag(folder: Path, revision: str | None, where: str) -> None:
             f"{where}: results.json (sha256 {actual[:12]}…, so tag {expected}) is not the file the tag "
             f"{revision} was made for: it changed after publishing; do not use this checkpoint"
         )
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Rebuilding the model
 
 
 def load_verified(

@@ -235,7 +235,7 @@ PUSH_TIMEOUT_S = 60.0
 CONFLICT_STATUSES = frozenset({409, 412})
 TAG_PREFIX = "run-"
 #: A tag made by [`push_tag`].
-RUN_TAG_RE = re.compile(r"^run-\d{8}T\d{6}Z-[0-9a-f]{8}$")
+RUN_TAG_RE = re.compile(rf"^{TAG_PREFIX}\d{{8}}T\d{{6}}Z-[0-9a-f]{{8}}$")
 # Created by the Hub in every repository; the run folder has none, and a push neither compares nor deletes it.
 GITATTRIBUTES_FILE = ".gitattributes"
 _TRANSIENT_ERRORS = (httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProtocolError)
@@ -848,8 +848,8 @@ def _advice(code: int | None, repo_id: str) -> str:
 
 
 def _wait_s(attempt: int, response: httpx2.Response | None) -> float:
-    """Seconds to wait before retry `attempt + 1`: the response's Retry-After (+ 1 s) when it has one, else
-    the exponential backoff."""
+    """Seconds to wait before retry `attempt + 1`: when a 429's rate-limit headers give the reset, or the
+    response has a Retry-After, that + 1 s; else the exponential backoff."""
     retry_after = None
     if response is not None:
         limit = parse_ratelimit_headers(response.headers) if response.status_code == 429 else None
