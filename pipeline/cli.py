@@ -131,7 +131,7 @@ def add_publish_arguments(parser: argparse.ArgumentParser) -> None:
         "--push",
         action="store_true",
         help="push the run folder to the Hub repository --repo-id, in one commit, tagged "
-        "run-<started_at>-<results.json sha256[:8]>; token: $HF_TOKEN, else `hf auth login`",
+        "run-<started_at>-<results.json sha256[:32]>; token: $HF_TOKEN, else `hf auth login`",
     )
     add_push_arguments(group)
 
@@ -370,7 +370,7 @@ def push(run_dir: Path, repo_id: str, allow_fail: bool, endpoint: str | None, ti
 PUSH_DESCRIPTION = (
     "Push a run folder written by publish to a Hub model repository: one commit holding every file (and "
     "deleting the repository's other files), or none when the Hub already holds exactly these files; then "
-    "tag it run-<started_at>-<results.json sha256[:8]>. Refused when `attncard lint` finds anything, when "
+    "tag it run-<started_at>-<results.json sha256[:32]>. Refused when `attncard lint` finds anything, when "
     "the card was rendered for another repository, and when the status is FAIL (unless --allow-fail). "
     "Token: $HF_TOKEN, else `hf auth login`."
 )

@@ -84,8 +84,7 @@ from .data import HUB_DATASET_ID, TaskData, get_task, load_task, load_task_from_
 from .errors import AttncardError, DataError, ModelLoadError, ResultsError
 from .evaluate import count_deployed_parameters
 from .models import folder_revision, minilm_folder, tokenize
-from .publish import RUN_TAG_RE, push_tag
-from .results import RESULTS_FILE, SCHEMA_VERSION, Results, sha256_file
+from .results import RESULTS_FILE, RUN_TAG_RE, SCHEMA_VERSION, Results, run_tag, sha256_file
 from .verify import Status, decide_status, majority_threshold
 
 ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
@@ -522,12 +521,13 @@ def check_run_tag(folder: Path, revision: str | None, where: str) -> None:
     """Refuses a results.json that differs from the one a run tag names.
 
     The manifest in results.json covers every other file, but nothing in the folder covers results.json
-    itself. A push tags its commit `run-<started_at>-<sha256 of results.json>[:8]` ([`push_tag`]), so when
-    the revision asked for is such a tag, results.json must still be the file the tag was made for.
+    itself. A push tags its commit `run-<started_at>-<sha256 of results.json>[:32]`
+    ([`pipeline.publish.push_tag`]), so when the revision asked for is such a tag, results.json must still be
+    the file the tag was made for.
     """
     if revision is None or not RUN_TAG_RE.match(revision):
         return
-    expected = push_tag(folder)
+    expected = run_tag(Results.load(folder).started_at, sha256_file(folder / RESULTS_FILE))
     if expected != revision:
         actual = sha256_file(folder / RESULTS_FILE)
         raise IntegrityError(

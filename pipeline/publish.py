@@ -11,7 +11,7 @@ The folder is assembled under a temporary name next to its destination and renam
 complete: a failed run leaves nothing half-written.
 
 [`push_run_folder`] pushes a run folder to a Hub model repository as one commit (or none when the Hub already
-holds exactly its files) and tags it `run-<started_at>-<results.json sha256[:8]>`; see its docstring.
+holds exactly its files) and tags it `run-<started_at>-<results.json sha256[:32]>`; see its docstring.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import hashlib
 import inspect
 import logging
 import os
-import re
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -63,6 +62,7 @@ from .results import (
     TrainingRecord,
     UsageRecord,
     build_manifest,
+    run_tag,
     sha256_file,
     utc_now,
 )
@@ -233,9 +233,6 @@ PUSH_RETRY_AFTER_MAX_S = 300.0
 # server ends in a timeout, which is retried like any transient failure, instead of hanging the push.
 PUSH_TIMEOUT_S = 60.0
 CONFLICT_STATUSES = frozenset({409, 412})
-TAG_PREFIX = "run-"
-#: A tag made by [`push_tag`].
-RUN_TAG_RE = re.compile(rf"^{TAG_PREFIX}\d{{8}}T\d{{6}}Z-[0-9a-f]{{8}}$")
 # Created by the Hub in every repository; the run folder has none, and a push neither compares nor deletes it.
 GITATTRIBUTES_FILE = ".gitattributes"
 _TRANSIENT_ERRORS = (httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProtocolError)
@@ -292,10 +289,11 @@ class _LocalFile:
 def push_tag(run_dir: str | os.PathLike) -> str:
     """The tag a push of this run folder puts on its commit: `run-<started_at>-<sha>`.
 
-    `<started_at>` is results.json's `started_at` in UTC as `YYYYMMDDTHHMMSSZ`; `<sha>` is the first 8 hex
-    digits of results.json's sha256, which covers every other file through its manifest. The tag is the same
-    on every push of the same folder, and two different runs started in the same second still get different
-    tags.
+    `<started_at>` is results.json's `started_at` in UTC as `YYYYMMDDTHHMMSSZ`; `<sha>` is the first
+    `RUN_TAG_DIGEST_HEX` (32) hex digits, 128 bits, of results.json's sha256, which covers every other file
+    through its manifest: finding another results.json with the same tag is a 2^128 search. The tag is the
+    same on every push of the same folder, and two different runs started in the same second still get
+    different tags.
 
     Args:
         run_dir: the run folder.
@@ -308,14 +306,10 @@ def push_tag(run_dir: str | os.PathLike) -> str:
 
     Example:
         >>> push_tag("runs/minilm-none-sst2")
-        'run-20250114T093012Z-3f1c2a9e'
+        'run-20250114T093012Z-3f1c2a9e0b7d4c6a8e5f1b2c3d4e5f60'
     """
     run_dir = Path(run_dir)
-    started = datetime.fromisoformat(Results.load(run_dir).started_at)
-    if started.tzinfo is None:
-        started = started.replace(tzinfo=UTC)
-    stamp = started.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
-    return f"{TAG_PREFIX}{stamp}-{sha256_file(run_dir / RESULTS_FILE)[:8]}"
+    return run_tag(Results.load(run_dir).started_at, sha256_file(run_dir / RESULTS_FILE))
 
 
 @contextlib.contextmanager
@@ -458,7 +452,7 @@ def push_run_folder(
        every other file there. Commits are atomic on the Hub, so it never shows a card without its weights,
        and two concurrent pushes cannot interleave: the second is refused ([`PushConflictError`]). The
        commit message names the run and its status; its description holds results.json's sha256 and the tag.
-    4. Tags the commit `run-<started_at UTC, YYYYMMDDTHHMMSSZ>-<results.json sha256[:8]>` ([`push_tag`]).
+    4. Tags the commit `run-<started_at UTC, YYYYMMDDTHHMMSSZ>-<results.json sha256[:32]>` ([`push_tag`]).
        The tag is the same on every push of the same folder: pushing a folder again finds the files and the
        tag in place and changes nothing. A tag already there is left as it is when the commit it names holds
        exactly the folder's files, and refused otherwise.

@@ -10,6 +10,7 @@ import dataclasses
 import hashlib
 import json
 import platform
+import re
 import subprocess
 import sys
 import types
@@ -29,6 +30,11 @@ from .verify import Status, Verification
 
 SCHEMA_VERSION = 1
 RESULTS_FILE = "results.json"
+# A push tags its commit run-<started_at, YYYYMMDDTHHMMSSZ>-<first 32 hex digits of results.json's sha256>:
+# 128 bits, so no other results.json can be made to carry the same tag.
+TAG_PREFIX = "run-"
+RUN_TAG_DIGEST_HEX = 32
+RUN_TAG_RE = re.compile(rf"^{TAG_PREFIX}\d{{8}}T\d{{6}}Z-[0-9a-f]{{{RUN_TAG_DIGEST_HEX}}}$")
 # Recorded in every run: what produced the numbers.
 RECORDED_PACKAGES = (
     "torch",
@@ -292,13 +298,30 @@ def _attncard_version() -> str:
         return "unknown"
 
 
+def run_tag(started_at: str, results_sha256: str) -> str:
+    """The run tag of a run started at `started_at` (ISO 8601) whose results.json has this sha256.
+
+    Example:
+        >>> run_tag("2025-01-14T09:30:12+00:00", "3f1c2a9e0b7d4c6a8e5f1b2c3d4e5f60" * 2)
+        'run-20250114T093012Z-3f1c2a9e0b7d4c6a8e5f1b2c3d4e5f60'
+    """
+    started = datetime.fromisoformat(started_at)
+    if started.tzinfo is None:
+        started = started.replace(tzinfo=UTC)
+    stamp = started.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"{TAG_PREFIX}{stamp}-{results_sha256[:RUN_TAG_DIGEST_HEX]}"
+
+
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 __all__ = [
     "RESULTS_FILE",
+    "RUN_TAG_DIGEST_HEX",
+    "RUN_TAG_RE",
     "SCHEMA_VERSION",
+    "TAG_PREFIX",
     "ClassScores",
     "DatasetRecord",
     "Efficiency",
@@ -313,5 +336,6 @@ __all__ = [
     "Verification",
     "build_manifest",
     "check_manifest",
+    "run_tag",
     "sha256_file",
 ]

@@ -46,7 +46,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload ra
 TOKEN = "hf_attncardPushSecret_7Qz3Xv9KpL2m"
 REPO = f"{HUB_USER}/tiny-gpt2-none-sst2"
 WEIGHTS = "adapter_model.safetensors"
-TAG = re.compile(r"^run-\d{8}T\d{6}Z-[0-9a-f]{8}$")
+TAG = re.compile(r"^run-\d{8}T\d{6}Z-[0-9a-f]{32}$")
 
 
 @pytest.fixture
