@@ -81,7 +81,21 @@ from transformers.utils import logging as transformers_logging
 from modules import AttentionModule, UnknownModuleError, get_module, module_names
 
 from .data import HUB_DATASET_ID, TaskData, get_task, load_task, load_task_from_hub
-from .errors import AttncardError, DataError, ModelLoadError, ResultsError
+from .errors import (
+    AttncardError,
+    DataError,
+    DownloadError,
+    FailedCheckpointError,
+    HubUnreachable,
+    IncompatibleRunError,
+    IntegrityError,
+    ModelLoadError,
+    RepoNotFound,
+    ResultsError,
+    RevisionNotFound,
+    UnknownSchemaError,
+    UnsafeFormatError,
+)
 from .evaluate import count_deployed_parameters
 from .models import folder_revision, minilm_folder, tokenize
 from .results import RESULTS_FILE, RUN_TAG_RE, SCHEMA_VERSION, Results, run_tag, sha256_file
@@ -101,42 +115,6 @@ TRANSPORT_FOLDERS = (".git/", ".cache/huggingface/")
 SHA_PREFIX = 12  # characters of a sha256 shown in messages
 _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT = 0, 1, 2
-
-
-class DownloadError(AttncardError):
-    """A published run could not be downloaded, checked or loaded."""
-
-
-class RepoNotFound(DownloadError):
-    """The Hub has no such repository, or it is private or gated and the token cannot read it."""
-
-
-class RevisionNotFound(DownloadError):
-    """The repository has no such branch, tag or commit."""
-
-
-class HubUnreachable(DownloadError):
-    """The Hub could not be reached (offline, no connection) and the run is not in the local cache."""
-
-
-class IntegrityError(DownloadError):
-    """A file of the run is missing, differs from its manifest sha256, or is not part of the run."""
-
-
-class UnknownSchemaError(DownloadError, ResultsError):
-    """results.json has a schema version this attncard cannot read."""
-
-
-class FailedCheckpointError(DownloadError):
-    """The run's status is FAIL and loading it anyway was not asked for."""
-
-
-class UnsafeFormatError(DownloadError):
-    """The run holds pickle weights (.bin, .pt, …), which attncard never loads."""
-
-
-class IncompatibleRunError(DownloadError):
-    """The run cannot be rebuilt here: its base model, module or adapter differ from what this machine has."""
 
 
 @dataclass

@@ -34,3 +34,42 @@ class ModelLoadError(AttncardError):
 
 class ResultsError(AttncardError):
     """A results.json that cannot be read: invalid JSON, unknown schema version, missing fields."""
+
+
+# --- downloading a published run ---------------------------------------------------------------------------
+
+
+class DownloadError(AttncardError):
+    """A published run could not be downloaded, checked or loaded."""
+
+
+class RepoNotFound(DownloadError):
+    """The Hub has no such repository, or it is private or gated and the token cannot read it."""
+
+
+class RevisionNotFound(DownloadError):
+    """The repository has no such branch, tag or commit."""
+
+
+class HubUnreachable(DownloadError):
+    """The Hub could not be reached (offline, no connection) and the run is not in the local cache."""
+
+
+class IntegrityError(DownloadError):
+    """A file of the run is missing, differs from its manifest sha256, or is not part of the run."""
+
+
+class UnknownSchemaError(DownloadError, ResultsError):
+    """results.json has a schema version this attncard cannot read."""
+
+
+class FailedCheckpointError(DownloadError):
+    """The run's status is FAIL and loading it anyway was not asked for."""
+
+
+class UnsafeFormatError(DownloadError):
+    """The run holds pickle weights (.bin, .pt, …), which attncard never loads."""
+
+
+class IncompatibleRunError(DownloadError):
+    """The run cannot be rebuilt here: its base model, module or adapter differ from what this machine has."""

@@ -30,6 +30,9 @@ from .verify import Status, Verification
 
 SCHEMA_VERSION = 1
 RESULTS_FILE = "results.json"
+# The OpenSSF model-signing signature of a run folder (see pipeline.signing): it signs every other file,
+# results.json included, so no manifest can list it.
+SIGNATURE_FILE = "model.sig"
 # A push tags its commit run-<started_at, YYYYMMDDTHHMMSSZ>-<first 32 hex digits of results.json's sha256>:
 # 128 bits, so no other results.json can be made to carry the same tag.
 TAG_PREFIX = "run-"
@@ -253,12 +256,13 @@ def sha256_file(path: Path) -> str:
 
 
 def build_manifest(run_dir: Path) -> dict[str, str]:
-    """sha256 of every file in a run folder except results.json, keyed by POSIX path relative to it."""
+    """sha256 of every file in a run folder except results.json and the signature, keyed by POSIX path
+    relative to it."""
     run_dir = Path(run_dir)
     return {
         path.relative_to(run_dir).as_posix(): sha256_file(path)
         for path in sorted(run_dir.rglob("*"))
-        if path.is_file() and path.relative_to(run_dir).as_posix() != RESULTS_FILE
+        if path.is_file() and path.relative_to(run_dir).as_posix() not in (RESULTS_FILE, SIGNATURE_FILE)
     }
 
 
