@@ -73,3 +73,33 @@ class UnsafeFormatError(DownloadError):
 
 class IncompatibleRunError(DownloadError):
     """The run cannot be rebuilt here: its base model, module or adapter differ from what this machine has."""
+
+
+# --- signing a run folder ----------------------------------------------------------------------------------
+
+
+class SigningError(AttncardError):
+    """A run folder could not be signed: the key is missing, unreadable or unsupported, or the folder is not
+    a run folder."""
+
+
+class SignatureError(DownloadError):
+    """A run's signature (model.sig) is missing where one is required, does not verify, or was made by
+    another key or identity than the one required."""
+
+
+# --- talking to the Hub ------------------------------------------------------------------------------------
+
+
+class InsecureEndpointError(AttncardError):
+    """The Hub endpoint is not one attncard sends a token to: not an https URL (plain http only to loopback).
+
+    Raised before any request is made.
+    """
+
+
+class HubDeadlineError(AttncardError):
+    """A push or a download ran past its overall deadline: a stalled or trickling server, a long wait.
+
+    Not an `OSError` or an `httpx2` error on purpose: neither huggingface_hub nor attncard retries it.
+    """

@@ -137,8 +137,10 @@ def test_publish_pushes_one_repository_at_a_time_with_the_secret_token() -> None
     steps = job["steps"]
     runs = "\n".join(step.get("run", "") for step in steps)
     assert "make install" in runs and "unset GLUE_DIR" in runs
-    assert '--repo-id "$HF_ORG/$REPO" --cards cards --push' in runs
-    (push,) = [step for step in steps if "--push" in step.get("run", "")]
+    # Trained without --push: the run folder is signed keyless first, then pushed with its signature.
+    assert '--repo-id "$HF_ORG/$REPO" --cards cards\n' in runs and "--push" not in runs
+    (push,) = [step for step in steps if "attncard push" in step.get("run", "")]
+    assert push["run"].strip() == '.venv/bin/attncard push "runs/$REPO" --repo-id "$HF_ORG/$REPO"'
     assert push["env"]["HF_TOKEN"] == "${{ secrets.HF_TOKEN }}"
     assert push["env"]["HF_ORG"] == "${{ vars.HF_ORG }}"
     assert "GLUE_DIR" not in push["env"]

@@ -1,0 +1,384 @@
+"""Signed runs: sign a run folder with OpenSSF model signing (`model_signing`), and check its signature.
+
+The signature is `model.sig` in the run folder, a Sigstore bundle. Its signed payload lists every other
+file of the folder, results.json included, by relative path with its sha256: a changed, added, removed or
+renamed file fails verification. There are two ways to sign:
+
+- with a key: [`sign_run_folder`] (`attncard push --sign-key KEY`), an elliptic-curve private key (P-256,
+  P-384 or P-521, PEM). The signer is named by the key's fingerprint, `sha256:<hex>` of its PEM public key,
+  which the bundle records as its key hint ([`key_fingerprint`]). Signing and verifying work offline.
+- keyless, with Sigstore: `.github/workflows/publish.yml` signs with the workflow's OIDC identity. The signer
+  is the identity in the certificate, `https://github.com/<owner>/<repo>/.github/workflows/publish.yml@refs/
+  tags/<tag>`, from the issuer `https://token.actions.githubusercontent.com`. Verifying needs Sigstore's
+  trust root, which `sigstore` fetches over the network and then caches.
+
+A signature proves something only against a signer the caller trusts. [`verify_run_signature`] given a public
+key or an identity verifies the signature and reports `verified=True`. Given neither, it reports the signer
+the bundle *claims* with `verified=False`: anyone who can write the file can claim any name there.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import model_signing
+from cryptography import x509
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from .errors import SignatureError, SigningError
+from .results import RESULTS_FILE, SIGNATURE_FILE, sha256_file
+
+# What a transport adds to a run folder, never part of the run (as pipeline.download's TRANSPORT_FILES and
+# TRANSPORT_FOLDERS): the Hub's .gitattributes, a git clone's .git/, huggingface_hub's local_dir metadata.
+TRANSPORT_PATHS = (".gitattributes", ".git", ".cache/huggingface")
+# The OIDC issuer of GitHub Actions, whose identity signs in .github/workflows/publish.yml.
+GITHUB_ACTIONS_ISSUER = "https://token.actions.githubusercontent.com"
+KEY_PREFIX = "sha256:"
+_PREDICATE_TYPE = "https://model_signing/signature/v1.0"
+_CURVES = ("secp256r1", "secp384r1", "secp521r1")  # those model_signing signs with
+# Fulcio's certificate extensions naming the OIDC issuer: v2 holds a DER UTF8String, v1 the raw text.
+_ISSUER_V2 = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.8")
+_ISSUER_V1 = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.1")
+
+
+@dataclass(frozen=True)
+class SignatureReport:
+    """What a run folder's signature says, and whether it was checked.
+
+    Attributes:
+        signed: whether the folder has a model.sig.
+        method: "key" (an elliptic-curve key), "sigstore" (keyless, a Sigstore certificate); None if unsigned.
+        signer: the key's fingerprint `sha256:<hex>`, or the certificate's identity (a workflow URL, an
+            e-mail address); "" when unsigned.
+        verified: True when the signature was checked against the key or identity asked for and covers
+            every file of the folder. False when unsigned, or when nothing was asked for: then `signer` is
+            only what the bundle claims.
+        issuer: the OIDC issuer of a Sigstore certificate; "" otherwise.
+
+    Example:
+        >>> print(SignatureReport(True, "key", "sha256:2faa16…", verified=False))
+        signed by key sha256:2faa16… as model.sig claims, NOT verified: check it against the public key
+    """
+
+    signed: bool
+    method: Literal["key", "sigstore"] | None
+    signer: str
+    verified: bool
+    issuer: str = ""
+
+    @property
+    def who(self) -> str:
+        """The signer in words: `key sha256:…`, or `IDENTITY (issuer ISSUER)`."""
+        if self.method == "key":
+            return f"key {self.signer or '(not named)'}"
+        return f"{self.signer or '(no identity)'} (issuer {self.issuer or 'not named'})"
+
+    def __str__(self) -> str:
+        if not self.signed:
+            return f"unsigned (no {SIGNATURE_FILE})"
+        if self.verified:
+            return f"signed by {self.who}, verified"
+        against = "the public key" if self.method == "key" else "the expected identity"
+        return f"signed by {self.who} as {SIGNATURE_FILE} claims, NOT verified: check it against {against}"
+
+
+def sign_run_folder(run_dir: str | Path, private_key: str | Path, *, password: bytes | None = None) -> Path:
+    """Signs every file of a run folder with an elliptic-curve key, writing `run_dir/model.sig`.
+
+    The signature covers every file, results.json included, except model.sig itself and the transport's
+    `TRANSPORT_PATHS`; an older model.sig is replaced.
+
+    Args:
+        run_dir: the run folder written by publish, e.g. `runs/minilm-none-sst2`.
+        private_key: a PEM elliptic-curve private key (P-256, P-384 or P-521).
+        password: the key's password, if it is encrypted.
+
+    Returns:
+        The path of the signature, `run_dir/model.sig`.
+
+    Raises:
+        [`SigningError`]: no results.json in `run_dir`, a key that is missing, unreadable, encrypted without
+            the right password or not elliptic-curve, or a folder that cannot be hashed (a symlink in it).
+
+    Example:
+        >>> sign_run_folder("runs/minilm-none-sst2", "signing-key.pem")
+        PosixPath('runs/minilm-none-sst2/model.sig')
+    """
+    run_dir, private_key = Path(run_dir), Path(private_key)
+    if not (run_dir / RESULTS_FILE).is_file():
+        raise SigningError(
+            f"{run_dir}: no {RESULTS_FILE}, so not a run folder; sign a folder written by publish"
+        )
+    check_private_key(private_key, password)
+    hashing = model_signing.hashing.Config().set_ignored_paths(
+        paths=[SIGNATURE_FILE, *TRANSPORT_PATHS], ignore_git_paths=False
+    )
+    signature = run_dir / SIGNATURE_FILE
+    try:
+        model_signing.signing.Config().use_elliptic_key_signer(
+            private_key=private_key,
+            password=password,  # type: ignore[arg-type]  # model_signing says str; cryptography takes bytes
+        ).set_hashing_config(hashing).sign(run_dir, signature)
+    except (OSError, ValueError) as error:
+        raise SigningError(
+            f"{run_dir}: could not be signed ({_first_line(error)}); fix it and sign again"
+        ) from error
+    return signature
+
+
+def verify_run_signature(
+    folder: str | Path,
+    *,
+    public_key: str | Path | None = None,
+    identity: str | None = None,
+    oidc_issuer: str | None = None,
+    ignore: tuple[str, ...] = TRANSPORT_PATHS,
+) -> SignatureReport:
+    """Checks a run folder's model.sig against a public key or a Sigstore identity, and names its signer.
+
+    - No model.sig: reported unsigned, or refused when a key or identity was given.
+    - model.sig and a key or identity: the signature must verify, be made by that key or identity, and list
+      every file of the folder with its sha256 (files under `ignore` aside); reported `verified=True`.
+    - model.sig and neither: the signer the bundle claims (key hint, certificate identity and issuer), with
+      `verified=False`; nothing is checked, the name may be forged.
+
+    Args:
+        folder: the run folder, e.g. what `snapshot_download` returned.
+        public_key: the signer's PEM elliptic-curve public key, for a run signed with a key.
+        identity: the signer's Sigstore identity, for a keyless run; for publish.yml,
+            `https://github.com/<owner>/<repo>/.github/workflows/publish.yml@refs/tags/<tag>`.
+        oidc_issuer: the issuer of `identity` (default: GitHub Actions', `GITHUB_ACTIONS_ISSUER`).
+        ignore: paths, relative to `folder`, that are not part of the run (default: the transport's
+            `.gitattributes`, `.git/` and `.cache/huggingface/`).
+
+    Returns:
+        [`SignatureReport`]: signed or not, how, by whom, and whether that was verified.
+
+    Raises:
+        [`SignatureError`]: a key or identity was given and the run is unsigned, signed by another signer, or
+            its signature does not verify or misses a file; model.sig is not a model-signing bundle; or the
+            public key or Sigstore's trust root cannot be read.
+
+    Example:
+        >>> print(verify_run_signature("runs/minilm-none-sst2", public_key="signing-key.pub"))
+        signed by key sha256:2faa1665a17912f1eb0b6fe20e4ce1be4e42a8059b69057c7eaf4ca15fa70dba, verified
+    """
+    folder = Path(folder)
+    if public_key is not None and identity is not None:
+        raise SignatureError(
+            "give a public key or a Sigstore identity to check a signature against, not both"
+        )
+    issuer = oidc_issuer or GITHUB_ACTIONS_ISSUER
+    wanted = f"key {public_key}" if public_key is not None else f"{identity}" if identity else None
+    if not (folder / SIGNATURE_FILE).is_file():
+        if wanted:
+            raise SignatureError(
+                f"{folder}: the run is unsigned (no {SIGNATURE_FILE}), but a signature by {wanted} is "
+                "required; do not use it, or ask its publisher to sign it"
+            )
+        return SignatureReport(signed=False, method=None, signer="", verified=False)
+    raw = (folder / SIGNATURE_FILE).read_bytes()
+    claimed, signed_files = _read_bundle(raw, folder / SIGNATURE_FILE)
+    if wanted is None:
+        return claimed
+    if public_key is not None:
+        expected = SignatureReport(True, "key", key_fingerprint(public_key), verified=True)
+    else:
+        expected = SignatureReport(True, "sigstore", str(identity), verified=True, issuer=issuer)
+    if dataclasses.replace(claimed, verified=True) != expected:
+        required = expected.who + (f" ({public_key})" if public_key is not None else "")
+        raise SignatureError(
+            f"{folder}: {SIGNATURE_FILE} names {claimed.who} as its signer, but a signature by {required} is "
+            "required; do not use this run"
+        )
+    config = _verifier(public_key, identity, issuer)
+    hashing = model_signing.hashing.Config().set_ignored_paths(
+        paths=[SIGNATURE_FILE, *ignore], ignore_git_paths=False
+    )
+    with tempfile.TemporaryDirectory() as scratch:
+        signature = Path(scratch) / SIGNATURE_FILE
+        signature.write_bytes(raw)  # verify exactly the bytes read above
+        try:  # any failure, whatever raises it, means the signature does not hold
+            config.set_hashing_config(hashing.set_allow_symlinks(True)).verify(folder, signature)
+        except Exception as error:
+            reason = "; ".join(_differences(folder, signed_files, ignore)[:3]) or _first_line(error)
+            raise SignatureError(
+                f"{folder}: {SIGNATURE_FILE} does not verify against {wanted} ({reason}); do not use this run"
+            ) from error
+    unsigned = sorted(set(_run_files(folder, ignore)) - set(signed_files))
+    if unsigned:  # the signer may have excluded paths (model_signing honours its ignore_paths)
+        raise SignatureError(
+            f"{folder}: {', '.join(unsigned)} not covered by {SIGNATURE_FILE}; do not use this run, or "
+            "remove the files if you added them"
+        )
+    return expected
+
+
+def key_fingerprint(public_key: str | Path) -> str:
+    """The fingerprint of a public key as model.sig records it: `sha256:` and the hex sha256 of its PEM.
+
+    Args:
+        public_key: a PEM elliptic-curve public key.
+
+    Returns:
+        `sha256:<64 hex digits>`, what [`SignatureReport`] names a key signer by.
+
+    Raises:
+        [`SignatureError`]: the file is missing or not a PEM public key.
+
+    Example:
+        >>> key_fingerprint("signing-key.pub")
+        'sha256:2faa1665a17912f1eb0b6fe20e4ce1be4e42a8059b69057c7eaf4ca15fa70dba'
+    """
+    try:
+        key = serialization.load_pem_public_key(Path(public_key).read_bytes())
+    except (OSError, ValueError, UnsupportedAlgorithm) as error:
+        raise SignatureError(
+            f"{public_key}: not a readable PEM public key ({_first_line(error)}); pass the signer's public "
+            "key (`openssl ec -in KEY.pem -pubout` makes it from the private key)"
+        ) from error
+    pem = key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return KEY_PREFIX + hashlib.sha256(pem).hexdigest()
+
+
+def _verifier(
+    public_key: str | Path | None, identity: str | None, issuer: str
+) -> model_signing.verifying.Config:
+    """model_signing's verifier for a key, or for a Sigstore identity (which loads Sigstore's trust root)."""
+    if public_key is not None:
+        return model_signing.verifying.Config().use_elliptic_key_verifier(public_key=public_key)
+    try:
+        return model_signing.verifying.Config().use_sigstore_verifier(
+            identity=str(identity), oidc_issuer=issuer
+        )
+    except Exception as error:
+        raise SignatureError(
+            f"could not load Sigstore's trust root ({_first_line(error)}); verifying a keyless signature "
+            "needs the network once (sigstore caches it): connect and try again"
+        ) from error
+
+
+def check_private_key(path: Path, password: bytes | None = None) -> None:
+    """Raises a one-line [`SigningError`] for a key model_signing cannot sign with."""
+    try:
+        key = serialization.load_pem_private_key(path.read_bytes(), password)
+    except FileNotFoundError:
+        raise SigningError(
+            f"{path}: no such key file; pass the PEM elliptic-curve private key to sign with"
+        ) from None
+    except (OSError, TypeError, ValueError, UnsupportedAlgorithm) as error:
+        raise SigningError(
+            f"{path}: not a usable PEM private key ({_first_line(error)}); check the file and its password"
+        ) from error
+    if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name not in _CURVES:
+        raise SigningError(
+            f"{path}: model signing needs an elliptic-curve key on P-256, P-384 or P-521; make one with "
+            "`openssl ecparam -name prime256v1 -genkey -noout -out KEY.pem`"
+        )
+
+
+def _read_bundle(raw: bytes, where: Path) -> tuple[SignatureReport, dict[str, str]]:
+    """The signer a bundle claims (`verified=False`) and the files it lists (path -> sha256), unchecked."""
+    try:
+        bundle = json.loads(raw)
+        material = bundle["verificationMaterial"]
+        statement = json.loads(base64.b64decode(bundle["dsseEnvelope"]["payload"]))
+        kind, predicate = statement["predicateType"], statement["predicate"]
+        method = (predicate["serialization"]["method"], predicate["serialization"].get("hash_type"))
+        files = {
+            item["name"]: item["digest"] for item in predicate["resources"] if item["algorithm"] == "sha256"
+        }
+        if "publicKey" in material:
+            hint = material["publicKey"].get("hint", "")
+            claimed = SignatureReport(True, "key", KEY_PREFIX + hint if hint else "", verified=False)
+        else:
+            certificate = material.get("certificate") or material["x509CertificateChain"]["certificates"][0]
+            claimed = _certificate_claim(
+                x509.load_der_x509_certificate(base64.b64decode(certificate["rawBytes"]))
+            )
+    except (ValueError, KeyError, TypeError, IndexError) as error:
+        raise SignatureError(
+            f"{where}: not a model-signing signature (cannot read {_first_line(error)}); sign the run again"
+        ) from error
+    if kind != _PREDICATE_TYPE:
+        raise SignatureError(f"{where}: its payload is a {kind}, not a {_PREDICATE_TYPE}; sign the run again")
+    if method != ("files", "sha256") or len(files) != len(predicate["resources"]):
+        raise SignatureError(
+            f"{where}: signed with model_signing's {'/'.join(map(str, method))} serialization; attncard "
+            "checks per-file sha256 signatures (model_signing's default): sign the run again without sharding"
+        )
+    return claimed, files
+
+
+def _certificate_claim(certificate: x509.Certificate) -> SignatureReport:
+    """The identity (first URI or e-mail name) and OIDC issuer a Sigstore certificate names, unchecked."""
+    try:
+        names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        identities = names.get_values_for_type(x509.UniformResourceIdentifier)
+        identities += names.get_values_for_type(x509.RFC822Name)
+    except x509.ExtensionNotFound:
+        identities = []
+    issuer = ""
+    for oid in (_ISSUER_V2, _ISSUER_V1):
+        try:
+            value = certificate.extensions.get_extension_for_oid(oid).value.value
+        except x509.ExtensionNotFound:
+            continue
+        issuer = _der_text(value) if oid == _ISSUER_V2 else value.decode()
+        break
+    return SignatureReport(
+        True, "sigstore", identities[0] if identities else "", verified=False, issuer=issuer
+    )
+
+
+def _der_text(value: bytes) -> str:
+    """The text of a DER UTF8String: tag 0x0C, a length (short or long form), the bytes."""
+    length, start = value[1], 2
+    if length & 0x80:
+        start = 2 + (length & 0x7F)
+        length = int.from_bytes(value[2:start], "big")
+    return value[start : start + length].decode()
+
+
+def _run_files(folder: Path, ignore: tuple[str, ...]) -> list[str]:
+    """The folder's files by POSIX path, without model.sig and the paths under `ignore`."""
+    skipped = [path.strip("/") for path in (SIGNATURE_FILE, *ignore)]
+    names = (path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file())
+    return sorted(name for name in names if not any(name == s or name.startswith(s + "/") for s in skipped))
+
+
+def _differences(folder: Path, signed: dict[str, str], ignore: tuple[str, ...]) -> list[str]:
+    """How the folder differs from the files a signature lists: missing, added or changed files."""
+    present = _run_files(folder, ignore)
+    problems = [f"{name}: signed but missing" for name in sorted(signed) if name not in present]
+    problems += [f"{name}: not signed (added after signing)" for name in present if name not in signed]
+    problems += [
+        f"{name}: sha256 differs from the signed one"
+        for name in present
+        if name in signed and sha256_file(folder / name) != signed[name]
+    ]
+    return problems
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+__all__ = [
+    "GITHUB_ACTIONS_ISSUER",
+    "TRANSPORT_PATHS",
+    "SignatureReport",
+    "key_fingerprint",
+    "sign_run_folder",
+    "verify_run_signature",
+]
