@@ -1,0 +1,324 @@
+"""Hub I/O against a Hub or mirror that lies (tests/hostile_hub.py): nothing it answers may choose a path,
+see the token, or hang a download or a push.
+
+The tiny GPT-2 run is committed to a `HostileHub` the way publishing pushes it; each test then makes the
+server hostile in one way and downloads (`download_verified`, `attncard download`, `fetch_run`) or pushes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import socket
+import time
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from huggingface_hub import CommitOperationAdd, HfApi, constants
+from huggingface_hub.utils import _http as hf_http
+from huggingface_hub.utils import close_session
+
+from conftest import HUB_USER, TINY_GPT2_REPO, point_client_at
+from hostile_hub import HostileHub
+from pipeline import hub_io, publish
+from pipeline.cli import main
+from pipeline.download import download_verified, main_download
+from pipeline.errors import (
+    AttncardError,
+    DownloadError,
+    HubDeadlineError,
+    HubUnreachable,
+    InsecureEndpointError,
+    IntegrityError,
+)
+from pipeline.hub_io import fetch_run, hub_endpoint
+from pipeline.publish import PushError, push_run_folder
+
+# huggingface_hub 2.4.0 itself uploads LFS parts with httpx2's deprecated `data=<file>`.
+pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
+
+TOKEN = "hf_hostileHubSecret_V4rq8Zt2mN6w"  # distinctive, so that finding it anywhere is unambiguous
+REPO = TINY_GPT2_REPO
+FOLDER = REPO.replace("/", "--")
+DEADLINE_S = 2.0
+
+
+@pytest.fixture
+def hostile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HostileHub]:
+    """A `HostileHub` (honest until a test says otherwise), the client pointed at it with `TOKEN`."""
+    server = HostileHub(tmp_path / "hub", token=TOKEN, user=HUB_USER).start()
+    point_client_at(server, tmp_path / "hf_home", TOKEN, monkeypatch)
+    try:
+        yield server
+    finally:
+        server.stop()
+        close_session()
+    assert server.internal_errors == [], "\n".join(server.internal_errors)
+
+
+@pytest.fixture
+def published(hostile: HostileHub, tiny_gpt2_run) -> str:
+    """The tiny run committed to the hostile Hub; returns the commit."""
+    run_dir, _ = tiny_gpt2_run
+    api = HfApi(endpoint=hostile.endpoint, token=TOKEN)
+    api.create_repo(REPO)
+    operations = [
+        CommitOperationAdd(path_in_repo=path.relative_to(run_dir).as_posix(), path_or_fileobj=str(path))
+        for path in sorted(run_dir.rglob("*"))
+        if path.is_file()
+    ]
+    return api.create_commit(REPO, operations, commit_message="Publish tiny-gpt2-none-sst2").oid
+
+
+@pytest.fixture
+def short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(publish, "PUSH_BACKOFF_BASE_S", 0.05)
+    monkeypatch.setattr(publish, "PUSH_BACKOFF_MAX_S", 0.2)
+
+
+def tree_state(root: Path, skip: Path) -> dict[str, str]:
+    """Path -> sha256 (or "dir") of everything under `root` except `skip` and what is under it."""
+    state = {}
+    for path in sorted(root.rglob("*")):
+        if path == skip or skip in path.parents:
+            continue
+        state[path.relative_to(root).as_posix()] = (
+            hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "dir"
+        )
+    return state
+
+
+def assert_one_line_without_token(error: BaseException) -> str:
+    text = str(error)
+    assert "\n" not in text and TOKEN not in text, text
+    assert TOKEN not in "".join(traceback.format_exception(error)) + repr(error)
+    return text
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Row 1: no server answer chooses a path; every byte is checked against the listing
+
+
+@pytest.mark.parametrize(
+    "etag",
+    ["../../../../x", "{root}/absolute-x", "e" * 4096, "not-a-sha-zz"],
+    ids=["traversal", "absolute", "over-long", "not-hex"],
+)
+def test_a_hostile_etag_cannot_choose_a_path(hostile, published: str, tmp_path: Path, etag: str) -> None:
+    root = tmp_path / "root"
+    cache = root / "a" / "b" / "cache"
+    cache.mkdir(parents=True)
+    hostile.etag = etag.format(root=root)
+    before = tree_state(root, cache)
+    try:
+        files = download_verified(REPO, endpoint=hostile.endpoint, cache_dir=cache)
+    except AttncardError as error:
+        files = error
+    assert tree_state(root, cache) == before  # nothing outside the cache was written, even on an error
+    assert not isinstance(files, Exception), files
+    assert (files.folder, files.revision) == (cache / FOLDER / published, published)
+    for path in cache.rglob("*"):
+        assert etag[:20] not in path.name  # no header named a file
+
+
+@pytest.mark.parametrize(
+    "name", ["../x", "{root}/abs-x", "a/../../x", "..\\x", "a//b", "./x"], ids=lambda name: repr(name)
+)
+def test_a_hostile_name_in_the_listing_is_refused(hostile, published: str, tmp_path: Path, name: str) -> None:
+    root = tmp_path / "root"
+    cache = root / "a" / "b" / "cache"
+    cache.mkdir(parents=True)
+    hostile.extra_tree_paths = [name.format(root=root)]
+    before = tree_state(root, cache)
+    with pytest.raises(DownloadError, match=r"lists an unsafe path .*; nothing of it was written") as caught:
+        download_verified(REPO, endpoint=hostile.endpoint, cache_dir=cache)
+    assert_one_line_without_token(caught.value)
+    assert tree_state(root, cache) == before
+    assert not (cache / FOLDER / published).exists()
+    assert hostile.request_count("resolve") == 0  # refused before any file was asked for
+
+
+def test_a_redirect_to_another_origin_gets_no_token(hostile, published: str, tmp_path: Path) -> None:
+    # The same server under another name: another origin, as a CDN is.
+    port = hostile.endpoint.rsplit(":", 1)[1]
+    hostile.redirect_to = f"http://localhost:{port}"
+    files = download_verified(REPO, endpoint=hostile.endpoint, cache_dir=tmp_path / "cache")
+    assert files.folder == tmp_path / "cache" / FOLDER / published
+    resolved = [(host, auth) for host, path, auth in hostile.requests_seen if "/resolve/" in path]
+    assert {host for host, _ in resolved} == {f"127.0.0.1:{port}", f"localhost:{port}"}
+    assert all(auth == f"Bearer {TOKEN}" for host, auth in resolved if host.startswith("127.0.0.1"))
+    assert all(auth is None for host, auth in resolved if host.startswith("localhost"))
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "message"),
+    [
+        (
+            lambda data: data.replace(b'"n_layer": 2', b'"n_layer": 1'),
+            IntegrityError,
+            "is not the .* its listing",
+        ),
+        (lambda data: data + b"\n" * 64, IntegrityError, "sent more than the .* bytes its listing gives"),
+        (lambda data: data[:-8], DownloadError, r"sent \d+ of the \d+ bytes of config\.json"),
+    ],
+    ids=["changed", "longer", "shorter"],
+)
+def test_bytes_that_differ_from_the_listing_are_not_kept(
+    hostile, published: str, tmp_path: Path, change, error, message
+) -> None:
+    hostile.served["config.json"] = change(hostile.read_file(REPO, "config.json"))
+    cache = tmp_path / "cache"
+    with pytest.raises(error, match=message) as caught:
+        download_verified(REPO, endpoint=hostile.endpoint, cache_dir=cache)
+    assert_one_line_without_token(caught.value)
+    assert not (cache / FOLDER / published / "config.json").exists()
+    assert not [path for path in cache.rglob("*.partial")]
+
+
+def test_cached_files_are_not_downloaded_again_and_offline_needs_a_complete_snapshot(
+    hostile, published: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    first = fetch_run(REPO, endpoint=hostile.endpoint, cache_dir=cache)
+    downloads = hostile.request_count("resolve")
+    assert first.folder == cache / FOLDER / published and downloads == 10
+    assert fetch_run(REPO, published, endpoint=hostile.endpoint, cache_dir=cache) == first
+    assert hostile.request_count("resolve") == downloads  # a complete commit is not fetched again
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    hostile.clear_requests()
+    assert fetch_run(REPO, published, cache_dir=cache) == first
+    assert fetch_run(REPO, cache_dir=cache) == first  # main, as the last fetch recorded it
+    assert hostile.requests == []
+    (first.folder / "config.json").unlink()
+    with pytest.raises(HubUnreachable, match=f"HF_HUB_OFFLINE is set and {REPO}@{published} is not in the"):
+        fetch_run(REPO, published, cache_dir=cache)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    assert fetch_run(REPO, endpoint=hostile.endpoint, cache_dir=cache) == first
+    assert hostile.request_count("resolve") == 1  # only the missing file
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Row 6: the token goes to the endpoint only, and never shows
+
+
+@pytest.mark.parametrize(
+    "echo",
+    [{"repo_info": [500]}, {"repo_info": [401]}, {"tree": [501]}, {"resolve": [403]}, {"resolve": [500]}],
+    ids=["info-500", "info-401", "tree-501", "file-403", "file-500"],
+)
+def test_an_echoed_token_never_shows_in_a_download(
+    hostile, published: str, tmp_path: Path, echo, capfd, caplog, recwarn
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    hostile.echo = {route: list(statuses) for route, statuses in echo.items()}
+    with pytest.raises(AttncardError) as caught:
+        download_verified(REPO, endpoint=hostile.endpoint, cache_dir=tmp_path / "cache-1")
+    assert_one_line_without_token(caught.value)
+    hostile.echo = {route: list(statuses) for route, statuses in echo.items()}
+    assert main_download([REPO, "--hub-endpoint", hostile.endpoint]) == 2
+    out, err = capfd.readouterr()
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert any(auth == f"Bearer {TOKEN}" for _, _, auth in hostile.requests_seen)  # it was sent, and echoed
+    shown = [out, err, caplog.text, *(str(warning.message) for warning in recwarn)]
+    assert not [text for text in shown if TOKEN in text]
+
+
+def test_an_echoed_token_never_shows_in_a_push(
+    hostile, tiny_gpt2_run, short_waits, capfd, caplog, recwarn
+) -> None:
+    run_dir, _ = tiny_gpt2_run
+    caplog.set_level(logging.DEBUG)
+    # A retried 503 (its reason goes into a retry warning), then a 400 that ends the push.
+    hostile.echo = {"commit": [503], "create_tag": [400]}
+    assert main(["push", str(run_dir), "--repo-id", REPO, "--hub-endpoint", hostile.endpoint]) == 2
+    out, err = capfd.readouterr()
+    assert "push: the commit to" in err and "retry 1 of 5" in err and "Authorization: Bearer <token>" in err
+    assert err.splitlines()[-1].startswith("error: ") and "Bearer <token>" in err.splitlines()[-1]
+    hostile.echo = {"create_repo": [400]}
+    with pytest.raises(PushError) as caught:
+        push_run_folder(run_dir, REPO, endpoint=hostile.endpoint)
+    assert "Bearer <token>" in assert_one_line_without_token(caught.value)
+    shown = [out, err, caplog.text, *(str(warning.message) for warning in recwarn)]
+    assert not [text for text in shown if TOKEN in text]
+
+
+def test_plain_http_to_another_host_is_refused_before_any_request(
+    hostile, tiny_gpt2_run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    run_dir, _ = tiny_gpt2_run
+    contacted: list[object] = []
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *args, **kwargs: contacted.append(args) or [])
+    monkeypatch.setattr(socket.socket, "connect", lambda self, address: contacted.append(address))
+    endpoint = "http://example.invalid"
+    with pytest.raises(InsecureEndpointError, match="plain http: the token goes to the configured https"):
+        download_verified(REPO, endpoint=endpoint, cache_dir=tmp_path / "cache")
+    with pytest.raises(InsecureEndpointError, match="plain http"):
+        push_run_folder(run_dir, REPO, endpoint=endpoint)
+    monkeypatch.setattr(constants, "ENDPOINT", endpoint)  # as HF_ENDPOINT sets it
+    assert main_download([REPO]) == 2
+    assert "the Hub endpoint http://example.invalid is plain http" in capsys.readouterr().err
+    assert contacted == [] and hostile.requests_seen == []
+    assert hub_endpoint("https://Hub.Example/mirror/") == "https://hub.example/mirror"
+    for loopback in ("http://127.0.0.1:8080/", "http://localhost:1", "http://[::1]:2", "http://127.9.9.9"):
+        assert hub_endpoint(loopback) == loopback.rstrip("/")
+    for refused in ("ftp://hub.example", "hub.example", "https://user:pw@hub.example", "http://10.0.0.1"):
+        with pytest.raises(InsecureEndpointError):
+            hub_endpoint(refused)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Row 7: a trickle ends at the deadline
+
+
+@pytest.mark.parametrize(
+    "trickle",
+    [{"repo_info": "headers"}, {"tree": "body"}, {"resolve": "headers"}, {"resolve": "body"}],
+    ids=["info-headers", "tree-body", "file-headers", "file-body"],
+)
+def test_a_trickling_server_cannot_hang_a_download(
+    hostile, published: str, monkeypatch: pytest.MonkeyPatch, capsys, trickle
+) -> None:
+    # The per-read timeout is longer than the trickle's one second: only the deadline can end it.
+    monkeypatch.setattr(hub_io, "DEFAULT_TIMEOUT_S", 5.0)
+    monkeypatch.setattr(hub_io, "DEFAULT_DEADLINE_S", DEADLINE_S)
+    hostile.trickle = trickle
+    started = time.monotonic()
+    assert main_download([REPO, "--hub-endpoint", hostile.endpoint]) == 2
+    assert time.monotonic() - started < DEADLINE_S + 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.fullmatch(
+        rf"error: downloading {REPO} from {hostile.endpoint} ran past its deadline of 2 s "
+        r".*--hub-deadline\)\n",
+        err,
+    ), err
+
+
+def test_a_wait_asked_past_the_deadline_is_not_waited(hostile, published: str, tmp_path: Path) -> None:
+    # huggingface_hub's listing would sleep Retry-After + 1 s before retrying.
+    hostile.faults.add("tree", "rate_limit", retry_after=600)
+    started = time.monotonic()
+    with pytest.raises(HubDeadlineError, match="ran past its deadline of 2 s"):
+        fetch_run(REPO, endpoint=hostile.endpoint, cache_dir=tmp_path / "cache", deadline=DEADLINE_S)
+    assert time.monotonic() - started < DEADLINE_S
+
+
+@pytest.mark.parametrize(
+    "trickle", [{"create_repo": "headers"}, {"repo_info": "body"}], ids=["repo-headers", "info-body"]
+)
+def test_a_trickling_server_cannot_hang_a_push(hostile, tiny_gpt2_run, trickle) -> None:
+    run_dir, _ = tiny_gpt2_run
+    hostile.trickle = trickle
+    started = time.monotonic()
+    with pytest.raises(HubDeadlineError) as caught:
+        push_run_folder(run_dir, REPO, endpoint=hostile.endpoint, timeout=5.0, deadline=DEADLINE_S)
+    assert time.monotonic() - started < DEADLINE_S + 2
+    assert re.fullmatch(
+        rf"pushing {run_dir} to {REPO} on {hostile.endpoint} ran past its deadline of 2 s .* push again "
+        r"later, or allow more time \(--hub-deadline\)",
+        assert_one_line_without_token(caught.value),
+    )
+    # The deadline was the push's own: the client's factory is huggingface_hub's again.
+    assert hf_http._GLOBAL_CLIENT_FACTORY is hf_http.default_client_factory
