@@ -127,7 +127,13 @@ class DataSource:
     """Where a task's rows came from, recorded in results.json.
 
     `dataset_id` is `nyu-mll/glue` for the Hub or `glue-tsv` for a local folder; `revision` is the Hub
-    commit, or `sha256:<hex>` of the validation file for a local folder.
+    commit, or `sha256:<hex>` of the validation file for a local folder. `files` is empty for the Hub; for
+    a local folder it maps each split to its file's path relative to the GLUE folder (`--data-dir`), in
+    POSIX form, and its sha256: nothing of the publisher's disk is published.
+
+    Example:
+        >>> load_task("sst2", "/data/glue").source.files["validation"]["path"]
+        'SST-2/dev.tsv'
     """
 
     dataset_id: str
@@ -248,19 +254,35 @@ def read_glue_tsv(path: Path, spec: TaskSpec) -> datasets.Dataset:
     return datasets.Dataset.from_dict(columns, features=features)
 
 
+def check_data_dir(spec: TaskSpec, data_dir: str | os.PathLike) -> Path:
+    """Checks that `data_dir` is a GLUE folder holding the task's folder; returns that task folder.
+
+    Raises:
+        [`DataError`]: `data_dir` is missing or not a folder, or has no folder for the task.
+
+    Example:
+        >>> check_data_dir(TASKS["sst2"], "/data/glue")
+        PosixPath('/data/glue/SST-2')
+    """
+    data_dir = Path(data_dir).expanduser().resolve()
+    if not data_dir.is_dir():
+        problem = "not a folder" if data_dir.exists() else "data folder not found"
+        raise DataError(
+            f"{data_dir}: {problem}; point --data-dir (or GLUE_DIR) at a folder holding the GLUE task "
+            "folders (SST-2/, …)"
+        )
+    return find_task_folder(spec, data_dir)
+
+
 def load_task_from_folder(spec: TaskSpec, data_dir: str | os.PathLike) -> TaskData:
     """Loads a task's train and validation splits from a folder in the GLUE TSV format."""
     data_dir = Path(data_dir).expanduser().resolve()
-    if not data_dir.is_dir():
-        raise DataError(
-            f"{data_dir}: data folder not found; point --data-dir (or GLUE_DIR) at a GLUE download"
-        )
-    folder = find_task_folder(spec, data_dir)
+    folder = check_data_dir(spec, data_dir)
     splits, files = {}, {}
     for split, file_name in (("train", spec.train_file), ("validation", spec.validation_file)):
         path = folder / file_name
         splits[split] = read_glue_tsv(path, spec)
-        files[split] = {"path": str(path), "sha256": _sha256(path)}
+        files[split] = {"path": path.relative_to(data_dir).as_posix(), "sha256": _sha256(path)}
     return TaskData(
         spec=spec,
         train=splits["train"],

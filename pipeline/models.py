@@ -57,11 +57,14 @@ class LoadedModel:
     Attributes:
         model: a `*ForSequenceClassification` model, in train mode, on the CPU.
         tokenizer: its tokenizer, padding on the right.
-        name: what the user asked for (`minilm`, a Hub id or a folder).
-        model_id: the Hub id of the base weights (`sentence-transformers/all-MiniLM-L6-v2`), or the folder.
+        name: what the user asked for (`minilm`, a Hub id), or a local folder's name (`tiny-gpt2`).
+        model_id: the Hub id of the base weights (`sentence-transformers/all-MiniLM-L6-v2`), or a local
+            folder's name: never a path on this machine, since it is published (see [`resolve_model_name`]).
         revision: the Hub commit of the weights, or `sha256:<hex>` of the weight files of a local folder.
         family: the transformers `model_type` (`bert`, `gpt2`, `qwen3`, …).
         license: the licence of the base model, as the Hub spells it.
+        source: where the weights were read from on this machine (a folder, or the Hub id): for loading
+            them again in this process, never recorded.
     """
 
     model: torch.nn.Module
@@ -72,6 +75,7 @@ class LoadedModel:
     family: str
     license: str
     parameters: int  # of the model as loaded, head included: before any attention module or LoRA
+    source: str = ""
 
     @property
     def is_decoder(self) -> bool:
@@ -89,11 +93,39 @@ def minilm_folder() -> Path:
     return Path(spec.origin).parent / "model"
 
 
+def weight_files(folder: Path) -> list[Path]:
+    """The weight files of a local model folder: its `*.safetensors`, else its `*.bin` (shards included)."""
+    return sorted(folder.glob("*.safetensors")) or sorted(folder.glob("*.bin"))
+
+
+def check_model_folder(folder: Path) -> None:
+    """Checks that a local folder holds a model: a `config.json` and weights, as `save_pretrained` writes.
+
+    Raises:
+        [`ModelLoadError`]: the file that is missing, and how to make the folder.
+
+    Example:
+        >>> check_model_folder(Path("checkpoints/empty"))
+        Traceback (most recent call last):
+        ...
+        pipeline.errors.ModelLoadError: checkpoints/empty: model folder without config.json; ...
+    """
+    if not (folder / "config.json").is_file():
+        missing = "config.json"
+    elif not weight_files(folder):
+        missing = "weights (*.safetensors or *.bin)"
+    else:
+        return
+    raise ModelLoadError(
+        f"{folder}: model folder without {missing}; pass a folder written by save_pretrained, an alias or a "
+        "Hub id"
+    )
+
+
 def folder_revision(folder: Path) -> str:
     """`sha256:<hex>` over the weight files of a local model folder, so a run names the exact weights."""
     digest = hashlib.sha256()
-    weight_files = sorted(folder.glob("*.safetensors")) or sorted(folder.glob("*.bin"))
-    for path in weight_files:
+    for path in weight_files(folder):
         digest.update(path.name.encode())
         with path.open("rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
@@ -104,16 +136,33 @@ def folder_revision(folder: Path) -> str:
 def resolve_model_name(name: str) -> tuple[str, str, str | None]:
     """Maps a model name to `(where to load from, model id to record, license or None)`.
 
-    Raises [`UnknownNameError`] for a name that is neither an alias, a local folder nor a Hub id
-    (`org/name`), listing the aliases.
+    The model id is published (results.json, the card, adapter_config.json), so it is never a path on this
+    machine: an alias records its Hub id (`minilm` too, though it loads from the installed package), and a
+    local folder records its name alone (`/data/models/tiny-gpt2` records `tiny-gpt2`); its weights are
+    named by their sha256 (see [`folder_revision`]).
+
+    Raises:
+        [`UnknownNameError`]: the name is neither an alias, a local folder nor a Hub id (`org/name`); the
+            message lists the aliases.
+        [`ModelLoadError`]: the name is empty, or names a folder without a config or weights.
+
+    Example:
+        >>> resolve_model_name("/data/models/tiny-gpt2")
+        ('/data/models/tiny-gpt2', 'tiny-gpt2', None)
     """
+    if not name.strip():
+        raise ModelLoadError(
+            f"the model name is empty; pass an alias ({', '.join(MODEL_ALIASES)}), a Hub id ORG/NAME or a "
+            "local folder"
+        )
     if name == "minilm":
         return str(minilm_folder()), MODEL_ALIASES[name].hub_id, MODEL_ALIASES[name].license
     if name in MODEL_ALIASES:
         return MODEL_ALIASES[name].hub_id, MODEL_ALIASES[name].hub_id, MODEL_ALIASES[name].license
     if Path(name).expanduser().is_dir():
-        folder = str(Path(name).expanduser().resolve())
-        return folder, folder, None
+        folder = Path(name).expanduser().resolve()
+        check_model_folder(folder)
+        return str(folder), folder.name, None
     if "/" in name and not name.startswith((".", "/")):
         return name, name, None
     raise UnknownNameError("model", name, [*MODEL_ALIASES, "<org/name on the Hub>", "<local folder>"])
@@ -149,6 +198,7 @@ def load_model(
     """
     source, model_id, license_name = resolve_model_name(name)
     id2label = dict(enumerate(label_names))
+    config = None
     try:
         config = AutoConfig.from_pretrained(source)
         tokenizer = AutoTokenizer.from_pretrained(source)
@@ -173,8 +223,9 @@ def load_model(
         ) from error
     except ValueError as error:
         first_line = str(error).splitlines()[0]
+        model_type = "unknown" if config is None else config.model_type
         raise ModelLoadError(
-            f"model '{name}' ({model_id}, type {config.model_type}) has no sequence-classification head in "
+            f"model '{name}' ({model_id}, type {model_type}) has no sequence-classification head in "
             f"transformers: {first_line}; pick a BERT, RoBERTa, DistilBERT, GPT-2, Llama or Qwen model"
         ) from error
 
@@ -190,7 +241,13 @@ def load_model(
             )
         tokenizer.pad_token = tokenizer.eos_token
     model.config.pad_token_id = tokenizer.pad_token_id
+    # What transformers and peft write as the model's origin (`_name_or_path`, `name_or_path`,
+    # adapter_config.json's `base_model_name_or_path`) is the recorded id, not the folder it was read from.
+    model.name_or_path = model_id
+    model.config._name_or_path = model_id
+    tokenizer.name_or_path = model_id
 
+    local_folder = name not in MODEL_ALIASES and Path(source).is_dir()
     if Path(source).is_dir():
         revision = folder_revision(Path(source))
     else:
@@ -203,12 +260,13 @@ def load_model(
     return LoadedModel(
         model=model,
         tokenizer=tokenizer,
-        name=name,
+        name=model_id if local_folder else name,  # a folder is published by its name, not its path
         model_id=model_id,
         revision=revision,
         family=family,
         license=license_name or "other",
         parameters=sum(p.numel() for p in model.parameters()),
+        source=source,
     )
 
 

@@ -231,20 +231,44 @@ def write_eval_results(results: Results, run_dir: Path) -> Path:
     return path
 
 
-def usage_snippet(results: Results, location: str, example: list[str]) -> str:
+def base_model_is_local(results: Results) -> bool:
+    """Whether the run's base model was a local folder, which results.json names only by its folder name and
+    the sha256 of its weights: whoever loads the run must bring that folder (`base_model=`).
+
+    Its model id is a folder name, without the `/` of every Hub id (`minilm` records its Hub id); its `name`
+    alone cannot tell, as a folder may be named like an alias (`gpt2`).
+    """
+    return results.model.revision.startswith("sha256:") and "/" not in results.model.model_id
+
+
+def usage_snippet(results: Results, location: str, example: list[str], base_model: str | None = None) -> str:
     """Python that loads this checkpoint with attncard's verified loader and classifies one example.
 
     Args:
         results: the run (a FAIL run needs `allow_failed=True` to load at all).
         location: the Hub repository id, or the run folder.
         example: the text(s) of one row, one per text column of the task.
+        base_model: for a run whose base model was a local folder (see [`base_model_is_local`]), the folder
+            the snippet passes as `base_model=`: the real one to run the snippet here, while the card
+            shows the default `./<folder name>`, as the recorded command names it. Unused otherwise.
+
+    Example:
+        >>> print(usage_snippet(results, "attncard/tiny-gpt2-none-sst2", ["a gorgeous movie ."]))
+        from pipeline.download import load_verified
+        <BLANKLINE>
+        verified = load_verified('attncard/tiny-gpt2-none-sst2', base_model='./tiny-gpt2')  # checks …
+        …
     """
-    allow = ", allow_failed=True" if results.verification.status.value == "FAIL" else ""
+    arguments = [repr(location)]
+    if base_model_is_local(results):
+        arguments.append(f"base_model={(base_model or f'./{results.model.model_id}')!r}")
+    if results.verification.status.value == "FAIL":
+        arguments.append("allow_failed=True")
     texts = ", ".join(repr([text]) for text in example)
     return (
         "from pipeline.download import load_verified\n"
         "\n"
-        f"verified = load_verified({location!r}{allow})  # checks every file's sha256 and the status\n"
+        f"verified = load_verified({', '.join(arguments)})  # checks every file's sha256 and the status\n"
         f'inputs = verified.tokenizer({texts}, return_tensors="pt")\n'
         "label_id = int(verified.model(**inputs).logits.argmax(-1))\n"
         "print(verified.model.config.id2label[label_id])\n"

@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from pipeline import cli
 from pipeline.cli import main, publish_main
 
 
@@ -112,3 +115,180 @@ def test_console_script_exit_code(tmp_path):
         "error: unknown module 'nope'; valid modules: adaptive_span, adaptive_sparse, none, span_expanded, "
         "svd_lowrank\n"
     )
+
+
+# --- inputs checked before any work: one line, exit 2, nothing written --------------------------------------
+
+
+def _tree(root: Path) -> list[str]:
+    return sorted(path.relative_to(root).as_posix() for path in root.rglob("*"))
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Fails the test if publish gets past its input checks: no stage may start on bad input."""
+    monkeypatch.setattr(cli, "run_publish", lambda options: pytest.fail("publish started on bad input"))
+
+
+def _refused(capsys, tmp_path, argv, message):
+    """Runs publish on `argv` and checks it stopped at its input checks, wrote nothing and said `message`."""
+    before = _tree(tmp_path)
+    capsys.readouterr()  # what fixtures printed while building a model
+    code = publish_main(argv)
+    err = _one_line_error(capsys, code)
+    assert message in err, err
+    assert _tree(tmp_path) == before
+
+
+def test_an_empty_model_name_is_refused(capsys, tmp_path, small_glue, no_work):
+    argv = [
+        "--model",
+        "",
+        "--module",
+        "none",
+        "--data-dir",
+        str(small_glue),
+        "--output",
+        str(tmp_path / "runs"),
+    ]
+    _refused(capsys, tmp_path, argv, "error: the model name is empty; pass an alias (minilm, bert")
+
+
+@pytest.mark.parametrize(
+    ("keep", "missing"),
+    [({"config.json", "tokenizer.json"}, "weights (*.safetensors or *.bin)"), (set(), "config.json")],
+)
+def test_a_model_folder_without_weights_is_refused(
+    capsys, tmp_path, small_glue, tiny_model_dir, no_work, keep, missing
+):
+    folder = tmp_path / "tiny-bert"
+    folder.mkdir()
+    for path in tiny_model_dir("bert").iterdir():
+        if path.name in keep:
+            (folder / path.name).write_bytes(path.read_bytes())
+    argv = [
+        *("--model", str(folder), "--module", "none"),
+        *("--data-dir", str(small_glue), "--output", str(tmp_path / "runs")),
+    ]
+    _refused(capsys, tmp_path, argv, f"error: {folder}: model folder without {missing}; pass a folder")
+
+
+def test_a_data_dir_that_is_not_a_folder_is_refused(capsys, tmp_path, no_work):
+    (tmp_path / "glue.tsv").write_text("sentence\tlabel\n")
+    argv = [
+        *("--model", "minilm", "--module", "none"),
+        *("--data-dir", str(tmp_path / "glue.tsv"), "--output", str(tmp_path / "runs")),
+    ]
+    _refused(capsys, tmp_path, argv, "glue.tsv: not a folder; point --data-dir (or GLUE_DIR) at a folder")
+
+
+def test_a_data_dir_without_the_task_is_refused(capsys, tmp_path, no_work):
+    (tmp_path / "glue" / "CoLA").mkdir(parents=True)
+    argv = [
+        *("--model", "minilm", "--module", "none"),
+        *("--data-dir", str(tmp_path / "glue"), "--output", str(tmp_path / "runs")),
+    ]
+    _refused(capsys, tmp_path, argv, "glue: no folder 'SST-2' or 'sst2' for task sst2")
+
+
+def test_a_glue_dir_that_is_not_a_folder_is_refused(capsys, tmp_path, monkeypatch, no_work):
+    monkeypatch.setenv("GLUE_DIR", str(tmp_path / "nowhere"))
+    argv = ["--model", "minilm", "--module", "none", "--output", str(tmp_path / "runs")]
+    _refused(capsys, tmp_path, argv, "nowhere: data folder not found; point --data-dir (or GLUE_DIR)")
+
+
+@pytest.mark.parametrize("option", ["--output", "--cards"])
+def test_an_existing_file_as_output_folder_is_refused(capsys, tmp_path, small_glue, no_work, option):
+    (tmp_path / "notes.txt").write_text("mine")
+    argv = [
+        *("--model", "minilm", "--module", "none", "--data-dir", str(small_glue)),
+        *("--output", str(tmp_path / "runs"), option, str(tmp_path / "notes.txt")),
+    ]
+    _refused(capsys, tmp_path, argv, f"{tmp_path / 'notes.txt'} is not a folder; pass a folder")
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("option", ["--output", "--cards"])
+def test_an_output_folder_under_a_file_is_refused(capsys, tmp_path, small_glue, no_work, option):
+    """No folder can be made under a regular file, whoever runs publish: this holds as root too."""
+    (tmp_path / "notes.txt").write_text("mine")
+    argv = [
+        *("--model", "minilm", "--module", "none", "--data-dir", str(small_glue)),
+        *("--output", str(tmp_path / "runs"), option, str(tmp_path / "notes.txt" / "out")),
+    ]
+    _refused(
+        capsys, tmp_path, argv, f"error: {option} {tmp_path / 'notes.txt' / 'out'}: {tmp_path}/notes.txt is"
+    )
+
+
+@pytest.mark.skipif(
+    hasattr(os, "geteuid") and os.geteuid() == 0,
+    reason="root writes through permission bits; the variants under a file and with os.access cover root",
+)
+@pytest.mark.parametrize("option", ["--output", "--cards"])
+def test_an_unwritable_output_folder_is_refused(capsys, tmp_path, small_glue, no_work, option):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        argv = [
+            *("--model", "minilm", "--module", "none", "--data-dir", str(small_glue)),
+            *("--output", str(tmp_path / "runs"), option, str(locked / "new" / "out")),
+        ]
+        _refused(
+            capsys, tmp_path, argv, f"{locked} is not writable by this user; pass a folder you can write"
+        )
+    finally:
+        locked.chmod(0o700)
+
+
+@pytest.mark.parametrize("option", ["--output", "--cards"])
+def test_a_file_where_the_run_folder_goes_is_refused(capsys, tmp_path, small_glue, no_work, option):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "minilm-none-sst2").write_text("mine")
+    argv = [
+        *("--model", "minilm", "--module", "none", "--data-dir", str(small_glue)),
+        *("--output", str(tmp_path / "runs"), option, str(tmp_path / "out")),
+    ]
+    _refused(
+        capsys, tmp_path, argv, "minilm-none-sst2 is there and is not a folder, so it cannot be replaced"
+    )
+
+
+def test_cards_into_the_run_folder_is_refused(capsys, tmp_path, small_glue, no_work):
+    """copy_to_cards empties its destination first: pointed at the run folder, it would delete the run."""
+    argv = [
+        *("--model", "minilm", "--module", "none", "--data-dir", str(small_glue)),
+        *("--output", str(tmp_path / "runs"), "--cards", str(tmp_path / "runs")),
+    ]
+    _refused(capsys, tmp_path, argv, "overlaps the run folder")
+
+
+def test_the_checks_pass_good_input_through(tmp_path, small_glue, monkeypatch):
+    """The same checks let a good command through to the stages, with the options as given."""
+    started = []
+    monkeypatch.setattr(cli, "run_publish", started.append)
+    argv = [
+        *("--model", "minilm", "--module", "none", "--data-dir", str(small_glue)),
+        *("--output", str(tmp_path / "new" / "runs"), "--cards", str(tmp_path / "cards")),
+    ]
+    assert publish_main(argv) == 0
+    (options,) = started
+    assert options.run_dir == tmp_path / "new" / "runs" / "minilm-none-sst2"
+    assert not (tmp_path / "new").exists()
+
+
+def test_an_unwritable_output_folder_is_refused_as_root_too(
+    capsys, tmp_path, small_glue, no_work, monkeypatch
+):
+    """What the permission check does with a folder the OS says is read-only, for whoever runs the tests
+    (root writes through permission bits, so this asks `os.access` rather than chmod)."""
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_access = os.access
+    monkeypatch.setattr(cli.os, "access", lambda path, mode: Path(path) != locked and real_access(path, mode))
+    argv = [
+        *("--model", "minilm", "--module", "none", "--data-dir", str(small_glue)),
+        *("--output", str(locked / "runs")),
+    ]
+    _refused(capsys, tmp_path, argv, f"--output {locked / 'runs'}: {locked} is not writable by this user")

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
-from pipeline.data import TASKS, load_task, read_glue_tsv
+from pipeline.data import TASKS, check_data_dir, load_task, read_glue_tsv
 from pipeline.errors import DataError, UnknownNameError
 
 MNLI_HEADER = (
@@ -141,3 +143,22 @@ def test_hub_unreachable_says_what_to_do(monkeypatch):
         DataError, match=r"could not load GLUE 'sst2' from the Hub .*set GLUE_DIR or pass --data-dir"
     ):
         load_task("sst2")
+
+
+def test_local_files_are_recorded_relative_to_the_glue_folder(small_glue):
+    """The recorded paths are published: they name a file within the GLUE folder, never where it was."""
+    files = load_task("sst2", small_glue).source.files
+    assert {split: record["path"] for split, record in files.items()} == {
+        "train": "SST-2/train.tsv",
+        "validation": "SST-2/dev.tsv",
+    }
+    assert (
+        files["validation"]["sha256"]
+        == hashlib.sha256((small_glue / "SST-2" / "dev.tsv").read_bytes()).hexdigest()
+    )
+
+
+def test_a_file_as_data_folder_is_named(tmp_path):
+    (tmp_path / "glue").write_text("not a folder")
+    with pytest.raises(DataError, match="glue: not a folder; point --data-dir \\(or GLUE_DIR\\) at a folder"):
+        check_data_dir(TASKS["sst2"], tmp_path / "glue")

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from pipeline.errors import ModelLoadError, UnknownNameError
-from pipeline.models import load_model, resolve_model_name, tokenize
+from pipeline.models import folder_revision, load_model, minilm_folder, resolve_model_name, tokenize
 from tiny_models import ENCODERS, FAMILIES
 
 LABELS = ["negative", "positive"]
@@ -78,3 +78,42 @@ def test_hub_model_offline_says_what_to_do(monkeypatch, tmp_path):
     ) as caught:
         load_model("roberta", LABELS)
     assert "\n" not in str(caught.value)
+
+
+def test_a_local_folder_is_recorded_by_name_not_path(tiny_model_dir, tmp_path):
+    """results.json, the card and adapter_config.json are published: a folder is named, never located."""
+    folder = tmp_path / "models" / "tiny-gpt2"
+    folder.mkdir(parents=True)
+    for path in tiny_model_dir("gpt2").iterdir():
+        (folder / path.name).write_bytes(path.read_bytes())
+    torch.manual_seed(0)
+    loaded = load_model(f"{folder}/", LABELS)
+    assert (loaded.name, loaded.model_id) == ("tiny-gpt2", "tiny-gpt2")
+    assert loaded.revision == folder_revision(folder)
+    assert loaded.source == str(folder.resolve())  # kept for loading it again here, never recorded
+    origins = {loaded.model.name_or_path, loaded.model.config._name_or_path, loaded.tokenizer.name_or_path}
+    assert origins == {"tiny-gpt2"}
+
+
+def test_minilm_records_its_hub_id_not_the_package_folder():
+    source, model_id, license_name = resolve_model_name("minilm")
+    assert source == str(minilm_folder())
+    assert (model_id, license_name) == ("sentence-transformers/all-MiniLM-L6-v2", "apache-2.0")
+
+
+@pytest.mark.parametrize("name", ["", "  "])
+def test_an_empty_model_name_says_what_to_pass(name):
+    with pytest.raises(ModelLoadError, match="the model name is empty; pass an alias \\(minilm, bert"):
+        resolve_model_name(name)
+
+
+@pytest.mark.parametrize(
+    ("keep", "missing"),
+    [({"config.json"}, "weights \\(\\*.safetensors or \\*.bin\\)"), ({"model.safetensors"}, "config.json")],
+)
+def test_a_folder_without_config_or_weights_is_refused_by_name(tiny_model_dir, tmp_path, keep, missing):
+    for path in tiny_model_dir("bert").iterdir():
+        if path.name in keep:
+            (tmp_path / path.name).write_bytes(path.read_bytes())
+    with pytest.raises(ModelLoadError, match=f"{tmp_path}: model folder without {missing}; pass a folder"):
+        resolve_model_name(str(tmp_path))
