@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import shlex
 import sys
 import warnings
@@ -18,12 +19,14 @@ from pathlib import Path
 
 from modules import UnknownModuleError, get_module, module_names
 
-from .data import TASKS, get_task
+from .data import TASKS, check_data_dir, get_task
 from .errors import AttncardError, UnknownNameError
 from .models import MODEL_ALIASES, resolve_model_name
 from .train import TrainConfig
 
 EXIT_BAD_INPUT = 2
+# How the recorded command names the GLUE folder a run read: a shell variable the reader sets, not a path.
+GLUE_DIR_PLACEHOLDER = '"$GLUE_DIR"'
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -156,6 +159,21 @@ def add_push_arguments(group: argparse._ActionsContainer) -> None:
         metavar="SECONDS",
         help="give up a Hub request (and retry it) after this long without progress (default: 60)",
     )
+    group.add_argument(
+        "--hub-deadline",
+        type=_positive_float,
+        default=None,
+        metavar="SECONDS",
+        help="give up the whole push after this long, however slowly the Hub answers (default: 1800)",
+    )
+    group.add_argument(
+        "--sign-key",
+        type=Path,
+        default=None,
+        metavar="PEM",
+        help="sign the run folder with this elliptic-curve private key before pushing (OpenSSF model "
+        "signing, model.sig); downloaders check it with --require-key and the public key",
+    )
 
 
 @dataclass
@@ -172,24 +190,51 @@ class PublishOptions:
     allow_fail: bool = False
     hub_endpoint: str | None = None
     hub_timeout: float | None = None
+    hub_deadline: float | None = None
+    sign_key: Path | None = None
 
     @property
     def repo_name(self) -> str:
         if self.repo_id:
             return self.repo_id.split("/")[-1]
-        model = self.model if self.model in MODEL_ALIASES else Path(self.model.rstrip("/")).name.lower()
-        return f"{model}-{self.module}-{self.task}"
+        model = self.model if self.model in MODEL_ALIASES else resolve_model_name(self.model)[1]
+        return f"{model.split('/')[-1].lower()}-{self.module}-{self.task}"
 
     @property
     def run_dir(self) -> Path:
         return self.output / self.repo_name
 
-    def command(self, data_dir: str | None) -> str:
-        """The command that reproduces this run."""
+    def command(self, data_from_folder: bool) -> str:
+        """The command that reproduces this run, as results.json records it and the card shows it.
+
+        It names nothing of the publisher's disk, so a reader can run it on theirs:
+
+        - `--model`: an alias or Hub id as given; a local model folder as `./<folder name>` (the name
+          results.json records as the model id, whose weights its revision names by sha256), to be run
+          beside a copy of that folder; the `./` keeps a folder named like an alias (`gpt2`) a folder.
+        - `--data-dir "$GLUE_DIR"` when the rows were read from a GLUE folder (`--data-dir` or
+          `GLUE_DIR`): the reader sets `GLUE_DIR` to their copy, whose files results.json names by
+          path within it and sha256. Left out when the rows came from the Hub.
+        - The training options in full, and `--repo-id` when given; never `--output`, `--cards` or
+          `--push`, which say where this run was written, not what it is.
+
+        Args:
+            data_from_folder: whether the rows were read from a GLUE folder rather than the Hub.
+
+        Example:
+            >>> options.command(data_from_folder=True)
+            'publish --model ./tiny-gpt2 --module none --task sst2 --steps 10 --batch-size 8 --lr 0.03 \
+--max-length 128 --seed 0 --data-dir "$GLUE_DIR"'
+        """
+        model = self.model
+        if model not in MODEL_ALIASES:
+            source, model_id, _ = resolve_model_name(model)
+            if Path(source).is_dir():
+                model = f"./{model_id}"
         words = [
             "publish",
             "--model",
-            self.model,
+            model,
             "--module",
             self.module,
             "--task",
@@ -205,27 +250,43 @@ class PublishOptions:
             "--seed",
             str(self.train.seed),
         ]
-        if data_dir:
-            words += ["--data-dir", data_dir]
+        command = shlex.join(words)
+        if data_from_folder:
+            command += f" --data-dir {GLUE_DIR_PLACEHOLDER}"  # unquoted by shlex: the shell expands it
         if self.repo_id:
-            words += ["--repo-id", self.repo_id]
-        return shlex.join(words)
+            command += f" --repo-id {shlex.quote(self.repo_id)}"
+        return command
 
 
 def options_from_args(args: argparse.Namespace) -> PublishOptions:
-    """Checks names before any work starts, so a typo costs nothing."""
+    """Checks every input before any work starts, so a typo costs nothing and nothing is written.
+
+    Checked: the module, task and model names (a model folder must hold a config and weights), the data
+    folder (`--data-dir`, else `GLUE_DIR`: a folder holding the task's folder), the folders written
+    (`--output` and `--cards`: see [`check_output_folder`]), and with `--push` what a push needs.
+
+    Raises:
+        [`AttncardError`]: the first input found wrong; its message names the option and what to do.
+    """
     if args.module not in module_names():
         raise UnknownNameError("module", args.module, module_names())
-    get_task(args.task)
+    spec = get_task(args.task)
     resolve_model_name(args.model)
+    data_dir = args.data_dir or os.environ.get("GLUE_DIR") or None
+    if data_dir is not None:
+        check_data_dir(spec, data_dir)
     if args.push:
-        check_push_setup(args.repo_id)
+        check_push_setup(args.repo_id, args.hub_endpoint, args.sign_key)
     else:
-        given = [name for name in ("allow_fail", "hub_endpoint", "hub_timeout") if getattr(args, name)]
+        given = [
+            name
+            for name in ("allow_fail", "hub_endpoint", "hub_timeout", "hub_deadline", "sign_key")
+            if getattr(args, name)
+        ]
         if given:
             option = "--" + given[0].replace("_", "-")
             raise AttncardError(f"{option} only applies with --push; add --push, or drop {option}")
-    return PublishOptions(
+    options = PublishOptions(
         model=args.model,
         module=args.module,
         task=args.task,
@@ -244,12 +305,68 @@ def options_from_args(args: argparse.Namespace) -> PublishOptions:
         allow_fail=args.allow_fail,
         hub_endpoint=args.hub_endpoint,
         hub_timeout=args.hub_timeout,
+        hub_deadline=args.hub_deadline,
+        sign_key=args.sign_key,
     )
+    check_output_folder(options.output, options.run_dir, "--output")
+    if options.cards is not None:
+        cards_dir = options.cards / options.repo_name
+        check_output_folder(options.cards, cards_dir, "--cards")
+        run_dir, cards_dir = options.run_dir.resolve(), cards_dir.resolve()
+        if run_dir == cards_dir or run_dir in cards_dir.parents or cards_dir in run_dir.parents:
+            raise AttncardError(
+                f"--cards {options.cards} would copy the card to {cards_dir}, which overlaps the run folder "
+                f"{run_dir}; pass --cards and --output that are different folders"
+            )
+    return options
 
 
-def check_push_setup(repo_id: str | None) -> None:
-    """Fails fast, before any training, when a push could not happen: no repository, no token, offline."""
+def _nearest_existing(path: Path) -> Path:
+    """`path` itself if something is there (a broken link too), else its nearest ancestor that exists."""
+    while not os.path.lexists(path) and path != path.parent:
+        path = path.parent
+    return path
+
+
+def check_output_folder(folder: Path, destination: Path, option: str) -> None:
+    """Fails when publish could not write `destination`, a folder inside `folder` (given as `option`).
+
+    `folder` is created if missing: its nearest existing ancestor (or itself) must be a folder this process
+    may write in. `destination` is replaced if there: it must not be a file.
+
+    Raises:
+        [`AttncardError`]: what stands in the way, naming the option and the path.
+
+    Example:
+        >>> check_output_folder(Path("notes.txt/runs"), Path("notes.txt/runs/minilm-none-sst2"), "--output")
+        Traceback (most recent call last):
+        ...
+        pipeline.errors.AttncardError: --output notes.txt/runs: notes.txt is not a folder; ...
+    """
+    existing = _nearest_existing(folder)
+    if not existing.is_dir():
+        raise AttncardError(
+            f"{option} {folder}: {existing} is not a folder; pass a folder, or a path where one can be "
+            "created"
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise AttncardError(
+            f"{option} {folder}: {existing} is not writable by this user; pass a folder you can write in"
+        )
+    if os.path.lexists(destination) and not destination.is_dir():
+        raise AttncardError(
+            f"{option} {folder}: {destination} is there and is not a folder, so it cannot be replaced; "
+            f"remove it, or pass another {option}"
+        )
+
+
+def check_push_setup(repo_id: str | None, endpoint: str | None = None, sign_key: Path | None = None) -> None:
+    """Fails fast, before any training, when a push could not happen: no repository, no token, offline, an
+    endpoint the token may not go to (plain http off this machine), a signing key that cannot sign."""
     from huggingface_hub import constants, get_token
+
+    from .hub_io import hub_endpoint
+    from .signing import check_private_key
 
     if not repo_id:
         raise AttncardError(
@@ -263,6 +380,9 @@ def check_push_setup(repo_id: str | None) -> None:
         )
     if constants.is_offline_mode():
         raise AttncardError("HF_HUB_OFFLINE is set: --push needs the network; unset it, or drop --push")
+    hub_endpoint(endpoint)
+    if sign_key is not None:
+        check_private_key(sign_key)
 
 
 def run_publish(options: PublishOptions) -> Path:
@@ -301,11 +421,10 @@ def run_publish(options: PublishOptions) -> Path:
     trained = train(loaded, data, options.train, module, module_config)
     evaluation = evaluate(trained, data)
     verification = verify(evaluation, data.spec.label_names)
-    data_dir = data.source.files and str(Path(data.source.files["validation"]["path"]).parent.parent)
     results = collect_results(
         repo_name=options.repo_name,
         repo_id=options.repo_id,
-        command=options.command(data_dir or None),
+        command=options.command(data_from_folder=bool(data.source.files)),
         started_at=started_at,
         data=data,
         module=ModuleRecord(
@@ -333,13 +452,36 @@ def run_publish(options: PublishOptions) -> Path:
             raise AttncardError(
                 "--push needs --repo-id ORG/NAME, which the card names; re-run publish with it"
             )
-        push(run_dir, options.repo_id, options.allow_fail, options.hub_endpoint, options.hub_timeout)
+        push(
+            run_dir,
+            options.repo_id,
+            options.allow_fail,
+            options.hub_endpoint,
+            options.hub_timeout,
+            options.hub_deadline,
+            options.sign_key,
+        )
     return run_dir
 
 
-def push(run_dir: Path, repo_id: str, allow_fail: bool, endpoint: str | None, timeout: float | None) -> None:
-    """Pushes a run folder with `pipeline.publish.push_run_folder`, saying on stderr what it does."""
-    from .publish import PUSH_TIMEOUT_S, push_run_folder
+def push(
+    run_dir: Path,
+    repo_id: str,
+    allow_fail: bool,
+    endpoint: str | None,
+    timeout: float | None,
+    deadline: float | None = None,
+    sign_key: Path | None = None,
+) -> None:
+    """Pushes a run folder with `pipeline.publish.push_run_folder`, saying on stderr what it does; signs it
+    first with `sign_key` (once the folder is known to be pushable, so a refused folder is left unsigned)."""
+    from .publish import PUSH_DEADLINE_S, PUSH_TIMEOUT_S, check_pushable, push_run_folder
+    from .signing import sign_run_folder
+
+    if sign_key is not None:
+        check_pushable(run_dir, repo_id, allow_fail)
+        signature = sign_run_folder(run_dir, sign_key)
+        print(f"signed {run_dir}/ with {sign_key}: {signature}", file=sys.stderr)
 
     publish_logger = logging.getLogger("pipeline.publish")
     handler = logging.StreamHandler(sys.stderr)
@@ -354,6 +496,7 @@ def push(run_dir: Path, repo_id: str, allow_fail: bool, endpoint: str | None, ti
             endpoint=endpoint,
             allow_fail=allow_fail,
             timeout=timeout if timeout is not None else PUSH_TIMEOUT_S,
+            deadline=deadline if deadline is not None else PUSH_DEADLINE_S,
         )
     finally:
         publish_logger.removeHandler(handler)
@@ -389,9 +532,12 @@ def add_push_command_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _config_dict(config) -> dict:
+    """The module's config as results.json holds it (tuples become lists): the card is rendered from this
+    record and rendered again from results.json by every download, so both must be the same."""
+    import json
     from dataclasses import asdict
 
-    return asdict(config)
+    return json.loads(json.dumps(asdict(config)))
 
 
 def build_publish_parser(prog: str = "publish") -> OneLineParser:
@@ -485,7 +631,15 @@ def main(argv: list[str] | None = None) -> int:
         return lint_main(args.options)
     if args.command == "push":
         return _run(
-            lambda: push(args.run_dir, args.repo_id, args.allow_fail, args.hub_endpoint, args.hub_timeout)
+            lambda: push(
+                args.run_dir,
+                args.repo_id,
+                args.allow_fail,
+                args.hub_endpoint,
+                args.hub_timeout,
+                args.hub_deadline,
+                args.sign_key,
+            )
         )
     if args.command == "bench":
         from modules.kernels import bench as attention_bench

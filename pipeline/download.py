@@ -1,37 +1,39 @@
-"""Download a published run, check every file against its manifest, and load it ready to predict.
+"""Download a published run, check it as a hostile input, and load it ready to predict.
 
 A run is a run folder as [`pipeline.publish`] writes it, on local disk or in a Hub model repository:
-`adapter_model.safetensors`, `adapter_config.json`, `config.json`, the tokenizer files, `README.md`, and
-`results.json`, whose `manifest` holds the sha256 of every other file.
+`adapter_model.safetensors`, `adapter_config.json`, `config.json`, the tokenizer files, `README.md`, the
+plots, `.eval_results/`, `results.json`, whose `manifest` holds the sha256 of every other file, and maybe a
+signature `model.sig`. See SECURITY.md for what each check defends against.
 
 Loading a run:
 
-1. fetches it (a local folder is used as is; a Hub repository goes through `snapshot_download`);
-2. reads `results.json` (an unknown schema version is refused);
-3. refuses pickle files (`*.bin`, `*.pt`, `*.pth`, `*.ckpt`, `*.pkl`, `*.pickle`) without opening them;
-4. checks the files against the manifest: every listed file must be there with its sha256, and every
-   other file is an error, except the transport's own bookkeeping, which no loader reads: the
-   `.gitattributes` at the top (the Hub creates it in every repository), a `.git/` folder (a git clone)
-   and `.cache/huggingface/` (a `local_dir` download). An unlisted file is refused because loaders pick
-   up optional files by name (`special_tokens_map.json`, `added_tokens.json`, `chat_template.jinja`, …),
-   so an extra file could change the model without changing any listed one;
-5. refuses a run whose status is FAIL, unless asked to load it anyway;
-6. rebuilds the model: the recorded base weights (their recorded revision is checked or pinned) with the
-   run's `config.json`, the recorded attention module installed with its recorded config, then the LoRA
-   adapter and the trained head and module parameters (`modules_to_save`) from the safetensors file.
+1. fetches it: a local folder is used as is; a Hub repository goes through [`pipeline.hub_io.fetch_run`],
+   which pins the revision to a commit, writes only under names it checked into a folder attncard owns,
+   checks every file against the commit's tree, and holds every request to a timeout and the whole download
+   to a deadline;
+2. checks `results.json` against a run tag's 128-bit digest or an expected sha256, when given, then reads it
+   field by field (an unknown schema version, a wrong type or format is refused);
+3. refuses pickle files (`*.bin`, `*.pt`, …) without opening them, and checks the files against the
+   manifest: every listed file must be there with its sha256, and every other file is an error, except the
+   transport's bookkeeping (`.gitattributes`, `.git/`, `.cache/huggingface/`) and the signature;
+4. refuses any file publish does not write, remote code in the configs (`auto_map`), an unknown model type,
+   and an `adapter_config.json` that is not the LoRA config publish writes ([`pipeline.integrity`]);
+5. recomputes the verification from the recorded counts and the metrics from the confusion matrix, and
+   renders the card and plots again: any disagreement refuses the run;
+6. verifies the signature when one is there (against a required key or identity, if given);
+7. refuses a run whose (recomputed) status is FAIL, unless asked to load it anyway;
+8. rebuilds the model: the recorded base weights (a Hub commit, the packaged MiniLM, or a local folder passed
+   as `base_model` with the recorded sha256) with the run's `config.json`, the recorded attention module
+   with its recorded config, then the LoRA adapter and the trained head and module parameters
+   (`modules_to_save`) from the safetensors file. transformers and peft run with `trust_remote_code=False`.
 
 Loading seeds nothing and is deterministic: every weight that is initialised at random on the way (the new
 classification head, LoRA's factors) is overwritten from the adapter file, which is checked to hold every
 weight the rebuilt model expects. The caller's random state is left as it was.
 
-`results.json` cannot hold its own hash, so the manifest does not protect it: an edited results.json (a
-better accuracy, say) passes the file checks. [`reverify`] catches it, by evaluating the reloaded model on
-the recorded task again and comparing accuracy, status and the hash of the predictions.
-
-A Hub download goes through the huggingface_hub cache, which keeps one copy per (commit, file): files
-already cached are not downloaded again, so a copy that changed on the server after it was cached goes
-unnoticed. What is loaded is still checked against the manifest. To check what the server holds now, pass
-a fresh `cache_dir` ([`reverify`] does so by default).
+A self-consistent run — figures, card and manifest all agreeing — can still be invented by anyone with write
+access. [`reverify`] catches it, by evaluating the reloaded model on the recorded task again and comparing
+every figure the card shows.
 """
 
 from __future__ import annotations
@@ -41,7 +43,6 @@ import contextlib
 import dataclasses
 import hashlib
 import json
-import math
 import os
 import re
 import shutil
@@ -52,20 +53,9 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx2
 import numpy as np
 import torch
-from huggingface_hub import HfApi, constants, snapshot_download
-from huggingface_hub.errors import (
-    DisabledRepoError,
-    GatedRepoError,
-    HfHubHTTPError,
-    HFValidationError,
-    IncompleteSnapshotError,
-    LocalEntryNotFoundError,
-    RepositoryNotFoundError,
-    RevisionNotFoundError,
-)
+from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 from peft import PeftModel
 from peft.utils import get_peft_model_state_dict
@@ -96,16 +86,36 @@ from .errors import (
     UnknownSchemaError,
     UnsafeFormatError,
 )
-from .evaluate import count_deployed_parameters
-from .models import folder_revision, minilm_folder, tokenize
-from .results import RESULTS_FILE, RUN_TAG_RE, SCHEMA_VERSION, Results, run_tag, sha256_file
-from .verify import Status, decide_status, majority_threshold
+from .evaluate import count_deployed_parameters, quality_metrics
+from .hub_io import fetch_run
+from .integrity import (
+    ADAPTER_CONFIG_FILE,
+    ADAPTER_WEIGHTS_FILE,
+    CONFIG_FILE,
+    Figure,
+    card_problems,
+    check_run_files,
+    figures,
+    lora_config,
+    recorded_figure_problems,
+)
+from .models import MODEL_ALIASES, folder_revision, minilm_folder, tokenize
+from .results import (
+    CARD_FILE,
+    RESULTS_FILE,
+    RUN_TAG_DIGEST_HEX,
+    RUN_TAG_RE,
+    SCHEMA_VERSION,
+    SIGNATURE_FILE,
+    Results,
+    run_tag,
+    sha256_file,
+)
+from .signing import SignatureReport, verify_run_signature
+from .verify import Status, all_finite, verification_from_counts
 
-ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
-ADAPTER_CONFIG_FILE = "adapter_config.json"
-CONFIG_FILE = "config.json"
-# The files every run folder must list in its manifest: without them there is nothing to rebuild.
-REQUIRED_FILES = (ADAPTER_WEIGHTS_FILE, ADAPTER_CONFIG_FILE, CONFIG_FILE)
+# The files every run folder must list in its manifest: without them there is nothing to rebuild or check.
+REQUIRED_FILES = (ADAPTER_WEIGHTS_FILE, ADAPTER_CONFIG_FILE, CONFIG_FILE, CARD_FILE)
 # Pickle-based weight formats: torch.load on them can run arbitrary code. They are refused unopened.
 UNSAFE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 # Bookkeeping of the transport, never read by any loader: the Hub's own `.gitattributes` (created in every
@@ -113,7 +123,10 @@ UNSAFE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 TRANSPORT_FILES = frozenset({".gitattributes"})
 TRANSPORT_FOLDERS = (".git/", ".cache/huggingface/")
 SHA_PREFIX = 12  # characters of a sha256 shown in messages
+UNSIGNED = SignatureReport(signed=False, method=None, signer="", verified=False)
 _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+# An expected results.json digest: its full sha256, or at least the 128 bits a run tag carries.
+_EXPECTED_SHA256_RE = re.compile(rf"^[0-9a-f]{{{RUN_TAG_DIGEST_HEX},64}}$")
 EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT = 0, 1, 2
 
 
@@ -126,12 +139,14 @@ class VerifiedFiles:
         results: its results.json.
         repo_id: the Hub repository, or `None` for a local folder.
         revision: the commit sha of the snapshot for a Hub repository, or `None` for a local folder.
+        signature: what its model.sig says and whether it was verified (see [`pipeline.signing`]).
     """
 
     folder: Path
     results: Results
     repo_id: str | None
     revision: str | None
+    signature: SignatureReport = UNSIGNED
 
     @property
     def source(self) -> str:
@@ -153,6 +168,7 @@ class VerifiedModel:
         revision: the commit sha the files came from, or `None` for a local folder.
         base_parameters: parameters of the rebuilt base model with its classification head, before the
             module and the adapter, as `results.parameters.before` counts them.
+        signature: what its model.sig says and whether it was verified (see [`pipeline.signing`]).
     """
 
     model: PeftModel
@@ -162,6 +178,7 @@ class VerifiedModel:
     repo_id: str | None
     revision: str | None
     base_parameters: int
+    signature: SignatureReport = UNSIGNED
 
     @property
     def source(self) -> str:
@@ -193,8 +210,10 @@ class Reverification:
         recorded_rows, rows: rows of the evaluated split.
         threshold: the recomputed majority share + 3 SE the accuracy is held against.
         reasons: the reasons for the recomputed status, as [`pipeline.verify.decide_status`] gives them.
+        figures: every figure the card shows that can be recomputed (metrics, per-class scores, confusion
+            matrix, verification), recorded against recomputed.
         problems: one sentence per difference; empty when everything matches.
-        matches: accuracy, status, predictions hash, compression factor, data and rows all equal.
+        matches: every figure equal.
         note: when the run was evaluated on another device than this check (a GPU), a sentence saying that
             float rounding may differ; empty otherwise.
     """
@@ -216,6 +235,7 @@ class Reverification:
     rows: int
     threshold: float
     reasons: list[str] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     matches: bool = False
     note: str = ""
@@ -237,6 +257,12 @@ def download_verified(
     endpoint: str | None = None,
     token: str | None = None,
     cache_dir: str | os.PathLike | None = None,
+    expected_sha256: str | None = None,
+    require_signer: str | None = None,
+    signer_issuer: str | None = None,
+    require_key: str | os.PathLike | None = None,
+    timeout: float | None = None,
+    deadline: float | None = None,
 ) -> VerifiedFiles:
     """Fetches a run and checks its files, without loading any weights.
 
@@ -247,30 +273,72 @@ def download_verified(
         allow_failed: accept a run whose status is FAIL.
         endpoint: the Hub to download from (default: `HF_ENDPOINT`, else https://huggingface.co).
         token: a Hub token for private or gated repositories (default: the logged-in token, or `HF_TOKEN`).
-        cache_dir: the huggingface_hub cache to download into (default: its usual cache). Pass a new
-            folder to check what the server holds now rather than a copy cached earlier.
+        cache_dir: the folder attncard downloads runs into (default: `attncard/` under `HF_HOME`). Pass a
+            new folder to check what the server holds now rather than a copy cached earlier.
+        expected_sha256: the sha256 of the run's results.json (at least its first 32 hex digits), as a run
+            tag or `cards/` gives it: any other results.json is refused. By `main` or a commit sha nothing
+            else can tell who wrote results.json (see SECURITY.md).
+        require_signer: refuse the run unless model.sig is a Sigstore signature by this identity (e.g. the
+            publish workflow, `https://github.com/ORG/REPO/.github/workflows/publish.yml@refs/tags/v1`).
+        signer_issuer: the OIDC issuer of `require_signer` (default: GitHub Actions').
+        require_key: refuse the run unless model.sig is a signature by this public key (PEM). Without
+            `require_signer` or `require_key`, a signature that is there is reported, not verified.
+        timeout: seconds each network operation (connect, one read, one write) may take (default 60).
+        deadline: seconds the whole download may take, however the server trickles (default 1800).
 
     Returns:
-        [`VerifiedFiles`]: the folder, its results and, for a Hub repository, the commit sha.
+        [`VerifiedFiles`]: the folder, its results, for a Hub repository the commit sha, and its signature.
 
     Raises:
         [`RepoNotFound`], [`RevisionNotFound`], [`HubUnreachable`], [`DownloadError`]: the download failed.
         [`UnknownSchemaError`], [`ResultsError`]: results.json is missing or unreadable.
         [`UnsafeFormatError`]: the run holds pickle weights.
-        [`IntegrityError`]: a file is missing, changed, or not in the manifest.
-        [`FailedCheckpointError`]: the status is FAIL and `allow_failed` is False.
+        [`IntegrityError`]: a file is missing, changed, not in the manifest or not one a run folder holds;
+            results.json is not the expected one; its figures disagree with their recomputation or the card.
+        [`FailedCheckpointError`]: the recomputed status is FAIL and `allow_failed` is False.
+        [`SignatureError`]: a required signature is missing, by another signer, or does not match the files.
+        [`InsecureEndpointError`]: the endpoint is plain http to a host other than this machine.
+        [`HubDeadlineError`]: the download outlasted `deadline`.
 
     Example:
         >>> files = download_verified("attncard/minilm-none-sst2", revision="v1")
         >>> files.results.verification.status, len(files.revision)
         (<Status.PASS_NO_COMPRESSION: 'PASS_NO_COMPRESSION'>, 40)
     """
-    folder, repo_id, commit = _fetch(repo_or_path, revision, endpoint, token, cache_dir)
+    if expected_sha256 is not None and not _EXPECTED_SHA256_RE.match(expected_sha256):
+        raise DownloadError(
+            f"expected sha256 '{expected_sha256}' is not {RUN_TAG_DIGEST_HEX} to 64 lowercase hex digits; "
+            "pass the sha256 of the run's results.json (cards/<run>/results.json, or its run tag's digest)"
+        )
+    folder, repo_id, commit = _fetch(repo_or_path, revision, endpoint, token, cache_dir, timeout, deadline)
     where = _source(folder, repo_id, commit)
+    check_run_tag(folder, revision, where)
+    check_results_sha256(folder, expected_sha256, where)
     results = read_results(folder, where)
     check_safe_formats(folder, where)
     check_files(folder, results.manifest, where, repo_id is not None)
-    check_run_tag(folder, revision, where)
+    check_run_files(folder, [*results.manifest, RESULTS_FILE], where)
+    module, _ = _module_and_config(results, where)
+    lora_config(folder, where, results.training.lora_target_modules, list(module.trainable_modules))
+    problems = recorded_figure_problems(results)
+    if problems:
+        raise IntegrityError(
+            f"{where}: {RESULTS_FILE} contradicts itself: {problems[0]}"
+            + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+            + "; its figures were edited after they were measured: do not use this checkpoint"
+        )
+    problems = card_problems(results, folder)
+    if problems:
+        raise IntegrityError(
+            f"{where}: the card does not show what {RESULTS_FILE} records: {problems[0]}; it was edited "
+            "after publishing, or rendered by another attncard (the run names attncard "
+            f"{results.environment.attncard_version}, commit {results.environment.git_commit[:SHA_PREFIX]}): "
+            "do not use this checkpoint"
+        )
+    signature = verify_run_signature(
+        folder, public_key=require_key, identity=require_signer, oidc_issuer=signer_issuer
+    )
+    # The recorded status agreed with the one recomputed from the counts just above.
     verification = results.verification
     if verification.status == Status.FAIL and not allow_failed:
         raise FailedCheckpointError(
@@ -278,7 +346,9 @@ def download_verified(
             f"{verification.threshold:.4f}, the majority-class baseline + 3 SE); pass allow_failed=True "
             "(CLI: --allow-fail) to load it anyway"
         )
-    return VerifiedFiles(folder=folder, results=results, repo_id=repo_id, revision=commit)
+    return VerifiedFiles(
+        folder=folder, results=results, repo_id=repo_id, revision=commit, signature=signature
+    )
 
 
 def _fetch(
@@ -287,6 +357,8 @@ def _fetch(
     endpoint: str | None,
     token: str | None,
     cache_dir: str | os.PathLike | None,
+    timeout: float | None = None,
+    deadline: float | None = None,
 ) -> tuple[Path, str | None, str | None]:
     """`(folder, repo_id, commit)`: a local folder as is, or the snapshot of a Hub repository."""
     text = os.fspath(repo_or_path)
@@ -310,95 +382,16 @@ def _fetch(
         raise DownloadError(
             f"'{text}' is not a folder here, nor a Hub repository id ORG/NAME (it has no ORG)"
         )
-    snapshot = _snapshot(text, revision, endpoint, token, cache_dir)
-    commit = snapshot.name if _COMMIT_RE.match(snapshot.name) else None
-    return snapshot, text, commit
-
-
-def _snapshot(
-    repo_id: str,
-    revision: str | None,
-    endpoint: str | None,
-    token: str | None,
-    cache_dir: str | os.PathLike | None,
-) -> Path:
-    """Downloads a repository snapshot, mapping huggingface_hub's errors to one-line ones."""
-    hub = (endpoint or constants.ENDPOINT).rstrip("/")
-    where = f"{repo_id}@{revision}" if revision else repo_id
-    try:
-        return Path(
-            snapshot_download(
-                repo_id,
-                revision=revision,
-                endpoint=endpoint,
-                token=token,
-                cache_dir=os.fspath(cache_dir) if cache_dir is not None else None,
-            )
-        )
-    except RevisionNotFoundError:
-        raise _revision_not_found(repo_id, revision, hub) from None
-    except GatedRepoError:
-        raise RepoNotFound(
-            f"{repo_id} on {hub} is gated: accept its conditions on its Hub page, then pass a token that "
-            "has access (token=, HF_TOKEN or `hf auth login`)"
-        ) from None
-    except RepositoryNotFoundError:
-        # Some Hub servers (olah, a mirror) answer "repository not found" for a revision they lack.
-        if revision is not None and _repo_exists(repo_id, endpoint, token):
-            raise _revision_not_found(repo_id, revision, hub) from None
-        raise RepoNotFound(
-            f"no repository '{repo_id}' on {hub} (nor a local folder of that name), or it is private and "
-            "the token cannot read it: check the id (and --hub-endpoint), or log in with `hf auth login` / "
-            "pass a token"
-        ) from None
-    except DisabledRepoError:
-        raise RepoNotFound(f"{repo_id} on {hub} is disabled by the Hub; it cannot be downloaded") from None
-    except IncompleteSnapshotError as error:
-        raise HubUnreachable(
-            f"could not reach {hub} and the cached copy of {where} is incomplete ({_first_line(error)}); "
-            "connect to the network and try again"
-        ) from error
-    except LocalEntryNotFoundError as error:
-        if constants.HF_HUB_OFFLINE:
-            raise HubUnreachable(
-                f"HF_HUB_OFFLINE is set and {where} is not in the local cache: set HF_HUB_OFFLINE=0 to "
-                "download it, or pass a local run folder"
-            ) from error
-        cause = error.__cause__ or error
-        raise HubUnreachable(
-            f"could not reach {hub} ({type(cause).__name__}) and {where} is not in the local cache: check "
-            "the network and the endpoint (--hub-endpoint, HF_ENDPOINT), or pass a local run folder"
-        ) from error
-    except HfHubHTTPError as error:
-        status = error.response.status_code if error.response is not None else "error"
-        raise DownloadError(
-            f"{hub} answered HTTP {status} while downloading {where} ({_first_line(error)}); try again later"
-        ) from error
-    except httpx2.HTTPError as error:  # huggingface_hub's HTTP client: its errors are not OSErrors
-        raise HubUnreachable(
-            f"the connection to {hub} failed while downloading {where} ({type(error).__name__}: "
-            f"{_first_line(error)}); try again"
-        ) from error
-    except OSError as error:
-        raise DownloadError(
-            f"could not store {where} in the cache ({error}); free disk space or pass another cache_dir"
-        ) from error
-
-
-def _revision_not_found(repo_id: str, revision: str | None, hub: str) -> RevisionNotFound:
-    return RevisionNotFound(
-        f"{repo_id} on {hub} has no branch, tag or commit '{revision}'; pass one it has "
-        f"(HfApi().list_repo_refs('{repo_id}') lists its branches and tags), or leave it out for main"
+    fetched = fetch_run(
+        text,
+        revision,
+        endpoint=endpoint,
+        token=token,
+        cache_dir=cache_dir,
+        timeout=timeout,
+        deadline=deadline,
     )
-
-
-def _repo_exists(repo_id: str, endpoint: str | None, token: str | None) -> bool:
-    """Whether the Hub lists the branches and tags of `repo_id` (False on any error)."""
-    try:
-        HfApi(endpoint=endpoint, token=token).list_repo_refs(repo_id)
-    except (HfHubHTTPError, httpx2.HTTPError, OSError):
-        return False
-    return True
+    return fetched.folder, text, fetched.commit
 
 
 def _first_line(error: BaseException) -> str:
@@ -486,7 +479,7 @@ def check_files(folder: Path, manifest: dict[str, str], where: str | None = None
                 f"{manifest[name][:SHA_PREFIX]}…: the file changed after publishing; do not use this "
                 f"checkpoint{redownload}"
             )
-    extra = sorted(present - set(manifest) - {RESULTS_FILE})
+    extra = sorted(present - set(manifest) - {RESULTS_FILE, SIGNATURE_FILE})
     if extra:
         raise IntegrityError(
             f"{where}: {', '.join(extra)} {'is' if len(extra) == 1 else 'are'} not in the manifest of "
@@ -505,12 +498,34 @@ def check_run_tag(folder: Path, revision: str | None, where: str) -> None:
     """
     if revision is None or not RUN_TAG_RE.match(revision):
         return
-    expected = run_tag(Results.load(folder).started_at, sha256_file(folder / RESULTS_FILE))
-    if expected != revision:
-        actual = sha256_file(folder / RESULTS_FILE)
+    if not (folder / RESULTS_FILE).is_file():
+        raise ResultsError(f"{where}: no {RESULTS_FILE}; this is not a run folder written by publish")
+    actual = sha256_file(folder / RESULTS_FILE)
+    if not revision.endswith(f"-{actual[:RUN_TAG_DIGEST_HEX]}"):
         raise IntegrityError(
-            f"{where}: results.json (sha256 {actual[:12]}…, so tag {expected}) is not the file the tag "
+            f"{where}: results.json (sha256 {actual[:RUN_TAG_DIGEST_HEX]}…) is not the file the tag "
             f"{revision} was made for: it changed after publishing; do not use this checkpoint"
+        )
+    expected = run_tag(read_results(folder, where).started_at, actual)
+    if expected != revision:
+        raise IntegrityError(
+            f"{where}: results.json was started at another time than the tag {revision} says (its tag would "
+            f"be {expected}); do not use this checkpoint"
+        )
+
+
+def check_results_sha256(folder: Path, expected: str | None, where: str) -> None:
+    """Refuses a results.json whose sha256 does not start with `expected` (no check when None)."""
+    if expected is None:
+        return
+    if not (folder / RESULTS_FILE).is_file():
+        raise ResultsError(f"{where}: no {RESULTS_FILE}; this is not a run folder written by publish")
+    actual = sha256_file(folder / RESULTS_FILE)
+    if not actual.startswith(expected):
+        raise IntegrityError(
+            f"{where}: results.json has sha256 {actual[:RUN_TAG_DIGEST_HEX]}…, not the expected "
+            f"{expected[:RUN_TAG_DIGEST_HEX]}…: it is another run, or was changed after publishing; do not "
+            "use this checkpoint"
         )
 
 
@@ -526,6 +541,13 @@ def load_verified(
     endpoint: str | None = None,
     token: str | None = None,
     cache_dir: str | os.PathLike | None = None,
+    expected_sha256: str | None = None,
+    base_model: str | os.PathLike | None = None,
+    require_signer: str | None = None,
+    signer_issuer: str | None = None,
+    require_key: str | os.PathLike | None = None,
+    timeout: float | None = None,
+    deadline: float | None = None,
 ) -> VerifiedModel:
     """Downloads a published run, checks it, and rebuilds its model, ready to predict.
 
@@ -542,8 +564,14 @@ def load_verified(
         endpoint: the Hub to download the run from (default: `HF_ENDPOINT`, else https://huggingface.co). A
             base model on the Hub is always read from the default endpoint.
         token: a Hub token for a private or gated repository.
-        cache_dir: the huggingface_hub cache to download the run into; a new folder makes sure the files are
-            the server's current copy.
+        cache_dir: the folder to download the run into; a new folder makes sure the files are the server's
+            current copy.
+        expected_sha256: the sha256 of the run's results.json (at least 32 hex digits): see
+            [`download_verified`].
+        base_model: the base model's folder, for a run trained on a local folder (results.json records it by
+            name and weights sha256 only); its weights must have the recorded sha256.
+        require_signer, signer_issuer, require_key, timeout, deadline: the signer the run must be signed
+            by, and the download's time limits: see [`download_verified`].
 
     Returns:
         A [`VerifiedModel`]: the model in eval mode, its tokenizer, its results and where it came from.
@@ -561,12 +589,28 @@ def load_verified(
         True
     """
     files = download_verified(
-        repo_or_path, revision, allow_failed, endpoint=endpoint, token=token, cache_dir=cache_dir
+        repo_or_path,
+        revision,
+        allow_failed,
+        endpoint=endpoint,
+        token=token,
+        cache_dir=cache_dir,
+        expected_sha256=expected_sha256,
+        require_signer=require_signer,
+        signer_issuer=signer_issuer,
+        require_key=require_key,
+        timeout=timeout,
+        deadline=deadline,
     )
+    return _load(files, base_model)
+
+
+def _load(files: VerifiedFiles, base_model: str | os.PathLike | None) -> VerifiedModel:
+    """Rebuilds the model of checked files; see [`load_verified`]."""
     # The new head and LoRA's factors draw random initial values, all overwritten from the adapter file; the
     # base model's load report lists the head as missing, by design.
     with torch.random.fork_rng(devices=[]), _transformers_errors_only():
-        model, tokenizer, base_parameters = _rebuild(files)
+        model, tokenizer, base_parameters = _rebuild(files, base_model)
     return VerifiedModel(
         model=model,
         tokenizer=tokenizer,
@@ -575,6 +619,7 @@ def load_verified(
         repo_id=files.repo_id,
         revision=files.revision,
         base_parameters=base_parameters,
+        signature=files.signature,
     )
 
 
@@ -589,12 +634,17 @@ def _transformers_errors_only() -> typing.Iterator[None]:
         transformers_logging.set_verbosity(previous)
 
 
-def _rebuild(files: VerifiedFiles) -> tuple[PeftModel, PreTrainedTokenizerBase, int]:
+def _rebuild(
+    files: VerifiedFiles, base_model: str | os.PathLike | None
+) -> tuple[PeftModel, PreTrainedTokenizerBase, int]:
     results, folder, where = files.results, files.folder, files.source
     labels = list(results.dataset.label_names)
     module, module_config = _module_and_config(results, where)
-    _check_adapter_config(folder, where, module)
-    config = AutoConfig.from_pretrained(folder)
+    adapter_config = lora_config(
+        folder, where, results.training.lora_target_modules, list(module.trainable_modules)
+    )
+    # No code from the repository: check_run_files refused auto_map and unknown model types already.
+    config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
     if config.model_type != results.model.family:
         raise IncompatibleRunError(
             f"{where}: {CONFIG_FILE} is a '{config.model_type}' config but {RESULTS_FILE} records a "
@@ -606,7 +656,7 @@ def _rebuild(files: VerifiedFiles) -> tuple[PeftModel, PreTrainedTokenizerBase, 
             f"{where}: {CONFIG_FILE} has labels {config_labels} but {RESULTS_FILE} records {labels}; the run "
             "folder is inconsistent, publish it again"
         )
-    model = _load_base_model(results, config, where)
+    model = _load_base_model(results, config, where, base_model)
     # As pipeline.models.load_model counts them: before the module (svd_lowrank replaces projections).
     base_parameters = sum(p.numel() for p in model.parameters())
     module.apply(model, module_config)
@@ -618,7 +668,7 @@ def _rebuild(files: VerifiedFiles) -> tuple[PeftModel, PreTrainedTokenizerBase, 
         )
         try:
             model = PeftModel.from_pretrained(
-                model, os.fspath(folder), is_trainable=False, torch_device="cpu"
+                model, os.fspath(folder), config=adapter_config, is_trainable=False, torch_device="cpu"
             )
         except RuntimeError as error:  # torch's load_state_dict: a weight of another shape
             raise IncompatibleRunError(
@@ -628,7 +678,7 @@ def _rebuild(files: VerifiedFiles) -> tuple[PeftModel, PreTrainedTokenizerBase, 
     _check_adapter_weights(model, stored, where)
     model.eval()
 
-    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
     tokenizer.padding_side = "right"
     if tokenizer.pad_token is None:
         # As pipeline.models.load_model: decoders pad with EOS, and pool the last non-pad token.
@@ -640,29 +690,6 @@ def _rebuild(files: VerifiedFiles) -> tuple[PeftModel, PreTrainedTokenizerBase, 
         tokenizer.pad_token = tokenizer.eos_token
     model.config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer, base_parameters
-
-
-def _check_adapter_config(folder: Path, where: str, module: AttentionModule) -> None:
-    """The adapter must be what publish writes: a LoRA adapter for sequence classification that saves the
-    module's own trained submodules (`modules_to_save`), or they would keep their initial values."""
-    try:
-        adapter = json.loads((folder / ADAPTER_CONFIG_FILE).read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise IncompatibleRunError(f"{where}: {ADAPTER_CONFIG_FILE} is not valid JSON ({error})") from error
-    kind = (adapter.get("peft_type"), adapter.get("task_type")) if isinstance(adapter, dict) else None
-    if kind != ("LORA", "SEQ_CLS"):
-        raise IncompatibleRunError(
-            f"{where}: {ADAPTER_CONFIG_FILE} describes a {kind} adapter; attncard runs are LoRA adapters for "
-            "sequence classification (LORA, SEQ_CLS)"
-        )
-    saved = adapter.get("modules_to_save") or []
-    unsaved = [name for name in module.trainable_modules if name not in saved]
-    if unsaved:
-        raise IncompatibleRunError(
-            f"{where}: {ADAPTER_CONFIG_FILE} does not save {', '.join(unsaved)}, the trained parameters of "
-            f"the module '{module.name}' that {RESULTS_FILE} records; the run folder is inconsistent, "
-            "publish it again"
-        )
 
 
 def _module_and_config(results: Results, where: str) -> tuple[AttentionModule, object]:
@@ -692,20 +719,43 @@ def _module_and_config(results: Results, where: str) -> tuple[AttentionModule, o
     return module, config_class(**values)
 
 
-def _load_base_model(results: Results, config, where: str) -> torch.nn.Module:
-    """The recorded base weights with the run's config (labels, pad token), as `load_model` loads them."""
+def _load_base_model(
+    results: Results, config, where: str, base_model: str | os.PathLike | None
+) -> torch.nn.Module:
+    """The recorded base weights with the run's config (labels, pad token), as `load_model` loads them.
+
+    A base model from the Hub is read at its recorded commit; the packaged MiniLM from its package; a base
+    model trained from a local folder (recorded by its name and the sha256 of its weights, never a path) from
+    `base_model`, which must hold those weights.
+    """
     record = results.model
     revision: str | None = None
-    if record.name == "minilm":
-        source = minilm_folder()
-    elif record.revision.startswith("sha256:"):
-        source = Path(record.model_id)
+    if base_model is not None:
+        source = Path(base_model).expanduser()
         if not source.is_dir():
             raise IncompatibleRunError(
-                f"{where}: the run was trained on the local model folder {source}, which is not on this "
-                f"machine; copy that folder (weights {record.revision[: 7 + SHA_PREFIX]}…) to the same path"
+                f"base model folder {source} does not exist; pass the folder it was trained on"
             )
+    elif record.model_id == MODEL_ALIASES["minilm"].hub_id and record.revision.startswith("sha256:"):
+        source = minilm_folder()  # the packaged weights of that Hub repository; their sha256 is checked below
+    elif record.revision.startswith("sha256:"):
+        raise IncompatibleRunError(
+            f"{where}: the run was trained on a local model folder '{record.model_id}' (weights "
+            f"{record.revision[: 7 + SHA_PREFIX]}…); pass that folder as base_model= (CLI: --base-model DIR)"
+        )
     else:
+        try:
+            validate_repo_id(record.model_id)
+        except HFValidationError:
+            raise IncompatibleRunError(
+                f"{where}: {RESULTS_FILE} names the base model '{record.model_id}', which is not a Hub id; "
+                "do not use this checkpoint"
+            ) from None
+        if not _COMMIT_RE.match(record.revision):
+            raise IncompatibleRunError(
+                f"{where}: {RESULTS_FILE} pins the base model {record.model_id} to '{record.revision}', "
+                "which is not a commit sha; do not use this checkpoint"
+            )
         source, revision = record.model_id, record.revision
     if isinstance(source, Path):
         if not list(source.glob("*.safetensors")):
@@ -716,7 +766,7 @@ def _load_base_model(results: Results, config, where: str) -> torch.nn.Module:
         actual = folder_revision(source)
         if actual != record.revision:
             raise IncompatibleRunError(
-                f"{where}: the base model {record.name} here has weights {actual[: 7 + SHA_PREFIX]}… but the "
+                f"{where}: the base model {source.name} here has weights {actual[: 7 + SHA_PREFIX]}… but the "
                 f"run was trained on {record.revision[: 7 + SHA_PREFIX]}…; install the versions recorded in "
                 f"{RESULTS_FILE} (environment.packages) or use the same model folder"
             )
@@ -728,6 +778,7 @@ def _load_base_model(results: Results, config, where: str) -> torch.nn.Module:
             attn_implementation="sdpa",
             dtype=torch.float32,
             use_safetensors=True,
+            trust_remote_code=False,
         )
     except OSError as error:
         raise ModelLoadError(
@@ -803,17 +854,28 @@ def predict(verified: VerifiedModel, data: TaskData, batch_size: int = 64) -> li
             f"task {data.spec.name} has labels {list(data.spec.label_names)}, the model predicts {labels}; "
             f"pass the task it was trained on ({verified.results.dataset.task})"
         )
+    return predict_logits(verified, data, batch_size).argmax(dim=-1).tolist()
+
+
+def predict_logits(verified: VerifiedModel, data: TaskData, batch_size: int = 64) -> torch.Tensor:
+    """The float logits of every row of `data.validation`, in order, `(rows, labels)`; see [`predict`]."""
+    labels = list(verified.results.dataset.label_names)
+    if list(data.spec.label_names) != labels:
+        raise DataError(
+            f"task {data.spec.name} has labels {list(data.spec.label_names)}, the model predicts {labels}; "
+            f"pass the task it was trained on ({verified.results.dataset.task})"
+        )
     model, tokenizer = verified.model, verified.tokenizer
     max_length = verified.results.training.hyperparameters.max_length
     device = next(model.parameters()).device
     model.eval()
-    predictions: list[int] = []
+    batches = []
     with torch.inference_mode():
         for start in range(0, len(data.validation), batch_size):
             rows = data.validation[start : start + batch_size]
             batch = tokenize(tokenizer, rows, data.spec.text_columns, max_length).to(device)
-            predictions += model(**batch).logits.float().argmax(dim=-1).tolist()
-    return predictions
+            batches.append(model(**batch).logits.float().cpu())
+    return torch.cat(batches) if batches else torch.empty(0, len(labels))
 
 
 def predictions_sha256(predictions: list[int]) -> str:
@@ -829,18 +891,28 @@ def reverify(
     endpoint: str | None = None,
     token: str | None = None,
     cache_dir: str | os.PathLike | None = None,
+    expected_sha256: str | None = None,
+    base_model: str | os.PathLike | None = None,
+    require_signer: str | None = None,
+    signer_issuer: str | None = None,
+    require_key: str | os.PathLike | None = None,
+    timeout: float | None = None,
+    deadline: float | None = None,
 ) -> Reverification:
-    """Reloads a published run, evaluates it again, and compares the figures with the recorded ones.
+    """Reloads a published run, evaluates it again, and compares every figure its card shows.
 
-    The run is loaded with [`load_verified`] (a FAIL run too) and its predictions on the recorded task's
-    validation split are computed again with the recorded batch size, on the CPU. The status is recomputed
-    from them as [`pipeline.verify.verify`] decides it: the accuracy against the majority share + 3 SE of
-    the split, and the compression factor of the rebuilt model. Accuracy, status, predictions hash and
-    compression factor must be equal exactly: CPU evaluation is deterministic (on the same kind of CPU; a
-    run evaluated on a GPU may differ in a borderline row, which `note` then says).
+    The run is loaded with [`load_verified`] (a FAIL run too) and its logits on the recorded task's
+    validation split are computed again with the recorded batch size, on the CPU. From them every quality
+    figure is recomputed as evaluation computes it (accuracy, F1, precision, recall, loss, confusion matrix,
+    per-class scores, predictions hash), and the verification as [`pipeline.verify.verify`] decides it (p0,
+    SE, threshold, p-value, Wilson interval, status, reasons), with the compression factor of the rebuilt
+    model. Each must equal the recorded figure exactly: CPU evaluation is deterministic (on the same kind of
+    CPU; a run evaluated on a GPU may differ in a borderline row, which `note` then says). Efficiency figures
+    (time, memory) depend on the machine and are not compared.
 
-    The data: `data_dir` (else `GLUE_DIR`) when given; else, for a run evaluated on the Hub's nyu-mll/glue,
-    that dataset at the recorded commit; else the recorded TSV folder when it exists on this machine.
+    The data never come from the repository: `data_dir` (else `GLUE_DIR`) when given, else, for a run
+    evaluated on the Hub's nyu-mll/glue, that dataset at the recorded commit. The validation file's sha256
+    (or the dataset commit) must be the recorded one, else a [`DataError`].
 
     Args:
         repo_or_path: a local run folder, or a Hub model repository `org/name`.
@@ -848,14 +920,19 @@ def reverify(
         data_dir: a folder of GLUE TSV files.
         endpoint: the Hub to download the run from.
         token: a Hub token for a private or gated repository.
-        cache_dir: the huggingface_hub cache to use. By default a Hub run is downloaded into a new temporary
-            cache, so the server's current files are the ones checked.
+        cache_dir: the folder to download into. By default a Hub run is downloaded into a new temporary
+            folder, so the server's current files are the ones checked.
+        expected_sha256: the sha256 of the run's results.json: see [`download_verified`].
+        base_model: the base model's folder, for a run trained on a local folder: see [`load_verified`].
+        require_signer, signer_issuer, require_key, timeout, deadline: the signer the run must be signed
+            by, and the download's time limits: see [`download_verified`].
 
     Returns:
         A [`Reverification`]; its `matches` says whether everything is equal, `problems` what is not.
 
     Raises:
-        The errors of [`load_verified`], and [`DataError`] when the task's data cannot be had.
+        The errors of [`load_verified`], and [`DataError`] when the task's data cannot be had or are not the
+        recorded data.
 
     Example:
         >>> check = reverify("attncard/minilm-none-sst2", data_dir="glue")
@@ -865,38 +942,58 @@ def reverify(
     with contextlib.ExitStack() as stack:
         if cache_dir is None and not Path(os.fspath(repo_or_path)).expanduser().is_dir():
             cache_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="attncard-verify-"))
-        verified = load_verified(
-            repo_or_path, revision, allow_failed=True, endpoint=endpoint, token=token, cache_dir=cache_dir
+        files = download_verified(
+            repo_or_path,
+            revision,
+            allow_failed=True,
+            endpoint=endpoint,
+            token=token,
+            cache_dir=cache_dir,
+            expected_sha256=expected_sha256,
+            require_signer=require_signer,
+            signer_issuer=signer_issuer,
+            require_key=require_key,
+            timeout=timeout,
+            deadline=deadline,
         )
+        # The data first: they are checked against the record before any weight is loaded.
+        data = _recorded_task(files.results, data_dir, files.source)
+        verified = _load(files, base_model)
     results = verified.results
-    data = _recorded_task(results, data_dir, verified.source)
-    predictions = predict(verified, data, batch_size=results.efficiency.batch_size)
     labels = list(data.validation["label"])
-    # As pipeline.evaluate and pipeline.verify compute them.
-    accuracy = float(np.mean(np.asarray(labels) == np.asarray(predictions)))
-    _, _, threshold = majority_threshold([labels.count(i) for i in range(len(data.spec.label_names))])
+    logits = predict_logits(verified, data, batch_size=results.efficiency.batch_size)
+    metrics = quality_metrics(logits, labels, data.spec.label_names)
+    counts = [labels.count(i) for i in range(len(data.spec.label_names))]
     compression = verified.base_parameters / count_deployed_parameters(verified.model)
-    status, reasons = decide_status(accuracy, threshold, compression, math.isfinite(accuracy))
-
+    correct = int((logits.argmax(dim=-1) == torch.tensor(labels)).sum())
+    verification = verification_from_counts(
+        counts, correct, data.spec.label_names, compression, all_finite(dataclasses.asdict(metrics))
+    )
     device = results.efficiency.device
     check = Reverification(
         source=verified.source,
         repo_id=verified.repo_id,
         revision=verified.revision,
         recorded_accuracy=results.metrics.accuracy,
-        recomputed_accuracy=accuracy,
+        recomputed_accuracy=metrics.accuracy,
         recorded_status=results.verification.status,
-        recomputed_status=status,
+        recomputed_status=verification.status,
         recorded_predictions_sha256=results.metrics.predictions_sha256,
-        recomputed_predictions_sha256=predictions_sha256(predictions),
+        recomputed_predictions_sha256=metrics.predictions_sha256,
         recorded_compression_factor=results.parameters.compression_factor,
         recomputed_compression_factor=compression,
         recorded_data_revision=results.dataset.revision,
         data_revision=data.source.revision,
         recorded_rows=results.verification.n,
         rows=len(labels),
-        threshold=threshold,
-        reasons=reasons,
+        threshold=verification.threshold,
+        reasons=verification.reasons,
+        figures=[
+            *figures("metrics", results.metrics, metrics),
+            *figures("verification", results.verification, verification),
+            Figure("parameters.compression_factor", results.parameters.compression_factor, compression),
+            Figure("dataset.revision", results.dataset.revision, data.source.revision),
+        ],
         note=""
         if device == "cpu"
         else (
@@ -904,56 +1001,44 @@ def reverify(
             "CPU: float rounding differs between them, which can move a borderline prediction"
         ),
     )
-    check.problems = _differences(check)
+    check.problems = [
+        f"{figure.name} {_shown(figure.recomputed)} recomputed, {_shown(figure.recorded)} recorded"
+        for figure in check.figures
+        if not figure.equal()
+    ]
     check.matches = not check.problems
     return check
 
 
+def _shown(value: object) -> str:
+    """A figure as messages show it: hashes shortened, floats in full."""
+    if isinstance(value, str) and re.fullmatch(r"[0-9a-f]{64}", value):
+        return f"{value[:SHA_PREFIX]}…"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
 def _recorded_task(results: Results, data_dir: str | os.PathLike | None, where: str) -> TaskData:
+    """The recorded task's data, never from the repository, and only when they are the recorded data."""
     record = results.dataset
     data_dir = data_dir or os.environ.get("GLUE_DIR") or None
     if data_dir:
-        return load_task(record.task, data_dir)
-    if record.dataset_id == HUB_DATASET_ID:
-        return load_task_from_hub(get_task(record.task), revision=record.revision)
-    recorded_file = record.files.get("validation", {}).get("path")
-    if recorded_file and Path(recorded_file).is_file():
-        return load_task(record.task, Path(recorded_file).parent.parent)
-    raise DataError(
-        f"{where}: the run was evaluated on local GLUE TSV files ({record.task}, validation "
-        f"{record.revision[: 7 + SHA_PREFIX]}…) that are not on this machine; pass --data-dir (data_dir=) "
-        "with the same files"
-    )
-
-
-def _differences(check: Reverification) -> list[str]:
-    problems = []
-    if check.recorded_data_revision != check.data_revision:
-        problems.append(
-            f"the data differ: the run was evaluated on {check.recorded_data_revision}, this check on "
-            f"{check.data_revision}"
+        data = load_task(record.task, data_dir)
+    elif record.dataset_id == HUB_DATASET_ID and _COMMIT_RE.match(record.revision):
+        data = load_task_from_hub(get_task(record.task), revision=record.revision)
+    else:
+        raise DataError(
+            f"{where}: the run was evaluated on GLUE TSV files ({record.task}, validation "
+            f"{record.revision[: 7 + SHA_PREFIX]}…); pass --data-dir (data_dir=) or set GLUE_DIR to a folder "
+            "with the same files"
         )
-    if check.recorded_rows != check.rows:
-        problems.append(f"the split has {check.rows} rows, the run recorded {check.recorded_rows}")
-    if check.recomputed_accuracy != check.recorded_accuracy:
-        problems.append(
-            f"accuracy {check.recomputed_accuracy!r} recomputed, {check.recorded_accuracy!r} recorded"
+    if data.source.revision != record.revision or len(data.validation) != results.verification.n:
+        raise DataError(
+            f"{where}: the {record.task} validation data here ({data.source.revision[: 7 + SHA_PREFIX]}…, "
+            f"{len(data.validation)} rows) are not the data the run was evaluated on "
+            f"({record.revision[: 7 + SHA_PREFIX]}…, {results.verification.n} rows); pass --data-dir with "
+            "the same GLUE files"
         )
-    if check.recomputed_status != check.recorded_status:
-        problems.append(
-            f"status {check.recomputed_status.value} recomputed, {check.recorded_status.value} recorded"
-        )
-    if check.recomputed_predictions_sha256 != check.recorded_predictions_sha256:
-        problems.append(
-            f"predictions sha256 {check.recomputed_predictions_sha256[:SHA_PREFIX]}… recomputed, "
-            f"{check.recorded_predictions_sha256[:SHA_PREFIX]}… recorded"
-        )
-    if check.recomputed_compression_factor != check.recorded_compression_factor:
-        problems.append(
-            f"compression factor {check.recomputed_compression_factor!r} recomputed, "
-            f"{check.recorded_compression_factor!r} recorded"
-        )
-    return problems
+    return data
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -967,26 +1052,98 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
 
 
-def build_download_parser(prog: str = "attncard download") -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog=prog,
-        description="Download a published run from the Hub and check every file against its manifest "
-        "(sha256), its results.json schema and its status; no weights are loaded.",
-        epilog="example: attncard download attncard/minilm-none-sst2 --revision v1 --output runs/minilm",
-    )
-    parser.add_argument("repo", help="Hub repository ORG/NAME (or a local run folder, to check it)")
+def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that say which run to fetch and what it must be, shared by download and verify."""
     parser.add_argument("--revision", default=None, help="branch, tag or commit sha (default: main)")
-    parser.add_argument("--allow-fail", action="store_true", help="accept a run whose status is FAIL")
+    parser.add_argument(
+        "--expect-sha256",
+        default=None,
+        metavar="SHA256",
+        help="refuse any results.json but this one: its sha256 (at least 32 hex digits), e.g. from "
+        "cards/<run>/results.json; a run tag run-…-<digest> carries it already",
+    )
     parser.add_argument(
         "--hub-endpoint",
         default=None,
-        help="the Hub to download from (default: $HF_ENDPOINT, else huggingface.co)",
+        metavar="URL",
+        help="the Hub to download from (default: $HF_ENDPOINT, else https://huggingface.co)",
     )
+    signer = parser.add_mutually_exclusive_group()
+    signer.add_argument(
+        "--require-signer",
+        default=None,
+        metavar="IDENTITY",
+        help="refuse the run unless model.sig is a Sigstore signature by IDENTITY, e.g. "
+        "https://github.com/ORG/REPO/.github/workflows/publish.yml@refs/tags/v1",
+    )
+    signer.add_argument(
+        "--require-key",
+        type=Path,
+        default=None,
+        metavar="PEM",
+        help="refuse the run unless model.sig is a signature by this public key",
+    )
+    parser.add_argument(
+        "--hub-timeout",
+        type=_positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="give up a Hub request after this long without progress (default: 60)",
+    )
+    parser.add_argument(
+        "--hub-deadline",
+        type=_positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="give up the whole download after this long, however the server trickles (default: 1800)",
+    )
+    parser.add_argument(
+        "--signer-issuer",
+        default=None,
+        metavar="URL",
+        help="the OIDC issuer of --require-signer (default: https://token.actions.githubusercontent.com)",
+    )
+
+
+def _run_options(args: argparse.Namespace) -> dict:
+    """The keyword arguments of download_verified / reverify that `_add_run_arguments` parsed."""
+    return {
+        "endpoint": args.hub_endpoint,
+        "expected_sha256": args.expect_sha256,
+        "require_signer": args.require_signer,
+        "signer_issuer": args.signer_issuer,
+        "require_key": args.require_key,
+        "timeout": args.hub_timeout,
+        "deadline": args.hub_deadline,
+    }
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be a positive number of seconds")
+    return value
+
+
+def build_download_parser(prog: str = "attncard download") -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=prog,
+        description="Download a published run from the Hub and check it: every file against its manifest "
+        "(sha256), only files a run folder holds, its results.json field by field, its verification and card "
+        "against their recomputation, and its status; no weights are loaded and no code is run.",
+        epilog="example: attncard download attncard/minilm-none-sst2 --revision v1 --output runs/minilm",
+    )
+    parser.add_argument("repo", help="Hub repository ORG/NAME (or a local run folder, to check it)")
+    _add_run_arguments(parser)
+    parser.add_argument("--allow-fail", action="store_true", help="accept a run whose status is FAIL")
     parser.add_argument(
         "--output",
         type=Path,
         default=None,
-        help="copy the checked files into this new folder (default: leave them in the huggingface_hub cache)",
+        help="copy the checked files into this new folder (default: leave them in the download folder)",
     )
     return parser
 
@@ -995,28 +1152,32 @@ def build_verify_parser(prog: str = "attncard verify") -> argparse.ArgumentParse
     parser = _Parser(
         prog=prog,
         description="Reload a published run and evaluate it again on its task's validation split: exit 0 "
-        "when the recomputed accuracy, status and predictions hash equal the recorded ones, 1 when not, 2 on "
-        "errors.",
+        "when every recomputed figure of its card (metrics, per-class scores, confusion matrix, p-value, "
+        "Wilson interval, status) equals the recorded one, 1 when not, 2 on errors.",
         epilog="example: attncard verify attncard/minilm-none-sst2 --data-dir ../shared/data/glue",
     )
     parser.add_argument("repo", help="Hub repository ORG/NAME, or a local run folder")
-    parser.add_argument("--revision", default=None, help="branch, tag or commit sha (default: main)")
+    _add_run_arguments(parser)
     parser.add_argument(
         "--data-dir",
         type=Path,
         default=None,
-        help="folder of GLUE TSV files (default: $GLUE_DIR, else the recorded Hub dataset or folder)",
+        help="folder of GLUE TSV files, never the repository's (default: $GLUE_DIR, else the recorded Hub "
+        "dataset at its recorded commit)",
     )
     parser.add_argument(
-        "--hub-endpoint",
+        "--base-model",
+        type=Path,
         default=None,
-        help="the Hub to download from (default: $HF_ENDPOINT, else huggingface.co)",
+        metavar="DIR",
+        help="the base model's folder, for a run trained on a local folder (its weights sha256 is checked)",
     )
     return parser
 
 
 def main_download(argv: list[str] | None = None) -> int:
-    """`attncard download REPO [--revision R] [--allow-fail] [--hub-endpoint URL] [--output DIR]`.
+    """`attncard download REPO [--revision R] [--expect-sha256 H] [--allow-fail] [--hub-endpoint URL]
+    [--output DIR]`.
 
     Prints where the checked files are and the run's status; exit 0, or 2 with one line on an error.
 
@@ -1027,21 +1188,21 @@ def main_download(argv: list[str] | None = None) -> int:
         0
     """
     args = build_download_parser().parse_args(argv)
+    options = _run_options(args)
     try:
         if args.output is None:
-            files = download_verified(args.repo, args.revision, args.allow_fail, endpoint=args.hub_endpoint)
+            files = download_verified(args.repo, args.revision, args.allow_fail, **options)
             location = files.folder
         else:
-            files, location = _download_to(
-                args.repo, args.revision, args.allow_fail, args.hub_endpoint, args.output
-            )
+            files, location = _download_to(args.repo, args.revision, args.allow_fail, args.output, options)
     except AttncardError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     verification = files.results.verification
     print(
         f"{verification.status.value}: {files.source}, accuracy {verification.accuracy:.4f} on "
-        f"{verification.n} rows; every file matches its manifest",
+        f"{verification.n} rows; every file matches its manifest, and its figures and card their "
+        f"recomputation; {files.signature}",
         file=sys.stderr,
     )
     print(location)
@@ -1049,20 +1210,22 @@ def main_download(argv: list[str] | None = None) -> int:
 
 
 def _download_to(
-    repo: str, revision: str | None, allow_failed: bool, endpoint: str | None, output: Path
+    repo: str, revision: str | None, allow_failed: bool, output: Path, options: dict
 ) -> tuple[VerifiedFiles, Path]:
-    """Downloads into a new temporary cache, checks, and copies the run's files into the new folder."""
+    """Downloads into a new temporary folder, checks, and copies the run's files into the new folder."""
     output = output.expanduser()
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise DownloadError(f"{output} exists and is not an empty folder; pass a new folder as --output")
     with tempfile.TemporaryDirectory(prefix="attncard-download-") as cache:
-        files = download_verified(repo, revision, allow_failed, endpoint=endpoint, cache_dir=cache)
+        files = download_verified(repo, revision, allow_failed, cache_dir=cache, **options)
         output.parent.mkdir(parents=True, exist_ok=True)
         partial = output.parent / f".{output.name}.partial-{os.getpid()}"
         shutil.rmtree(partial, ignore_errors=True)
+        names = [*files.results.manifest, RESULTS_FILE]
+        names += [SIGNATURE_FILE] if (files.folder / SIGNATURE_FILE).is_file() else []
         try:
             partial.mkdir()
-            for name in [*files.results.manifest, RESULTS_FILE]:
+            for name in names:
                 (partial / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(files.folder / name, partial / name)
             check_files(partial, files.results.manifest, files.source, hub=files.repo_id is not None)
@@ -1071,54 +1234,41 @@ def _download_to(
             partial.rename(output)
         finally:
             shutil.rmtree(partial, ignore_errors=True)
-    files = VerifiedFiles(
-        folder=output.resolve(), results=files.results, repo_id=files.repo_id, revision=files.revision
-    )
+    files = dataclasses.replace(files, folder=output.resolve())
     return files, output
 
 
 def main_verify(argv: list[str] | None = None) -> int:
-    """`attncard verify REPO|DIR [--revision R] [--data-dir D] [--hub-endpoint URL]`.
+    """`attncard verify REPO|DIR [--revision R] [--expect-sha256 H] [--data-dir D] [--base-model DIR]
+    [--hub-endpoint URL]`.
 
-    Prints the recorded and recomputed accuracy, status and predictions hash; exit 0 when all match, 1 when
-    not, 2 with one line on an error.
+    Prints every recorded and recomputed figure; exit 0 when all match, 1 when not, 2 with one line on an
+    error.
 
     Example:
         >>> main_verify(["runs/minilm-none-sst2", "--data-dir", "../shared/data/glue"])
         runs/minilm-none-sst2
-          accuracy            recorded 0.7912844036697247  recomputed 0.7912844036697247
-          status              recorded PASS_NO_COMPRESSION  recomputed PASS_NO_COMPRESSION
-          predictions sha256  recorded 1b2c…  recomputed 1b2c…
-          compression factor  recorded 1.0  recomputed 1.0
-          data                recorded sha256:54a9…  recomputed sha256:54a9…
-          rows                recorded 872  recomputed 872
-        MATCH: runs/minilm-none-sst2 reproduces its recorded figures
+          metrics.accuracy                        recorded 0.7912844036697247  recomputed 0.7912844036697247
+          …
+          verification.status                     recorded PASS_NO_COMPRESSION  recomputed PASS_NO_COMPRESSION
+        MATCH: runs/minilm-none-sst2 reproduces all 41 recorded figures
         0
     """
     args = build_verify_parser().parse_args(argv)
     try:
-        check = reverify(args.repo, args.revision, data_dir=args.data_dir, endpoint=args.hub_endpoint)
+        check = reverify(
+            args.repo, args.revision, data_dir=args.data_dir, base_model=args.base_model, **_run_options(args)
+        )
     except AttncardError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    rows = [
-        ("accuracy", repr(check.recorded_accuracy), repr(check.recomputed_accuracy)),
-        ("status", check.recorded_status.value, check.recomputed_status.value),
-        ("predictions sha256", check.recorded_predictions_sha256, check.recomputed_predictions_sha256),
-        (
-            "compression factor",
-            repr(check.recorded_compression_factor),
-            repr(check.recomputed_compression_factor),
-        ),
-        ("data", check.recorded_data_revision, check.data_revision),
-        ("rows", str(check.recorded_rows), str(check.rows)),
-    ]
     print(f"{check.source}")
-    for name, recorded, recomputed in rows:
-        mark = "  " if recorded == recomputed else "≠ "
-        print(f"{mark}{name:<20}recorded {recorded}  recomputed {recomputed}")
+    for figure in check.figures:
+        mark = "  " if figure.equal() else "≠ "
+        recorded, recomputed = _shown(figure.recorded), _shown(figure.recomputed)
+        print(f"{mark}{figure.name:<40}recorded {recorded}  recomputed {recomputed}")
     if check.matches:
-        print(f"MATCH: {check.source} reproduces its recorded figures")
+        print(f"MATCH: {check.source} reproduces all {len(check.figures)} recorded figures")
         return EXIT_OK
     print(f"MISMATCH: {'; '.join(check.problems)}" + (f" ({check.note})" if check.note else ""))
     return EXIT_MISMATCH
@@ -1140,12 +1290,15 @@ __all__ = [
     "build_download_parser",
     "build_verify_parser",
     "check_files",
+    "check_results_sha256",
+    "check_run_tag",
     "check_safe_formats",
     "download_verified",
     "load_verified",
     "main_download",
     "main_verify",
     "predict",
+    "predict_logits",
     "predictions_sha256",
     "read_results",
     "reverify",

@@ -149,7 +149,9 @@ def dense_reference(trained: TrainResult) -> torch.nn.Module:
     """The fine-tuned model with the model's own (sdpa) attention instead of the module, for the scaling
     tables. svd_lowrank replaced the projections themselves, so its reference is the base model reloaded."""
     if trained.module is not None and trained.module.name == "svd_lowrank":
-        reloaded = load_model(trained.loaded.name, trained.model.config.id2label.values())
+        reloaded = load_model(
+            trained.loaded.source or trained.loaded.name, trained.model.config.id2label.values()
+        )
         return reloaded.model.to(next(trained.model.parameters()).device).eval()
     return reference_copy(trained.model)
 
@@ -158,6 +160,65 @@ def count_deployed_parameters(model: torch.nn.Module) -> int:
     """Parameters of the model as it would be deployed: LoRA merged into the layers it adapts."""
     merged = copy.deepcopy(model).merge_and_unload()
     return sum(p.numel() for p in merged.parameters())
+
+
+def quality_metrics(
+    logits: torch.Tensor, labels: list[int], label_names: list[str] | tuple[str, ...]
+) -> Metrics:
+    """Every quality figure of a run, from the logits of the evaluated split and its gold labels, in order.
+
+    The one place these figures are computed: evaluation records them, and `attncard verify` recomputes
+    them from a downloaded run's predictions and compares.
+
+    Args:
+        logits: `(rows, labels)` float logits, in split order.
+        labels: the gold label ids, in split order.
+        label_names: the task's label names, in label-id order.
+
+    Returns:
+        [`Metrics`]: accuracy, F1, precision, recall, loss, confusion matrix, per-class scores and the sha256
+        of the predicted label ids.
+
+    Example:
+        >>> quality_metrics(torch.tensor([[2.0, 0.0], [0.0, 1.0]]), [0, 0], ["negative", "positive"]).accuracy
+        0.5
+    """
+    loss = torch.nn.functional.cross_entropy(logits.float(), torch.tensor(labels)).item()
+    metrics = label_metrics(labels, logits.argmax(dim=-1).tolist(), label_names)
+    metrics.loss = loss
+    return metrics
+
+
+def label_metrics(
+    labels: list[int], predictions: list[int], label_names: list[str] | tuple[str, ...]
+) -> Metrics:
+    """The figures of [`quality_metrics`] that depend on the labels and predictions alone (`loss` is NaN).
+
+    Example:
+        >>> label_metrics([0, 0, 1], [0, 1, 1], ["negative", "positive"]).confusion_matrix
+        [[1, 1], [0, 1]]
+    """
+    y_true, y_pred = np.asarray(labels, dtype="<i8"), np.asarray(predictions, dtype="<i8")
+    label_ids = list(range(len(label_names)))
+    precision, recall, f1, support = precision_recall_fscore_support(
+        y_true, y_pred, labels=label_ids, zero_division=0
+    )
+    return Metrics(
+        accuracy=float(np.mean(y_true == y_pred)),
+        f1_macro=float(f1_score(y_true, y_pred, labels=label_ids, average="macro", zero_division=0)),
+        f1_weighted=float(f1_score(y_true, y_pred, labels=label_ids, average="weighted", zero_division=0)),
+        precision_macro=float(
+            precision_score(y_true, y_pred, labels=label_ids, average="macro", zero_division=0)
+        ),
+        recall_macro=float(recall_score(y_true, y_pred, labels=label_ids, average="macro", zero_division=0)),
+        loss=float("nan"),
+        confusion_matrix=confusion_matrix(y_true, y_pred, labels=label_ids).tolist(),
+        per_class=[
+            ClassScores(name, float(p), float(r), float(f), int(s))
+            for name, p, r, f, s in zip(label_names, precision, recall, f1, support, strict=True)
+        ],
+        predictions_sha256=hashlib.sha256(y_pred.tobytes()).hexdigest(),
+    )
 
 
 def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> EvalResult:
@@ -196,31 +257,9 @@ def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> Eval
         seconds = time.perf_counter() - started
 
     logits = torch.cat(logits_batches)
-    labels = torch.tensor(validation["label"])
-    loss = torch.nn.functional.cross_entropy(logits, labels).item()
-    predictions = logits.argmax(dim=-1)
-    y_true, y_pred = labels.numpy(), predictions.numpy()
-    label_ids = list(range(len(spec.label_names)))
-
-    precision, recall, f1, support = precision_recall_fscore_support(
-        y_true, y_pred, labels=label_ids, zero_division=0
-    )
-    metrics = Metrics(
-        accuracy=float(np.mean(y_true == y_pred)),
-        f1_macro=float(f1_score(y_true, y_pred, labels=label_ids, average="macro", zero_division=0)),
-        f1_weighted=float(f1_score(y_true, y_pred, labels=label_ids, average="weighted", zero_division=0)),
-        precision_macro=float(
-            precision_score(y_true, y_pred, labels=label_ids, average="macro", zero_division=0)
-        ),
-        recall_macro=float(recall_score(y_true, y_pred, labels=label_ids, average="macro", zero_division=0)),
-        loss=loss,
-        confusion_matrix=confusion_matrix(y_true, y_pred, labels=label_ids).tolist(),
-        per_class=[
-            ClassScores(name, float(p), float(r), float(f), int(s))
-            for name, p, r, f, s in zip(spec.label_names, precision, recall, f1, support, strict=True)
-        ],
-        predictions_sha256=hashlib.sha256(y_pred.astype("<i8").tobytes()).hexdigest(),
-    )
+    labels = list(validation["label"])
+    metrics = quality_metrics(logits, labels, spec.label_names)
+    y_true, y_pred = np.asarray(labels), logits.argmax(dim=-1).numpy()
     efficiency = Efficiency(
         device=str(device),
         device_name=device_name(device),

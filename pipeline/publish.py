@@ -16,7 +16,6 @@ holds exactly its files) and tags it `run-<started_at>-<results.json sha256[:32]
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import email.utils
 import hashlib
@@ -25,33 +24,26 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
 import httpx2
-from huggingface_hub import (
-    CommitOperationAdd,
-    CommitOperationDelete,
-    HfApi,
-    RepoFile,
-    constants,
-    get_token,
-    set_client_factory,
-)
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, RepoFile, constants, get_token
 from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.repocard import REGEX_YAML_BLOCK
-from huggingface_hub.utils import _http as hf_http
 from huggingface_hub.utils import http_backoff, parse_ratelimit_headers
 
 from .data import TaskData
-from .errors import AttncardError
+from .errors import AttncardError, HubDeadlineError
 from .evaluate import EvalResult
+from .hub_io import Deadline, hub_client_timeout, hub_endpoint, redacted
 from .lint import lint_run_folder
 from .render import render_card, run_usage_snippet, usage_snippet, write_eval_results, write_plots
 from .results import (
+    CARD_FILE,
     RESULTS_FILE,
     SCHEMA_VERSION,
     DatasetRecord,
@@ -67,8 +59,6 @@ from .results import (
     utc_now,
 )
 from .verify import Status, Verification
-
-CARD_FILE = "README.md"
 
 
 class CardLintError(AttncardError):
@@ -171,14 +161,23 @@ def write_run_folder(evaluation: EvalResult, results: Results, run_dir: str | os
 
         write_eval_results(results, partial)
         plots = write_plots(results, partial)
-        # The usage snippet runs on the folder as it will be published, weights and manifest included; the
-        # card shows the same code pointed at the Hub repository (or the final run folder).
+        # The usage snippet runs on the folder as it will be published, weights, manifest and a card included:
+        # the loader renders the card again from results.json and refuses any other, so the card it finds is
+        # the one results.json renders before the snippet's output is in it. The published card shows the
+        # same code pointed at the Hub repository (or the run folder, by a path relative to nothing here).
+        files_without_card = build_manifest(partial)
+        results.manifest = files_without_card
+        (partial / CARD_FILE).write_text(render_card(results, plots), encoding="utf-8")
         results.manifest = build_manifest(partial)
         results.save(partial)
         example = [evaluation.example[column] for column in evaluation.example]
-        location = results.repo_id or run_dir.as_posix()
-        output = run_usage_snippet(usage_snippet(results, partial.as_posix(), example))
+        location = results.repo_id or (run_dir.name if run_dir.is_absolute() else run_dir.as_posix())
+        # A base model from a local folder is recorded by name only: the snippet run here is given the folder.
+        output = run_usage_snippet(
+            usage_snippet(results, partial.as_posix(), example, base_model=evaluation.trained.loaded.source)
+        )
         results.usage = UsageRecord(code=usage_snippet(results, location, example), output=output)
+        results.manifest = files_without_card
         (partial / CARD_FILE).write_text(render_card(results, plots), encoding="utf-8")
         results.manifest = build_manifest(partial)
         results.save(partial)
@@ -232,6 +231,9 @@ PUSH_RETRY_AFTER_MAX_S = 300.0
 # The HTTP client's timeout during a push, per network operation (connect, each read and write): a stalled
 # server ends in a timeout, which is retried like any transient failure, instead of hanging the push.
 PUSH_TIMEOUT_S = 60.0
+# The whole push, retries and waits included: a server trickling bytes keeps every single read short, so only
+# an overall deadline ends it.
+PUSH_DEADLINE_S = 30 * 60.0
 CONFLICT_STATUSES = frozenset({409, 412})
 # Created by the Hub in every repository; the run folder has none, and a push neither compares nor deletes it.
 GITATTRIBUTES_FILE = ".gitattributes"
@@ -310,51 +312,6 @@ def push_tag(run_dir: str | os.PathLike) -> str:
     """
     run_dir = Path(run_dir)
     return run_tag(Results.load(run_dir).started_at, sha256_file(run_dir / RESULTS_FILE))
-
-
-@contextlib.contextmanager
-def hub_client_timeout(seconds: float) -> Iterator[None]:
-    """Gives every request of huggingface_hub's shared HTTP client a timeout while the block runs.
-
-    huggingface_hub 2.4.0 builds its client without a timeout, and many of its calls (`model_info`, the
-    listings) even pass `timeout=None` explicitly, so a server that stops answering hangs them forever.
-    Inside the block, the client is built by the factory in place before (the library's default, or one set
-    with `huggingface_hub.set_client_factory`) with `seconds` as its default timeout, and with a request
-    hook that gives `seconds` to each part of a request's timeout (connect, read, write, pool) that is
-    None; a timeout a call asks for (`etag_timeout`, say) is kept. The previous factory is put back on
-    exit. The shared client is rebuilt on entry and on exit.
-
-    Args:
-        seconds: the timeout of each network operation: connecting, each read and each write.
-
-    Example:
-        >>> with hub_client_timeout(30):
-        ...     len(HfApi().model_info("sentence-transformers/all-MiniLM-L6-v2").sha)
-        40
-    """
-    # huggingface_hub has a setter for the factory but no getter: the one in place is read from its module.
-    previous: Callable[[], httpx2.Client] = getattr(
-        hf_http, "_GLOBAL_CLIENT_FACTORY", hf_http.default_client_factory
-    )
-
-    def fill_timeout(request: httpx2.Request) -> None:
-        parts = request.extensions.get("timeout") or {}
-        request.extensions["timeout"] = {
-            part: seconds if parts.get(part) is None else parts[part]
-            for part in ("connect", "read", "write", "pool")
-        }
-
-    def factory() -> httpx2.Client:
-        client = previous()
-        client.timeout = httpx2.Timeout(seconds)
-        client.event_hooks = {**client.event_hooks, "request": [*client.event_hooks["request"], fill_timeout]}
-        return client
-
-    set_client_factory(factory)
-    try:
-        yield
-    finally:
-        set_client_factory(previous)
 
 
 def check_pushable(run_dir: str | os.PathLike, repo_id: str, allow_fail: bool = False) -> Results:
@@ -440,6 +397,7 @@ def push_run_folder(
     token: str | None = None,
     allow_fail: bool = False,
     timeout: float = PUSH_TIMEOUT_S,
+    deadline: float = PUSH_DEADLINE_S,
 ) -> PushResult:
     """Pushes a run folder to a Hub model repository: all of it in one commit, or nothing.
 
@@ -462,9 +420,12 @@ def push_run_folder(
     `PUSH_BACKOFF_BASE_S` doubling up to `PUSH_BACKOFF_MAX_S`, `Retry-After` + 1 s on a 429). After a
     failed commit (an error status, a dropped connection, a timeout) the head is read again first: when
     the commit landed after all, it is not made twice. Every request runs with `timeout` seconds per network
-    operation, so a stalled server cannot hang a push.
+    operation, and the whole push must end within `deadline` seconds, waits and retries included, so neither
+    a stalled server nor one trickling bytes can hang a push.
 
-    The token is sent only to the Hub: it is not written, logged, or put in any error message.
+    The token is sent only to the endpoint's origin, which must be https (plain http to a loopback host
+    only): it is not written, and no log line, warning or error message shows it, even when a server echoes
+    it back (see [`pipeline.hub_io.redacted`]).
 
     Args:
         run_dir: the run folder written by `publish`, e.g. `runs/minilm-none-sst2`.
@@ -473,15 +434,18 @@ def push_run_folder(
         token: a token with write access to ORG (default: `HF_TOKEN`, else the `hf auth login` token).
         allow_fail: push a run whose status is FAIL.
         timeout: seconds each network operation may take before it is abandoned (and retried).
+        deadline: seconds the whole push may take.
 
     Returns:
         [`PushResult`]: the commit `main` is at, the tag, and whether this push created them.
 
     Raises:
+        [`InsecureEndpointError`]: the endpoint is plain http to a host not loopback; nothing was sent.
         [`PushRefusedError`]: the folder may not be pushed; nothing was sent.
         [`PushConflictError`]: someone else pushed meanwhile; this push committed nothing: re-run it.
         [`PushError`]: no token, offline mode, an error the Hub answered, or transient failures that outlasted
             the retries; commits are atomic, so the repository is at its previous commit or holds this run.
+        [`HubDeadlineError`]: the push ran past `deadline`; the repository is as for a [`PushError`].
 
     Example:
         >>> result = push_run_folder("runs/minilm-none-sst2", "attncard/minilm-none-sst2")
@@ -489,6 +453,7 @@ def push_run_folder(
         ('run-20250114T093012Z-3f1c2a9e', True)
     """
     run_dir = Path(run_dir)
+    hub = hub_endpoint(endpoint)
     results = check_pushable(run_dir, repo_id, allow_fail)
     token = token or get_token()
     if not token:
@@ -496,22 +461,23 @@ def push_run_folder(
             f"no Hub token to push {run_dir} with: set HF_TOKEN to a token with write access to "
             f"{repo_id.split('/')[0]}, or run `hf auth login`"
         )
-    try:
-        return _Pusher(run_dir, repo_id, results, endpoint, token).push(timeout)
-    except PushError as error:
-        if token in str(error):  # a server may echo what it was sent; the token stays out of messages
-            raise type(error)(str(error).replace(token, "<token>")) from None
-        raise
+    # A server may echo what it was sent, the token included, in the answers that retry warnings and errors
+    # quote.
+    with redacted(token):
+        return _Pusher(run_dir, repo_id, results, hub, token, Deadline(deadline)).push(timeout)
 
 
 class _Pusher:
     """One push of a run folder; see [`push_run_folder`]."""
 
-    def __init__(self, run_dir: Path, repo_id: str, results: Results, endpoint: str | None, token: str):
+    def __init__(
+        self, run_dir: Path, repo_id: str, results: Results, hub: str, token: str, deadline: Deadline
+    ):
         self.run_dir = run_dir
         self.repo_id = repo_id
         self.results = results
-        self.hub = (endpoint or constants.ENDPOINT).rstrip("/")
+        self.hub = hub
+        self.deadline = deadline
         self.api = HfApi(endpoint=self.hub, token=token)
         self.tag = push_tag(run_dir)
         self.results_sha256 = sha256_file(run_dir / RESULTS_FILE)
@@ -524,28 +490,37 @@ class _Pusher:
                 f"HF_HUB_OFFLINE is set: pushing {self.run_dir} to {self.hub} needs the network; unset it "
                 "(or set HF_HUB_OFFLINE=0) and push again"
             )
-        with hub_client_timeout(timeout):
-            url = str(
-                self._retried(
-                    "creating the repository", lambda: self.api.create_repo(self.repo_id, exist_ok=True)
-                )
+        try:
+            with hub_client_timeout(timeout, self.deadline, endpoint=self.hub):
+                return self._push()
+        except HubDeadlineError:
+            raise HubDeadlineError(
+                f"pushing {self.run_dir} to {self.repo_id} on {self.hub} ran past its deadline of "
+                f"{self.deadline.seconds:g} s (a stalled or trickling server?); commits are all or nothing, "
+                f"so {self.repo_id} holds its previous commit or this run complete: push again later, or "
+                "allow more time (--hub-deadline)"
+            ) from None
+
+    def _push(self) -> PushResult:
+        url = str(
+            self._retried(
+                "creating the repository", lambda: self.api.create_repo(self.repo_id, exist_ok=True)
             )
-            head = self._head()
-            tagged = self._tags().get(self.tag)
-            if tagged is not None and not self._holds_run(tagged):
-                raise PushError(
-                    f"tag {self.tag} of {self.repo_id} names commit {tagged[:_SHORT_SHA]}, whose files "
-                    f"differ from {self.run_dir}; nothing was pushed: look at that commit, delete the tag if "
-                    f"it is wrong (HfApi().delete_tag('{self.repo_id}', tag='{self.tag}')), then push again"
-                )
-            if self._holds_run(head):
-                commit = head
-                logger.info(
-                    "%s@%s already holds %s: no commit", self.repo_id, head[:_SHORT_SHA], self.run_dir
-                )
-            else:
-                commit = self._commit(head)
-            created_tag = tagged is None and self._create_tag(commit)
+        )
+        head = self._head()
+        tagged = self._tags().get(self.tag)
+        if tagged is not None and not self._holds_run(tagged):
+            raise PushError(
+                f"tag {self.tag} of {self.repo_id} names commit {tagged[:_SHORT_SHA]}, whose files "
+                f"differ from {self.run_dir}; nothing was pushed: look at that commit, delete the tag if "
+                f"it is wrong (HfApi().delete_tag('{self.repo_id}', tag='{self.tag}')), then push again"
+            )
+        if self._holds_run(head):
+            commit = head
+            logger.info("%s@%s already holds %s: no commit", self.repo_id, head[:_SHORT_SHA], self.run_dir)
+        else:
+            commit = self._commit(head)
+        created_tag = tagged is None and self._create_tag(commit)
         return PushResult(
             repo_id=self.repo_id,
             commit=commit,
@@ -667,7 +642,7 @@ class _Pusher:
                 PUSH_RETRIES,
                 wait,
             )
-            time.sleep(wait)
+            self._sleep(wait)
             # The commit may have landed although its answer never came (or came as an error).
             current = self._head()
             if current != head:
@@ -745,6 +720,10 @@ class _Pusher:
 
     # -- calling the Hub
 
+    def _sleep(self, wait: float) -> None:
+        """Waits before a retry, never past the deadline: the retry then stops with [`HubDeadlineError`]."""
+        time.sleep(max(0.0, min(wait, self.deadline.left())))
+
     def _retried(self, what: str, call: Callable[[], _T]) -> _T:
         """Runs `call`, retrying transient failures; raises [`PushError`] on any other failure, and when
         transient ones outlast the retries."""
@@ -765,7 +744,7 @@ class _Pusher:
             logger.warning(
                 "%s failed (%s); retry %d of %d in %.2f s", what, reason, attempt, PUSH_RETRIES, wait
             )
-            time.sleep(wait)
+            self._sleep(wait)
 
     def _once(self, what: str, call: Callable[[], _T]) -> _T:
         """Runs `call` once (huggingface_hub retries it), mapping its failures to [`PushError`]."""

@@ -30,6 +30,7 @@ from .verify import Status, Verification
 
 SCHEMA_VERSION = 1
 RESULTS_FILE = "results.json"
+CARD_FILE = "README.md"
 # The OpenSSF model-signing signature of a run folder (see pipeline.signing): it signs every other file,
 # results.json included, so no manifest can list it.
 SIGNATURE_FILE = "model.sig"
@@ -179,7 +180,9 @@ class Results:
                 f"results.json has schema version {version!r}; this attncard reads version {SCHEMA_VERSION}: "
                 "upgrade attncard (pip install -U attncard) or re-run publish"
             )
-        return _build(cls, data, "results")
+        results = _build(cls, data, "results")
+        _check_formats(results)
+        return results
 
     @classmethod
     def load(cls, path: str | Path) -> Results:
@@ -202,6 +205,47 @@ class Results:
         return cls.from_dict(data)
 
 
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+_REVISION_RE = re.compile(r"^(sha256:[0-9a-f]{64}|[0-9a-f]{40})$")
+_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+# A file of a run folder: a relative POSIX path of at most four plain names (no `.`, `..`, empty or absolute
+# part); which files a run may hold is pipeline.integrity's to say.
+_PATH_PART = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}"
+_RUN_PATH_RE = re.compile(rf"^(?:\.?{_PATH_PART}/){{0,3}}{_PATH_PART}$")
+
+
+def _check_formats(results: Results) -> None:
+    """The identifiers later stages put in paths, messages and comparisons must have their exact format."""
+    checks = [
+        ("module.name", results.module.name, _NAME_RE),
+        ("model.family", results.model.family, _NAME_RE),
+        ("dataset.task", results.dataset.task, _NAME_RE),
+        ("model.revision", results.model.revision, _REVISION_RE),
+        ("dataset.revision", results.dataset.revision, _REVISION_RE),
+        ("metrics.predictions_sha256", results.metrics.predictions_sha256, _SHA256_RE),
+        *((f"manifest key {path!r}", path, _RUN_PATH_RE) for path in results.manifest),
+        *((f"manifest.{path}", digest, _SHA256_RE) for path, digest in results.manifest.items()),
+        *((f"module.source.{name}", digest, _SHA256_RE) for name, digest in results.module.source.items()),
+    ]
+    for where, value, pattern in checks:
+        if not pattern.match(value):
+            raise ResultsError(
+                f"results.json: {where} is {value[:80]!r}, which is not {_FORMAT_NAMES[pattern]}"
+            )
+    if not results.dataset.label_names or len(set(results.dataset.label_names)) != len(
+        results.dataset.label_names
+    ):
+        raise ResultsError("results.json: dataset.label_names must name each label once")
+
+
+_FORMAT_NAMES = {
+    _SHA256_RE: "a sha256 (64 lowercase hex digits)",
+    _REVISION_RE: "a commit sha or sha256:<64 hex digits>",
+    _NAME_RE: "a lowercase name",
+    _RUN_PATH_RE: "a file of a run folder",
+}
+
+
 def _reject_constant(name: str):
     raise ValueError(f"{name} is not allowed")
 
@@ -213,11 +257,17 @@ def _json_default(value):
 
 
 def _build(kind, value, where: str):
-    """Rebuilds `value` as type `kind`, recursing through dataclasses, lists, dicts and enums."""
+    """Rebuilds `value` as type `kind`, recursing through dataclasses, lists, dicts and enums.
+
+    Every leaf is checked against its annotation: a hash given as a number, a name given as a list or a
+    count given as text is a [`ResultsError`] naming the field, never a value that breaks a later stage.
+    """
     origin = typing.get_origin(kind)
+    if kind is typing.Any:
+        return value
     if dataclasses.is_dataclass(kind):
         if not isinstance(value, dict):
-            raise ResultsError(f"results.json: {where} should be an object")
+            raise ResultsError(f"results.json: {where} should be an object, not {_json_kind(value)}")
         hints = typing.get_type_hints(kind)
         names = {f.name for f in dataclasses.fields(kind)}
         missing = [f.name for f in dataclasses.fields(kind) if f.name not in value and _required(f)]
@@ -227,20 +277,63 @@ def _build(kind, value, where: str):
         return kind(**{name: _build(hints[name], item, f"{where}.{name}") for name, item in value.items()})
     if origin is list:
         (item_kind,) = typing.get_args(kind)
+        if not isinstance(value, list):
+            raise ResultsError(f"results.json: {where} should be a list, not {_json_kind(value)}")
         return [_build(item_kind, item, f"{where}[{i}]") for i, item in enumerate(value)]
     if origin is dict:
-        _, item_kind = typing.get_args(kind)
-        return {key: _build(item_kind, item, f"{where}.{key}") for key, item in value.items()}
+        key_kind, item_kind = typing.get_args(kind)
+        if not isinstance(value, dict):
+            raise ResultsError(f"results.json: {where} should be an object, not {_json_kind(value)}")
+        return {
+            _build(key_kind, key, f"{where} key"): _build(item_kind, item, f"{where}.{key}")
+            for key, item in value.items()
+        }
     if origin in (typing.Union, types.UnionType):
-        return value
+        options = typing.get_args(kind)
+        if value is None and type(None) in options:
+            return None
+        errors = []
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _build(option, value, where)
+            except ResultsError as error:
+                errors.append(error)
+        raise errors[0]
     if isinstance(kind, type) and issubclass(kind, Enum):
         try:
             return kind(value)
         except ValueError as error:
             raise ResultsError(f"results.json: {where} has unknown value {value!r}") from error
-    if kind is float and isinstance(value, int):
-        return float(value)
-    return value
+    if kind is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    elif kind is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif kind in (str, bool):
+        if isinstance(value, kind):
+            return value
+    else:
+        raise ResultsError(f"results.json: {where} has a type this attncard cannot check ({kind!r})")
+    raise ResultsError(f"results.json: {where} should be {_KIND_NAMES[kind]}, not {_json_kind(value)}")
+
+
+_KIND_NAMES = {float: "a number", int: "a whole number", str: "a string", bool: "true or false"}
+
+
+def _json_kind(value) -> str:
+    """What a JSON value is, for messages: `a list`, `the number 3`, …"""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"{str(value).lower()}"
+    if isinstance(value, int | float):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return f"the string {value[:40]!r}"
+    return "a list" if isinstance(value, list) else "an object"
 
 
 def _required(f: dataclasses.Field) -> bool:
@@ -321,6 +414,7 @@ def utc_now() -> str:
 
 
 __all__ = [
+    "CARD_FILE",
     "RESULTS_FILE",
     "RUN_TAG_DIGEST_HEX",
     "RUN_TAG_RE",

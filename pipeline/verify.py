@@ -84,13 +84,13 @@ def decide_status(
     ]
 
 
-def _all_finite(value) -> bool:
+def all_finite(value) -> bool:
     if isinstance(value, float):
         return math.isfinite(value)
     if isinstance(value, dict):
-        return all(_all_finite(item) for item in value.values())
+        return all(all_finite(item) for item in value.values())
     if isinstance(value, list | tuple):
-        return all(_all_finite(item) for item in value)
+        return all(all_finite(item) for item in value)
     return True
 
 
@@ -110,17 +110,56 @@ def verify(evaluation: EvalResult, label_names: list[str] | tuple[str, ...]) -> 
         <Status.PASS_NO_COMPRESSION: 'PASS_NO_COMPRESSION'>
     """
     counts = Counter(evaluation.labels)
-    class_counts = [counts.get(i, 0) for i in range(len(label_names))]
-    n = len(evaluation.labels)
-    p0, se, threshold = majority_threshold(class_counts)
     correct = sum(int(t == p) for t, p in zip(evaluation.labels, evaluation.predictions, strict=True))
-    accuracy = evaluation.metrics.accuracy
+    finite = all_finite(asdict(evaluation.metrics)) and all_finite(asdict(evaluation.efficiency))
+    return verification_from_counts(
+        [counts.get(i, 0) for i in range(len(label_names))],
+        correct,
+        label_names,
+        evaluation.parameters.compression_factor,
+        finite,
+    )
+
+
+def verification_from_counts(
+    class_counts: list[int],
+    correct: int,
+    label_names: list[str] | tuple[str, ...],
+    compression_factor: float,
+    finite: bool,
+) -> Verification:
+    """Every figure of the verification, from the class counts of the split and the count of correct rows.
+
+    The one place the verification is computed: [`verify`] uses it on a fresh evaluation, and a download
+    recomputes a published run's verification from its recorded counts with it (a recorded status is never
+    taken on trust).
+
+    Args:
+        class_counts: rows of each label in the evaluated split, in label-id order.
+        correct: rows predicted correctly.
+        label_names: the task's label names, in label-id order.
+        compression_factor: parameters before / after.
+        finite: whether every recorded metric is finite.
+
+    Returns:
+        A [`Verification`].
+
+    Raises:
+        `ValueError`: the counts are impossible (an empty split, more correct rows than rows).
+
+    Example:
+        >>> verification_from_counts([428, 444], 690, ["negative", "positive"], 1.0, True).status
+        <Status.PASS_NO_COMPRESSION: 'PASS_NO_COMPRESSION'>
+    """
+    n = sum(class_counts)
+    if not 0 <= correct <= n or min(class_counts, default=0) < 0:
+        raise ValueError(f"{correct} correct rows of {n} (class counts {class_counts}) is impossible")
+    p0, se, threshold = majority_threshold(class_counts)
+    accuracy = correct / n
     p_value = binomtest(correct, n, p0, alternative="greater").pvalue
     # The interval is two-sided: a one-sided test's proportion_ci would run up to 1.
     interval = binomtest(correct, n, p0).proportion_ci(confidence_level=0.95, method="wilson")
-    finite = _all_finite(asdict(evaluation.metrics)) and _all_finite(asdict(evaluation.efficiency))
-    compression = evaluation.parameters.compression_factor
-    status, reasons = decide_status(accuracy, threshold, compression, finite)
+    status, reasons = decide_status(accuracy, threshold, compression_factor, finite)
     return Verification(
         n=n,
         class_counts=dict(zip(label_names, class_counts, strict=True)),
@@ -133,7 +172,7 @@ def verify(evaluation: EvalResult, label_names: list[str] | tuple[str, ...]) -> 
         p_value=float(p_value),
         wilson_low=float(interval.low),
         wilson_high=float(interval.high),
-        compression_factor=compression,
+        compression_factor=compression_factor,
         status=status,
         reasons=reasons,
     )

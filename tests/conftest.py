@@ -95,6 +95,13 @@ def tiny_gpt2_run(tiny_model_dir, tmp_path_factory) -> tuple[Path, Path]:
     return run_dir, glue
 
 
+@pytest.fixture(scope="session")
+def gpt2_base(tiny_model_dir) -> Path:
+    """The tiny GPT-2 folder `tiny_gpt2_run` was trained on: results.json records it by name and weights
+    sha256 only, so loading the run needs it passed as `base_model=`."""
+    return tiny_model_dir("gpt2")
+
+
 @pytest.fixture
 def fresh_cache(tmp_path: Path) -> Callable[[], Path]:
     """A new cache folder on each call: the huggingface_hub cache would otherwise mask server changes."""

@@ -22,7 +22,6 @@ from conftest import HUB_TOKEN, HUB_USER, TINY_GPT2_REPO, write_sst2_folder
 from hub_server import LoopbackHub
 from pipeline.data import load_task
 from pipeline.download import (
-    FailedCheckpointError,
     HubUnreachable,
     IncompatibleRunError,
     IntegrityError,
@@ -37,10 +36,9 @@ from pipeline.download import (
     predictions_sha256,
     reverify,
 )
-from pipeline.errors import ResultsError
+from pipeline.errors import DataError, ResultsError
 from pipeline.publish import push_tag
 from pipeline.results import Results, sha256_file
-from pipeline.verify import Status
 
 # huggingface_hub 2.4.0 itself uploads LFS parts with httpx2's deprecated `data=<file>`.
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
@@ -93,10 +91,10 @@ def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
 # Local folders
 
 
-def test_local_folder_reproduces_the_recorded_predictions(tiny_gpt2_run) -> None:
+def test_local_folder_reproduces_the_recorded_predictions(gpt2_base, tiny_gpt2_run) -> None:
     run_dir, glue = tiny_gpt2_run
     rng_before = torch.get_rng_state()
-    verified = load_verified(run_dir)
+    verified = load_verified(run_dir, base_model=gpt2_base)
     assert torch.equal(torch.get_rng_state(), rng_before)  # nothing seeded, the caller's state untouched
     assert (verified.folder, verified.repo_id, verified.revision) == (run_dir.resolve(), None, None)
     assert not verified.model.training
@@ -109,42 +107,44 @@ def test_local_folder_reproduces_the_recorded_predictions(tiny_gpt2_run) -> None
     assert predictions_sha256(predictions) == verified.results.metrics.predictions_sha256
     # A different random state while loading changes nothing: every random initial value is overwritten.
     torch.manual_seed(12345)
-    again = load_verified(run_dir)
+    again = load_verified(run_dir, base_model=gpt2_base)
     assert predict(again, load_task("sst2", glue)) == predictions
 
 
-def test_extra_files_are_refused_but_not_the_hubs_gitattributes(tiny_gpt2_run, tmp_path: Path) -> None:
+def test_extra_files_are_refused_but_not_the_hubs_gitattributes(
+    gpt2_base, tiny_gpt2_run, tmp_path: Path
+) -> None:
     run_dir, _ = tiny_gpt2_run
     copy = copy_run(run_dir, tmp_path)
     (copy / ".gitattributes").write_text("*.safetensors filter=lfs diff=lfs merge=lfs -text\n")
     (copy / ".cache" / "huggingface").mkdir(parents=True)
     (copy / ".cache" / "huggingface" / "download.metadata").write_text("x")
-    assert load_verified(copy).results.repo_name == "tiny-gpt2-none-sst2"
+    assert load_verified(copy, base_model=gpt2_base).results.repo_name == "tiny-gpt2-none-sst2"
     # An unlisted file could change the model: the tokenizer loader reads special_tokens_map.json by name.
     (copy / "special_tokens_map.json").write_text('{"pad_token": "a"}')
     with pytest.raises(IntegrityError, match=r"special_tokens_map\.json is not in the manifest"):
-        load_verified(copy)
+        load_verified(copy, base_model=gpt2_base)
 
 
-def test_unknown_schema_version_is_refused(tiny_gpt2_run, tmp_path: Path) -> None:
+def test_unknown_schema_version_is_refused(gpt2_base, tiny_gpt2_run, tmp_path: Path) -> None:
     copy = copy_run(tiny_gpt2_run[0], tmp_path, lambda data: data.update(schema_version=999))
     with pytest.raises(
         UnknownSchemaError, match=r"schema version 999; this attncard reads version 1: upgrade"
     ):
-        load_verified(copy)
+        load_verified(copy, base_model=gpt2_base)
     assert issubclass(UnknownSchemaError, ResultsError)
 
 
-def test_failed_run_is_refused_unless_allowed(tiny_gpt2_run, tmp_path: Path) -> None:
+def test_a_status_edited_to_fail_contradicts_the_recorded_counts(gpt2_base, tiny_gpt2_run, tmp_path) -> None:
+    # The gate recomputes the status from the counts; a run that really is FAIL is refused unless allowed
+    # (tests/test_hostile_runs.py forges one).
     def fail(data: dict) -> None:
         data["verification"]["status"] = "FAIL"
 
     copy = copy_run(tiny_gpt2_run[0], tmp_path, fail)
-    with pytest.raises(
-        FailedCheckpointError, match=r"status is FAIL .*allow_failed=True \(CLI: --allow-fail\)"
-    ):
-        load_verified(copy)
-    assert load_verified(copy, allow_failed=True).results.verification.status == Status.FAIL
+    for allow_failed in (False, True):
+        with pytest.raises(IntegrityError, match=r"verification\.status is 'FAIL' but 'PASS_NO_COMPRESSION'"):
+            load_verified(copy, allow_failed=allow_failed, base_model=gpt2_base)
 
 
 class _Trap:
@@ -158,7 +158,7 @@ class _Trap:
 
 
 def test_pickle_adapter_is_refused_unopened(
-    tiny_gpt2_run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    gpt2_base, tiny_gpt2_run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     marker = tmp_path / "unpickled"
     copy = copy_run(tiny_gpt2_run[0], tmp_path)
@@ -177,7 +177,7 @@ def test_pickle_adapter_is_refused_unopened(
     monkeypatch.setattr(pickle, "load", no_unpickling)
     monkeypatch.setattr(pickle, "loads", no_unpickling)
     with pytest.raises(UnsafeFormatError, match=r"adapter_model\.bin is a pickle file, .*did not open it"):
-        load_verified(copy)
+        load_verified(copy, base_model=gpt2_base)
     assert not marker.exists()
 
 
@@ -189,73 +189,73 @@ def test_pickle_adapter_is_refused_unopened(
         ("adaptive_span", r"adapter_config\.json does not save adaptive_span, the trained parameters of"),
     ],
 )
-def test_a_module_the_adapter_does_not_fit_is_refused(tiny_gpt2_run, tmp_path: Path, module, message) -> None:
+def test_a_module_the_adapter_does_not_fit_is_refused(
+    gpt2_base, tiny_gpt2_run, tmp_path: Path, module, message
+) -> None:
     def rename(data: dict) -> None:
         data["module"]["name"] = module
 
     copy = copy_run(tiny_gpt2_run[0], tmp_path, rename)
     with pytest.raises(IncompatibleRunError, match=message):
-        load_verified(copy)
+        load_verified(copy, base_model=gpt2_base)
 
 
-def test_reverify_matches_and_catches_an_edited_accuracy(tiny_gpt2_run, tmp_path: Path, capsys) -> None:
+def test_reverify_matches_and_catches_an_edited_accuracy(
+    gpt2_base, tiny_gpt2_run, tmp_path: Path, capsys
+) -> None:
     run_dir, glue = tiny_gpt2_run
-    assert main_verify([str(run_dir), "--data-dir", str(glue)]) == 0
+    assert main_verify([str(run_dir), "--data-dir", str(glue), "--base-model", str(gpt2_base)]) == 0
     out = capsys.readouterr().out
     assert "MATCH: " in out and "recorded PASS_NO_COMPRESSION" in out
 
-    # results.json is not in its own manifest: the edit passes every file check, and only re-evaluating the
-    # model shows it.
+    # An accuracy edited alone contradicts the recorded counts and is refused before loading (exit 2);
+    # tests/test_hostile_runs.py shows a consistently forged run caught by re-evaluation (exit 1).
     def better(data: dict) -> None:
         data["metrics"]["accuracy"] = data["verification"]["accuracy"] = 0.987654
 
     copy = copy_run(run_dir, tmp_path, better)
-    load_verified(copy)
-    check = reverify(copy, data_dir=glue)
-    assert not check.matches and check.data_matches
-    accuracy = Results.load(run_dir).metrics.accuracy
-    assert (check.recorded_accuracy, check.recomputed_accuracy) == (0.987654, accuracy)
-    assert check.recomputed_predictions_sha256 == check.recorded_predictions_sha256
-    assert main_verify([str(copy), "--data-dir", str(glue)]) == 1
-    out = capsys.readouterr().out
-    assert "MISMATCH: " in out and f"accuracy {accuracy!r} recomputed, 0.987654 recorded" in out
+    with pytest.raises(IntegrityError, match=r"accuracy is 0\.987654 but 0\.875 when recomputed"):
+        reverify(copy, data_dir=glue, base_model=gpt2_base)
+    assert main_verify([str(copy), "--data-dir", str(glue), "--base-model", str(gpt2_base)]) == 2
+    assert "contradicts itself" in capsys.readouterr().err
 
 
-def test_reverify_reports_other_data(tiny_gpt2_run, tmp_path: Path) -> None:
+def test_reverify_refuses_other_data(gpt2_base, tiny_gpt2_run, tmp_path: Path) -> None:
     run_dir, _ = tiny_gpt2_run
     other = write_sst2_folder(tmp_path / "other-glue", dev_repeats=4)
-    check = reverify(run_dir, data_dir=other)
-    assert not check.matches and not check.data_matches
-    assert check.problems[0].startswith("the data differ: the run was evaluated on sha256:")
-    assert (check.recorded_rows, check.rows) == (40, 32)
+    with pytest.raises(DataError, match=r"\(sha256:.*, 32 rows\) are not the data the run was evaluated on"):
+        reverify(run_dir, data_dir=other, base_model=gpt2_base)
 
 
-# ------------------------------------------------------------------------------------------------------------
-# The Hub
-
-
-def test_hub_repo_loads_by_branch_tag_and_commit(hub, published: str, tiny_gpt2_run, fresh_cache) -> None:
+def test_hub_repo_loads_by_branch_tag_and_commit(
+    gpt2_base, hub, published: str, tiny_gpt2_run, fresh_cache
+) -> None:
     _, glue = tiny_gpt2_run
     data = load_task("sst2", glue)
     for revision in (None, "main", "v1", published):
-        verified = load_verified(REPO, revision, endpoint=hub.endpoint, token=TOKEN, cache_dir=fresh_cache())
+        verified = load_verified(
+            REPO, revision, endpoint=hub.endpoint, token=TOKEN, cache_dir=fresh_cache(), base_model=gpt2_base
+        )
         assert (verified.repo_id, verified.revision) == (REPO, published)
         # The Hub's own .gitattributes is in the snapshot, outside the manifest, and accepted.
         assert (verified.folder / ".gitattributes").is_file()
         assert predictions_sha256(predict(verified, data)) == verified.results.metrics.predictions_sha256
-    check = reverify(REPO, "v1", data_dir=glue, endpoint=hub.endpoint)
+    check = reverify(REPO, "v1", data_dir=glue, endpoint=hub.endpoint, base_model=gpt2_base)
     assert check.matches and check.revision == published, check.problems
 
 
-def test_tampered_file_on_the_server(hub, published: str, fresh_cache) -> None:
+def test_tampered_file_on_the_server(gpt2_base, hub, published: str, fresh_cache) -> None:
     cache = fresh_cache()
-    load_verified(REPO, endpoint=hub.endpoint, cache_dir=cache)
+    load_verified(REPO, endpoint=hub.endpoint, cache_dir=cache, base_model=gpt2_base)
     good = hub.read_file(REPO, "config.json")
     hub.tamper(REPO, "config.json", good.replace(b'"n_layer": 2', b'"n_layer": 1'))
     # The cache holds one copy per (commit, file): a cache that has this commit keeps the published bytes.
-    assert load_verified(REPO, endpoint=hub.endpoint, cache_dir=cache).revision == published
+    assert (
+        load_verified(REPO, endpoint=hub.endpoint, cache_dir=cache, base_model=gpt2_base).revision
+        == published
+    )
     with pytest.raises(IntegrityError) as caught:
-        load_verified(REPO, endpoint=hub.endpoint, cache_dir=fresh_cache())
+        load_verified(REPO, endpoint=hub.endpoint, cache_dir=fresh_cache(), base_model=gpt2_base)
     actual, expected = sha256(hub.read_file(REPO, "config.json")), sha256(good)
     assert str(caught.value).startswith(
         f"{REPO}@{published[:12]}: config.json has sha256 {actual[:12]}… but the manifest expects "
@@ -263,52 +263,63 @@ def test_tampered_file_on_the_server(hub, published: str, fresh_cache) -> None:
     )
 
 
-def test_results_json_changed_under_its_run_tag(hub, published: str, tiny_gpt2_run, fresh_cache) -> None:
+def test_results_json_changed_under_its_run_tag(
+    gpt2_base, hub, published: str, tiny_gpt2_run, fresh_cache
+) -> None:
     run_dir, _ = tiny_gpt2_run
     tag = push_tag(run_dir)
     HfApi(endpoint=hub.endpoint, token=TOKEN).create_tag(REPO, tag=tag, revision=published)
-    assert load_verified(REPO, tag, endpoint=hub.endpoint, cache_dir=fresh_cache()).revision == published
+    assert (
+        load_verified(
+            REPO, tag, endpoint=hub.endpoint, cache_dir=fresh_cache(), base_model=gpt2_base
+        ).revision
+        == published
+    )
     # The manifest inside results.json covers every other file; the tag's digest covers results.json.
     data = json.loads(hub.read_file(REPO, "results.json"))
     data["metrics"]["accuracy"] = 1.0
     hub.tamper(REPO, "results.json", json.dumps(data, indent=2).encode())
     with pytest.raises(IntegrityError, match=f"is not the file the tag {tag} was made for: it changed after"):
-        load_verified(REPO, tag, endpoint=hub.endpoint, cache_dir=fresh_cache())
+        load_verified(REPO, tag, endpoint=hub.endpoint, cache_dir=fresh_cache(), base_model=gpt2_base)
 
 
-def test_missing_file_on_the_server(hub, published: str, fresh_cache) -> None:
+def test_missing_file_on_the_server(gpt2_base, hub, published: str, fresh_cache) -> None:
     hub.delete_file_silently(REPO, "tokenizer.json")
     with pytest.raises(IntegrityError, match=r"tokenizer\.json is missing \(the manifest expects sha256 "):
-        load_verified(REPO, endpoint=hub.endpoint, cache_dir=fresh_cache())
+        load_verified(REPO, endpoint=hub.endpoint, cache_dir=fresh_cache(), base_model=gpt2_base)
 
 
-def test_missing_repo_and_revision(hub, published: str, fresh_cache) -> None:
+def test_missing_repo_and_revision(gpt2_base, hub, published: str, fresh_cache) -> None:
     with pytest.raises(RepoNotFound, match=f"no repository '{USER}/missing' on {hub.endpoint}"):
-        load_verified(f"{USER}/missing", endpoint=hub.endpoint, cache_dir=fresh_cache())
+        load_verified(f"{USER}/missing", endpoint=hub.endpoint, cache_dir=fresh_cache(), base_model=gpt2_base)
     with pytest.raises(RevisionNotFound, match=f"{REPO} on {hub.endpoint} has no branch, tag or commit 'v9'"):
-        load_verified(REPO, "v9", endpoint=hub.endpoint, cache_dir=fresh_cache())
+        load_verified(REPO, "v9", endpoint=hub.endpoint, cache_dir=fresh_cache(), base_model=gpt2_base)
     with pytest.raises(RevisionNotFound, match="has no branch, tag or commit '0123456789"):
-        load_verified(REPO, "0123456789" * 4, endpoint=hub.endpoint, cache_dir=fresh_cache())
+        load_verified(
+            REPO, "0123456789" * 4, endpoint=hub.endpoint, cache_dir=fresh_cache(), base_model=gpt2_base
+        )
 
 
-def test_offline_or_unreachable_without_a_cached_copy(hub, published: str, fresh_cache, monkeypatch) -> None:
+def test_offline_or_unreachable_without_a_cached_copy(
+    gpt2_base, hub, published: str, fresh_cache, monkeypatch
+) -> None:
     cache = fresh_cache()
     endpoint = hub.endpoint
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(HubUnreachable, match=rf"HF_HUB_OFFLINE is set and {REPO} is not in the local cache"):
-        load_verified(REPO, endpoint=endpoint, cache_dir=cache)
+        load_verified(REPO, endpoint=endpoint, cache_dir=cache, base_model=gpt2_base)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    load_verified(REPO, endpoint=endpoint, cache_dir=cache)
+    load_verified(REPO, endpoint=endpoint, cache_dir=cache, base_model=gpt2_base)
     hub.stop()
     with pytest.raises(
         HubUnreachable, match=f"could not reach {endpoint} \\(ConnectError\\) and {REPO} is not in"
     ):
-        load_verified(REPO, endpoint=endpoint, cache_dir=fresh_cache())
+        load_verified(REPO, endpoint=endpoint, cache_dir=fresh_cache(), base_model=gpt2_base)
     # A copy cached earlier still loads when the Hub cannot be reached, and is checked all the same.
-    assert load_verified(REPO, endpoint=endpoint, cache_dir=cache).revision == published
+    assert load_verified(REPO, endpoint=endpoint, cache_dir=cache, base_model=gpt2_base).revision == published
 
 
-def test_download_command(hub, published: str, tiny_gpt2_run, tmp_path: Path, capsys) -> None:
+def test_download_command(gpt2_base, hub, published: str, tiny_gpt2_run, tmp_path: Path, capsys) -> None:
     run_dir, _ = tiny_gpt2_run
     output = tmp_path / "downloaded"
     assert (
@@ -323,7 +334,7 @@ def test_download_command(hub, published: str, tiny_gpt2_run, tmp_path: Path, ca
         f"PASS_NO_COMPRESSION: {REPO}@{published[:12]}, accuracy {accuracy:.4f} on 40 rows;" in captured.err
     )
     assert sorted(p.name for p in output.iterdir()) == sorted(p.name for p in run_dir.iterdir())
-    assert load_verified(output).results.metrics.accuracy == accuracy
+    assert load_verified(output, base_model=gpt2_base).results.metrics.accuracy == accuracy
     capsys.readouterr()
 
     assert main_download([f"{USER}/missing", "--hub-endpoint", hub.endpoint]) == 2

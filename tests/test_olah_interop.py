@@ -95,7 +95,7 @@ def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
 
 
 def test_a_pushed_run_loads_and_reverifies_through_olah(
-    hub, olah, tiny_gpt2_run, fresh_cache, tmp_path: Path, capsys
+    hub, olah, tiny_gpt2_run, gpt2_base, fresh_cache, tmp_path: Path, capsys
 ) -> None:
     run_dir, glue = tiny_gpt2_run
     pushed = push_run_folder(run_dir, REPO, endpoint=hub.endpoint)
@@ -104,7 +104,9 @@ def test_a_pushed_run_loads_and_reverifies_through_olah(
     results = Results.load(run_dir)
     data = load_task("sst2", glue)
     for revision in (None, "main", pushed.tag, commit):
-        verified = load_verified(REPO, revision, endpoint=olah.endpoint, cache_dir=fresh_cache())
+        verified = load_verified(
+            REPO, revision, endpoint=olah.endpoint, cache_dir=fresh_cache(), base_model=gpt2_base
+        )
         assert (verified.repo_id, verified.revision) == (REPO, commit)
         assert predictions_sha256(predict(verified, data)) == results.metrics.predictions_sha256
 
@@ -114,6 +116,7 @@ def test_a_pushed_run_loads_and_reverifies_through_olah(
     assert run_files(output) == run_files(run_dir)
 
     verify = [REPO, "--revision", pushed.tag, "--hub-endpoint", olah.endpoint, "--data-dir", str(glue)]
+    verify += ["--base-model", str(gpt2_base)]
     assert main_verify(verify) == 0
     assert f"{results.metrics.predictions_sha256[:12]}" in capsys.readouterr().out
 

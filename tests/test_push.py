@@ -467,7 +467,9 @@ def test_a_stalled_hub_cannot_hang_a_push(hub: LoopbackHub, passed: Path, previo
 # The command line, the round trip, the token
 
 
-def test_publish_push_round_trip_then_tampering_is_caught(hub: LoopbackHub, runs, tmp_path: Path) -> None:
+def test_publish_push_round_trip_then_tampering_is_caught(
+    hub: LoopbackHub, runs, gpt2_base, tmp_path: Path
+) -> None:
     """`publish --push` (in the `runs` fixture) → `load_verified` → `reverify`, on the Hub it pushed to."""
     passed, _, glue, published_to = runs
     head = published_to.head(REPO)
@@ -477,15 +479,15 @@ def test_publish_push_round_trip_then_tampering_is_caught(hub: LoopbackHub, runs
     assert dict(commit.files) == {".gitattributes": initial.files[".gitattributes"], **files_of(passed)}
 
     endpoint = published_to.endpoint
-    verified = load_verified(REPO, endpoint=endpoint, cache_dir=tmp_path / "cache-1")
+    verified = load_verified(REPO, endpoint=endpoint, cache_dir=tmp_path / "cache-1", base_model=gpt2_base)
     assert verified.revision == head and verified.results.repo_id == REPO
-    check = reverify(REPO, push_tag(passed), data_dir=glue, endpoint=endpoint)
+    check = reverify(REPO, push_tag(passed), data_dir=glue, endpoint=endpoint, base_model=gpt2_base)
     assert check.matches and check.revision == head, check.problems
 
     good = published_to.read_file(REPO, "config.json")
     published_to.tamper(REPO, "config.json", good.replace(b'"n_layer": 2', b'"n_layer": 1'))
     with pytest.raises(IntegrityError, match=r"config\.json has sha256 .* but the manifest expects"):
-        load_verified(REPO, endpoint=endpoint, cache_dir=tmp_path / "cache-2")
+        load_verified(REPO, endpoint=endpoint, cache_dir=tmp_path / "cache-2", base_model=gpt2_base)
 
 
 def test_publish_push_checks_what_it_needs_before_training(

@@ -1,0 +1,387 @@
+"""What a downloaded run folder must be before anything in it is loaded, and what its figures must agree on.
+
+A run folder from a Hub, a mirror or a disk is hostile until checked. [`pipeline.download`] checks its files
+against the manifest in results.json; this module checks what the files *say*:
+
+- [`check_run_files`]: the folder holds only files a run folder defines (no `.py`, no pickle, nothing a
+  loader would pick up by name), and `config.json` / `tokenizer_config.json` name no remote code
+  (`auto_map`) and a model type attncard knows. No code from a repository ever runs.
+- [`lora_config`]: `adapter_config.json` is the LoRA config publish writes, field by field; a field that
+  makes peft import a module (`megatron_core`, `auto_mapping`) or changes what it loads is refused.
+- [`recorded_figure_problems`]: the verification is recomputed from the recorded class counts, correct rows
+  and parameter counts (p0, SE, threshold, p-value, Wilson interval, status, reasons), and the metrics from
+  the recorded confusion matrix. A recorded figure is never taken on trust: the status gate uses the
+  recomputed status.
+- [`card_problems`]: the card and its plots are rendered again from results.json; any other README.md or
+  plot is refused, so the card cannot show a figure results.json does not hold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from peft import LoraConfig
+from peft.utils.constants import DUMMY_TARGET_MODULES
+from transformers import CONFIG_MAPPING
+
+from modules.base import FAMILIES
+
+from .errors import IncompatibleRunError, IntegrityError
+from .evaluate import Metrics, label_metrics
+from .render import render_card, write_plots
+from .results import CARD_FILE, RESULTS_FILE, SIGNATURE_FILE, Results
+from .verify import Verification, all_finite, verification_from_counts
+
+ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
+ADAPTER_CONFIG_FILE = "adapter_config.json"
+CONFIG_FILE = "config.json"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+# Every file a run folder may hold: what publish writes, nothing else. A loader picks up optional files by
+# name (special_tokens_map.json, added_tokens.json, *.py through auto_map, …), so an unknown file is refused
+# even when the manifest lists it.
+RUN_FILES = frozenset(
+    {
+        ADAPTER_WEIGHTS_FILE,
+        ADAPTER_CONFIG_FILE,
+        CONFIG_FILE,
+        CARD_FILE,
+        RESULTS_FILE,
+        SIGNATURE_FILE,
+        "tokenizer.json",
+        TOKENIZER_CONFIG_FILE,
+        "chat_template.jinja",
+    }
+)
+# Plots at the top (scaling.png, spans.png, …) and the Hub's evaluation results, .eval_results/<task>.yaml.
+RUN_FILE_PATTERNS = (re.compile(r"^[a-z0-9_]+\.png$"), re.compile(r"^\.eval_results/[a-z0-9_]+\.yaml$"))
+# Keys that make transformers import code named by the repository.
+REMOTE_CODE_KEYS = ("auto_map", "custom_pipelines")
+# adapter_config.json fields that publish sets; every other field must hold LoraConfig's default.
+_LORA_FIELDS: dict[str, tuple[type, ...]] = {
+    "peft_type": (str,),
+    "task_type": (str,),
+    "r": (int,),
+    "lora_alpha": (int, float),
+    "lora_dropout": (int, float),
+    "target_modules": (list, str),  # a list, or peft's DUMMY_TARGET_MODULES when LoRA adapts nothing
+    "modules_to_save": (list, type(None)),
+    "fan_in_fan_out": (bool,),
+    "base_model_name_or_path": (str, type(None)),
+    "revision": (str, type(None)),
+    "inference_mode": (bool,),
+    "peft_version": (str,),
+}
+# More rows than any GLUE validation split has by far: a larger count is a forged record, not a run.
+MAX_ROWS = 10_000_000
+# Recomputed figures may differ from recorded ones in the last bits when another scipy computed them.
+_REL_TOL = 1e-9
+
+
+def check_run_files(folder: Path, names: list[str], where: str) -> None:
+    """Refuses a run folder holding a file publish does not write, or configs that name remote code.
+
+    Args:
+        folder: the run folder.
+        names: its files, as POSIX paths relative to it (the manifest's keys and results.json).
+        where: the run, for messages.
+
+    Raises:
+        [`IntegrityError`]: an unknown file, `auto_map`, or a model type attncard does not support.
+    """
+    unknown = sorted(
+        name for name in names if name not in RUN_FILES and not any(p.match(name) for p in RUN_FILE_PATTERNS)
+    )
+    if unknown:
+        code = [name for name in unknown if name.endswith(".py")]
+        what = f"{code[0]} is Python code" if code else f"{unknown[0]} is not a file a run folder holds"
+        raise IntegrityError(
+            f"{where}: {what}; attncard runs no code from a repository and loads only the files publish "
+            f"writes ({', '.join(sorted(RUN_FILES))}, plots, .eval_results): do not use this checkpoint"
+        )
+    for name in (CONFIG_FILE, TOKENIZER_CONFIG_FILE):
+        path = folder / name
+        if not path.is_file():
+            continue
+        config = _json_object(path, where)
+        remote = [key for key in REMOTE_CODE_KEYS if key in config]
+        if remote:
+            raise IntegrityError(
+                f"{where}: {name} has '{remote[0]}', which makes transformers import code from the "
+                "repository; attncard never runs repository code: do not use this checkpoint"
+            )
+    model_type = _json_object(folder / CONFIG_FILE, where).get("model_type")
+    if model_type not in FAMILIES or model_type not in CONFIG_MAPPING:
+        raise IncompatibleRunError(
+            f"{where}: {CONFIG_FILE} has model_type {model_type!r}; attncard loads only the families "
+            f"{', '.join(FAMILIES)}, with transformers' own code"
+        )
+
+
+def _json_object(path: Path, where: str) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise IntegrityError(f"{where}: {path.name} is not valid JSON ({error})") from error
+    if not isinstance(value, dict):
+        raise IntegrityError(f"{where}: {path.name} should hold a JSON object")
+    return value
+
+
+def lora_config(
+    folder: Path, where: str, target_modules: list[str], trained_modules: list[str]
+) -> LoraConfig:
+    """The run's `adapter_config.json` as a [`peft.LoraConfig`], checked field by field.
+
+    The fields publish sets are checked for their types and for agreeing with results.json (the LoRA
+    targets, the module's trained submodules); every other field must hold LoraConfig's default, so no
+    field can make peft import a module (`megatron_core`), pick a class (`auto_mapping`) or load anything
+    else.
+
+    Args:
+        folder: the run folder.
+        where: the run, for messages.
+        target_modules: the LoRA targets results.json records.
+        trained_modules: the module's trained submodules, which `modules_to_save` must list.
+
+    Returns:
+        The config, to pass to `PeftModel.from_pretrained(config=...)` instead of letting peft read the file.
+
+    Raises:
+        [`IncompatibleRunError`]: a field is unknown, of the wrong type, or not what publish writes.
+    """
+    adapter = _json_object(folder / ADAPTER_CONFIG_FILE, where)
+    defaults = json.loads(json.dumps(LoraConfig().to_dict(), default=str))
+
+    def refuse(detail: str) -> IncompatibleRunError:
+        return IncompatibleRunError(
+            f"{where}: {ADAPTER_CONFIG_FILE} {detail}; attncard loads only the LoRA config publish writes: "
+            "do not use this checkpoint"
+        )
+
+    for key, value in adapter.items():
+        if key in _LORA_FIELDS:
+            if not isinstance(value, _LORA_FIELDS[key]) or (
+                isinstance(value, bool) and bool not in _LORA_FIELDS[key]
+            ):
+                raise refuse(f"has {key} = {value!r}, of the wrong type")
+        elif key not in defaults:
+            raise refuse(f"has the unknown field '{key}'")
+        elif value != defaults[key]:
+            raise refuse(f"sets '{key}' to {value!r} (publish leaves it at {defaults[key]!r})")
+    if (adapter.get("peft_type"), adapter.get("task_type")) != ("LORA", "SEQ_CLS"):
+        raise refuse(
+            f"describes a {adapter.get('peft_type')!r}/{adapter.get('task_type')!r} adapter, not LORA for "
+            "SEQ_CLS"
+        )
+    targets = adapter.get("target_modules") or []
+    if targets == DUMMY_TARGET_MODULES and not target_modules:
+        targets = []
+    if (
+        not isinstance(targets, list)
+        or not all(isinstance(name, str) for name in targets)
+        or sorted(targets) != sorted(target_modules)
+    ):
+        raise refuse(f"targets {targets!r}, but {RESULTS_FILE} records {target_modules!r}")
+    saved = adapter.get("modules_to_save") or []
+    if not all(isinstance(name, str) for name in saved):
+        raise refuse(f"has modules_to_save = {saved!r}")
+    unsaved = [name for name in trained_modules if name not in saved]
+    if unsaved:
+        raise refuse(f"does not save {', '.join(unsaved)}, the trained parameters of the module")
+    if not 0 <= adapter.get("lora_dropout", 0) < 1 or adapter.get("r", 1) < 1:
+        raise refuse(f"has r = {adapter.get('r')!r} and lora_dropout = {adapter.get('lora_dropout')!r}")
+    return LoraConfig(**{key: value for key, value in adapter.items() if key != "peft_version"})
+
+
+# --- the figures --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Figure:
+    """One figure of a run, as recorded and as recomputed.
+
+    Attributes:
+        name: where it is in results.json, e.g. `verification.p_value`, `metrics.per_class[0].f1`.
+        recorded: the value results.json holds.
+        recomputed: the value computed again.
+    """
+
+    name: str
+    recorded: Any
+    recomputed: Any
+
+    def equal(self, rel_tol: float = 0.0) -> bool:
+        """Whether the two agree: exactly, or for floats within `rel_tol`."""
+        if isinstance(self.recorded, float) and isinstance(self.recomputed, float):
+            return math.isclose(self.recorded, self.recomputed, rel_tol=rel_tol, abs_tol=rel_tol * 1e-3)
+        return self.recorded == self.recomputed
+
+
+def figures(prefix: str, recorded: Any, recomputed: Any) -> list[Figure]:
+    """Pairs every leaf of two records of the same type (dataclasses, lists, dicts), by its path.
+
+    Example:
+        >>> [f.name for f in figures("m", {"a": 1, "b": [2.0]}, {"a": 1, "b": [2.5]})]
+        ['m.a', 'm.b[0]']
+    """
+    if dataclasses.is_dataclass(recorded) and dataclasses.is_dataclass(recomputed):
+        return [
+            pair
+            for f in dataclasses.fields(recorded)
+            for pair in figures(f"{prefix}.{f.name}", getattr(recorded, f.name), getattr(recomputed, f.name))
+        ]
+    if isinstance(recorded, list) and isinstance(recomputed, list) and len(recorded) == len(recomputed):
+        return [
+            pair
+            for i, (old, new) in enumerate(zip(recorded, recomputed, strict=True))
+            for pair in figures(f"{prefix}[{i}]", old, new)
+        ]
+    if isinstance(recorded, dict) and isinstance(recomputed, dict) and list(recorded) == list(recomputed):
+        return [
+            pair for key in recorded for pair in figures(f"{prefix}.{key}", recorded[key], recomputed[key])
+        ]
+    if hasattr(recorded, "value") and hasattr(recomputed, "value"):  # Status
+        return [Figure(prefix, recorded.value, recomputed.value)]
+    return [Figure(prefix, recorded, recomputed)]
+
+
+def recomputed_verification(results: Results) -> Verification:
+    """The verification computed again from results.json's class counts, correct rows and parameter counts.
+
+    Raises:
+        [`IntegrityError`]: the counts are impossible (labels that are not the task's, more correct rows
+        than rows, no parameters).
+    """
+    labels = list(results.dataset.label_names)
+    recorded = results.verification
+    if list(recorded.class_counts) != labels:
+        raise IntegrityError(
+            f"{RESULTS_FILE}: verification.class_counts names {list(recorded.class_counts)}, the labels are "
+            f"{labels}"
+        )
+    parameters = results.parameters
+    if parameters.after < 1 or parameters.before < 1:
+        raise IntegrityError(
+            f"{RESULTS_FILE}: parameters before/after {parameters.before}/{parameters.after}"
+        )
+    finite = all_finite(dataclasses.asdict(results.metrics)) and all_finite(
+        dataclasses.asdict(results.efficiency)
+    )
+    try:
+        return verification_from_counts(
+            [recorded.class_counts[name] for name in labels],
+            recorded.correct,
+            labels,
+            parameters.before / parameters.after,
+            finite,
+        )
+    except ValueError as error:
+        raise IntegrityError(f"{RESULTS_FILE}: {error}") from None
+
+
+def metrics_from_confusion(results: Results) -> Metrics:
+    """The label metrics computed again from the recorded confusion matrix (its rows are the true labels).
+
+    The loss and the predictions hash need the predictions themselves; they are carried over as recorded
+    (`attncard verify` recomputes them from the model).
+    """
+    labels = list(results.dataset.label_names)
+    matrix = results.metrics.confusion_matrix
+    size = len(labels)
+    if len(matrix) != size or any(len(row) != size or min(row) < 0 for row in matrix):
+        raise IntegrityError(
+            f"{RESULTS_FILE}: metrics.confusion_matrix is not a {size}×{size} table of counts"
+        )
+    total = sum(map(sum, matrix))
+    if not 0 < total <= MAX_ROWS or total != results.verification.n:
+        raise IntegrityError(
+            f"{RESULTS_FILE}: metrics.confusion_matrix counts {total} rows, verification.n is "
+            f"{results.verification.n}"
+        )
+    y_true = [t for t in range(size) for p in range(size) for _ in range(matrix[t][p])]
+    y_pred = [p for t in range(size) for p in range(size) for _ in range(matrix[t][p])]
+    metrics = label_metrics(y_true, y_pred, labels)
+    return dataclasses.replace(
+        metrics, loss=results.metrics.loss, predictions_sha256=results.metrics.predictions_sha256
+    )
+
+
+def recorded_figure_problems(results: Results) -> list[str]:
+    """Every way results.json's verification and metrics disagree with the same figures recomputed from its
+    counts; empty when they agree.
+
+    Example:
+        >>> recorded_figure_problems(Results.load("runs/minilm-none-sst2"))
+        []
+    """
+    recorded = results.verification
+    problems = [
+        f"{figure.name} is {figure.recorded!r} but {figure.recomputed!r} when recomputed"
+        for figure in [
+            *figures("verification", recorded, recomputed_verification(results)),
+            *figures("metrics", results.metrics, metrics_from_confusion(results)),
+            Figure(
+                "metrics.accuracy (against verification.accuracy)",
+                results.metrics.accuracy,
+                recorded.accuracy,
+            ),
+            Figure(
+                "parameters.compression_factor",
+                results.parameters.compression_factor,
+                results.parameters.before / results.parameters.after,
+            ),
+            Figure("dataset.validation_rows", results.dataset.validation_rows, recorded.n),
+        ]
+        if not figure.equal(_REL_TOL)
+    ]
+    # The status first: it is what a forger is after.
+    return sorted(problems, key=lambda problem: not problem.startswith("verification.status "))
+
+
+def card_problems(results: Results, folder: Path) -> list[str]:
+    """Every way the run's card and plots differ from the ones results.json renders; empty when equal.
+
+    publish renders the card from results.json before the card itself is in the manifest, so the card is
+    rendered again from results.json with the manifest it had then (all files but the card).
+    """
+    problems = []
+    with tempfile.TemporaryDirectory(prefix="attncard-card-") as scratch:
+        plots = write_plots(results, Path(scratch))
+        for plot in plots:
+            shipped = folder / plot["file"]
+            if not shipped.is_file() or shipped.read_bytes() != (Path(scratch) / plot["file"]).read_bytes():
+                problems.append(f"{plot['file']} is not the plot results.json draws")
+    as_rendered = dataclasses.replace(
+        results, manifest={name: digest for name, digest in results.manifest.items() if name != CARD_FILE}
+    )
+    expected = render_card(as_rendered, plots).splitlines()
+    actual = (folder / CARD_FILE).read_text(encoding="utf-8").splitlines()
+    for number, (shown, rendered) in enumerate(zip(actual, expected, strict=False), start=1):
+        if shown != rendered:
+            problems.append(
+                f"{CARD_FILE} line {number} reads {shown[:80]!r}, results.json renders {rendered[:80]!r}"
+            )
+            break
+    else:
+        if len(actual) != len(expected):
+            problems.append(f"{CARD_FILE} has {len(actual)} lines, results.json renders {len(expected)}")
+    return problems
+
+
+__all__ = [
+    "RUN_FILES",
+    "Figure",
+    "card_problems",
+    "check_run_files",
+    "figures",
+    "lora_config",
+    "metrics_from_confusion",
+    "recomputed_verification",
+    "recorded_figure_problems",
+]

@@ -1,0 +1,343 @@
+"""Run folders written by an attacker: code to run, edited figures, a FAIL marked PASS, forged data, malformed
+records. Each is refused with one line, before any weight is loaded, or caught by `attncard verify`.
+
+The run is the session's tiny GPT-2 run (tests/conftest.py); each test copies it and edits the copy the way
+someone with write access to a repository could: the manifest is refreshed after every edit, so the files
+always match it and only the checks of what they *say* stand between the edit and the user.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from huggingface_hub import CommitOperationAdd, HfApi
+
+from conftest import HUB_TOKEN, TINY_GPT2_REPO
+from hub_server import LoopbackHub
+from pipeline.download import download_verified, load_verified, main_download, main_verify, reverify
+from pipeline.errors import (
+    DataError,
+    DownloadError,
+    FailedCheckpointError,
+    IncompatibleRunError,
+    IntegrityError,
+    ResultsError,
+)
+from pipeline.evaluate import label_metrics
+from pipeline.publish import push_tag
+from pipeline.render import render_card, write_plots
+from pipeline.results import CARD_FILE, RESULTS_FILE, Results, build_manifest, sha256_file
+from pipeline.verify import Status, verification_from_counts
+
+pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
+
+
+def copy_run(tiny_gpt2_run, tmp_path: Path) -> Path:
+    copy = tmp_path / "run"
+    shutil.copytree(tiny_gpt2_run[0], copy)
+    return copy
+
+
+def refresh_manifest(run_dir: Path) -> None:
+    """What an attacker does after editing files: make the manifest list the new digests."""
+    data = json.loads((run_dir / RESULTS_FILE).read_text())
+    data["manifest"] = build_manifest(run_dir)
+    (run_dir / RESULTS_FILE).write_text(json.dumps(data, indent=2))
+
+
+def edit_json(run_dir: Path, name: str, edit: Callable[[dict], None]) -> None:
+    data = json.loads((run_dir / name).read_text())
+    edit(data)
+    (run_dir / name).write_text(json.dumps(data, indent=2))
+    if name != RESULTS_FILE:
+        refresh_manifest(run_dir)
+
+
+def forge(run_dir: Path, confusion: list[list[int]]) -> None:
+    """Rewrites the run as a self-consistent run with another confusion matrix: metrics, verification,
+    plots and card all recomputed, manifest refreshed. Only re-evaluating the model can tell."""
+    results = Results.load(run_dir)
+    labels = list(results.dataset.label_names)
+    y_true = [t for t in range(2) for p in range(2) for _ in range(confusion[t][p])]
+    y_pred = [p for t in range(2) for p in range(2) for _ in range(confusion[t][p])]
+    metrics = label_metrics(y_true, y_pred, labels)
+    results.metrics = dataclasses.replace(
+        metrics, loss=results.metrics.loss, predictions_sha256=results.metrics.predictions_sha256
+    )
+    counts = [sum(row) for row in confusion]
+    correct = confusion[0][0] + confusion[1][1]
+    results.verification = verification_from_counts(
+        counts, correct, labels, results.parameters.compression_factor, True
+    )
+    plots = write_plots(results, run_dir)
+    results.manifest = {k: v for k, v in build_manifest(run_dir).items() if k != CARD_FILE}
+    (run_dir / CARD_FILE).write_text(render_card(results, plots), encoding="utf-8")
+    results.manifest = build_manifest(run_dir)
+    results.save(run_dir)
+
+
+def one_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    return err
+
+
+# --- row 2: no code from a repository ever runs, no prompt ever appears ------------------------------------
+
+
+def test_remote_code_is_refused_without_a_prompt(tiny_gpt2_run, tmp_path, monkeypatch) -> None:
+    run_dir = copy_run(tiny_gpt2_run, tmp_path)
+    # Answering the "run the custom code? [y/N]" prompt would run evil.py; no prompt may be asked at all.
+    monkeypatch.setattr("builtins.input", lambda *_: pytest.fail("a prompt appeared"))
+    (run_dir / "evil.py").write_text("import os\nos.system('touch /tmp/attncard-pwned')\n")
+    edit_json(
+        run_dir,
+        "config.json",
+        lambda c: c.update(model_type="evil", auto_map={"AutoConfig": "evil.EvilConfig"}),
+    )
+    with pytest.raises(IntegrityError, match=r"evil\.py is Python code; attncard runs no code"):
+        load_verified(run_dir)
+    (run_dir / "evil.py").unlink()
+    refresh_manifest(run_dir)
+    with pytest.raises(IntegrityError, match=r"config\.json has 'auto_map'"):
+        load_verified(run_dir)
+    edit_json(run_dir, "config.json", lambda c: c.pop("auto_map"))
+    with pytest.raises(IncompatibleRunError, match=r"model_type 'evil'; attncard loads only the families"):
+        load_verified(run_dir)
+
+
+def test_tokenizer_auto_map_and_unknown_files_are_refused(tiny_gpt2_run, tmp_path) -> None:
+    run_dir = copy_run(tiny_gpt2_run, tmp_path)
+    edit_json(run_dir, "tokenizer_config.json", lambda c: c.update(auto_map={"AutoTokenizer": ["x.T", None]}))
+    with pytest.raises(IntegrityError, match=r"tokenizer_config\.json has 'auto_map'"):
+        download_verified(run_dir)
+    run_dir = copy_run(tiny_gpt2_run, tmp_path / "2")
+    # Listed in the manifest, and still not a file a run folder holds: loaders read it by name.
+    (run_dir / "special_tokens_map.json").write_text('{"pad_token": "a"}')
+    refresh_manifest(run_dir)
+    with pytest.raises(IntegrityError, match=r"special_tokens_map\.json is not a file a run folder holds"):
+        download_verified(run_dir)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("megatron_core", "os", r"sets 'megatron_core' to 'os'"),
+        ("megatron_config", {"x": 1}, r"sets 'megatron_config'"),
+        ("auto_mapping", {"base_model_class": "X", "parent_library": "os"}, r"sets 'auto_mapping'"),
+        ("target_modules", "c_attn|c_proj", r"targets 'c_attn\|c_proj', but results\.json records"),
+        ("r", "16", r"has r = '16', of the wrong type"),
+        ("peft_type", "LOHA", r"describes a 'LOHA'"),
+        ("loader_hook", "os.system", r"has the unknown field 'loader_hook'"),
+    ],
+)
+def test_adapter_config_is_checked_field_by_field(tiny_gpt2_run, tmp_path, capsys, field, value, message):
+    run_dir = copy_run(tiny_gpt2_run, tmp_path)
+    edit_json(run_dir, "adapter_config.json", lambda c: c.update({field: value}))
+    with pytest.raises(IncompatibleRunError, match=message):
+        download_verified(run_dir)
+    assert main_download([str(run_dir)]) == 2
+    assert "adapter_config.json" in one_line(capsys)
+
+
+# --- row 3: results.json bound to the run with 128 bits --------------------------------------------------
+
+
+def test_run_tag_and_expected_digest_pin_results_json(hub: LoopbackHub, tiny_gpt2_run, tmp_path, fresh_cache):
+    run_dir = copy_run(tiny_gpt2_run, tmp_path)
+    tag = push_tag(run_dir)
+    assert len(tag.rsplit("-", 1)[1]) == 32  # 128 bits of results.json's sha256
+    digest = sha256_file(run_dir / RESULTS_FILE)
+    api = HfApi(endpoint=hub.endpoint, token=HUB_TOKEN)
+    api.create_repo(TINY_GPT2_REPO)
+    operations = [
+        CommitOperationAdd(path_in_repo=p.relative_to(run_dir).as_posix(), path_or_fileobj=str(p))
+        for p in sorted(run_dir.rglob("*"))
+        if p.is_file()
+    ]
+    api.create_tag(
+        TINY_GPT2_REPO,
+        tag=tag,
+        revision=api.create_commit(TINY_GPT2_REPO, operations, commit_message="run").oid,
+    )
+    assert download_verified(TINY_GPT2_REPO, tag, cache_dir=fresh_cache()).results.repo_id == TINY_GPT2_REPO
+    assert download_verified(TINY_GPT2_REPO, expected_sha256=digest, cache_dir=fresh_cache())
+
+    # Someone with write access moves the tag to a commit whose results.json differs in one byte.
+    hub.tamper(TINY_GPT2_REPO, RESULTS_FILE, (run_dir / RESULTS_FILE).read_bytes() + b" ")
+    api.delete_tag(TINY_GPT2_REPO, tag=tag)
+    api.create_tag(TINY_GPT2_REPO, tag=tag)
+    with pytest.raises(IntegrityError, match=r"is not the file the tag run-.* was made for"):
+        download_verified(TINY_GPT2_REPO, tag, cache_dir=fresh_cache())
+    with pytest.raises(IntegrityError, match=r"not the expected " + digest[:32]):
+        download_verified(TINY_GPT2_REPO, expected_sha256=digest[:32], cache_dir=fresh_cache())
+    with pytest.raises(DownloadError, match=r"is not 32 to 64 lowercase hex digits"):
+        download_verified(TINY_GPT2_REPO, expected_sha256=digest[:8], cache_dir=fresh_cache())
+
+
+# --- row 4: the gate recomputes; verify compares every figure --------------------------------------------
+
+
+def test_a_fail_marked_pass_is_refused(tiny_gpt2_run, tmp_path, capsys) -> None:
+    run_dir = copy_run(tiny_gpt2_run, tmp_path)
+
+    def pass_at_30_percent(data: dict) -> None:
+        data["verification"].update(correct=12, accuracy=0.3)
+        data["metrics"]["accuracy"] = 0.3
+
+    edit_json(run_dir, RESULTS_FILE, pass_at_30_percent)
+    with pytest.raises(IntegrityError, match=r"contradicts itself: verification\.status is 'PASS_NO_COMP"):
+        download_verified(run_dir)
+    assert main_download([str(run_dir)]) == 2
+    assert "do not use this checkpoint" in one_line(capsys)
+
+
+def test_a_consistent_fail_is_gated_on_the_recomputed_status(tiny_gpt2_run, tmp_path) -> None:
+    run_dir = copy_run(tiny_gpt2_run, tmp_path)
+    forge(run_dir, [[8, 12], [12, 8]])  # 16 of 40 correct: below the threshold 0.737
+    with pytest.raises(FailedCheckpointError, match=r"status is FAIL \(accuracy 0\.4000"):
+        download_verified(run_dir)
+    assert download_verified(run_dir, allow_failed=True).results.verification.status == Status.FAIL
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d["verification"].update(p_value=1e-30), r"verification\.p_value is 1e-30"),
+        (lambda d: d["verification"].update(wilson_high=0.99), r"verification\.wilson_high is 0\.99"),
+        (lambda d: d["metrics"].update(f1_macro=0.99), r"metrics\.f1_macro is 0\.99"),
+        (lambda d: d["metrics"]["per_class"][0].update(recall=1.0), r"metrics\.per_class\[0\]\.recall"),
+        (lambda d: d["parameters"].update(compression_factor=2.0), r"compression_factor is 2\.0"),
+    ],
+)
+def test_edited_figures_in_results_json_are_refused(tiny_gpt2_run, tmp_path, edit, message) -> None:
+    run_dir = copy_run(tiny_gpt2_run, tmp_path)
+    edit_json(run_dir, RESULTS_FILE, edit)
+    with pytest.raises(IntegrityError, match=message):
+        download_verified(run_dir)
+
+
+def test_an_edited_card_is_refused(tiny_gpt2_run, tmp_path) -> None:
+    run_dir = copy_run(tiny_gpt2_run, tmp_path)
+    card = (run_dir / CARD_FILE).read_text()
+    f1 = Results.load(run_dir).metrics.f1_macro
+    shown = f"{f1:.4f}"
+    assert shown in card
+    (run_dir / CARD_FILE).write_text(card.replace(shown, "0.9999"))
+    refresh_manifest(run_dir)
+    with pytest.raises(
+        IntegrityError, match=r"the card does not show what results\.json records: README\.md line"
+    ):
+        download_verified(run_dir)
+
+
+def test_verify_recomputes_every_figure_of_a_forged_run(tiny_gpt2_run, tiny_model_dir, tmp_path, capsys):
+    _, glue = tiny_gpt2_run
+    base_model = tiny_model_dir("gpt2")  # results.json records the base model by name and hash only
+    forged = copy_run(tiny_gpt2_run, tmp_path)
+    forge(forged, [[20, 0], [0, 20]])  # claims every row right
+    check = reverify(forged, data_dir=glue, base_model=base_model)
+    assert not check.matches, check.problems
+    assert any(p.startswith("metrics.accuracy ") for p in check.problems), check.problems
+    assert any(p.startswith("metrics.confusion_matrix[") for p in check.problems)
+    assert main_verify([str(forged), "--data-dir", str(glue), "--base-model", str(base_model)]) == 1
+    out = capsys.readouterr().out
+    for name in (
+        "metrics.f1_macro",
+        "metrics.per_class[1].precision",
+        "verification.p_value",
+        "verification.wilson_low",
+        "verification.status",
+        "metrics.loss",
+    ):
+        assert name in out
+
+
+# --- row 5: verify never takes data from the repository --------------------------------------------------
+
+
+def test_verify_refuses_data_other_than_the_recorded(
+    tiny_gpt2_run, tiny_model_dir, tmp_path, capsys, monkeypatch
+) -> None:
+    run_dir, glue = tiny_gpt2_run
+    base_model = tiny_model_dir("gpt2")
+    monkeypatch.delenv("GLUE_DIR", raising=False)
+    # A dev file whose labels are the model's own predictions would score 1.0; it is not the recorded file.
+    forged_glue = tmp_path / "glue"
+    shutil.copytree(glue, forged_glue)
+    dev = forged_glue / "SST-2" / "dev.tsv"
+    dev.write_text(dev.read_text().replace("\t0\n", "\t1\n"))
+    with pytest.raises(DataError, match=r"are not the data the run was evaluated on"):
+        reverify(run_dir, data_dir=forged_glue, base_model=base_model)
+    assert main_verify([str(run_dir), "--data-dir", str(forged_glue), "--base-model", str(base_model)]) == 2
+    assert "pass --data-dir with the same GLUE files" in one_line(capsys)
+    # Without --data-dir or GLUE_DIR nothing in (or named by) the repository is used.
+    with pytest.raises(DataError, match=r"pass --data-dir \(data_dir=\) or set GLUE_DIR"):
+        reverify(run_dir, base_model=base_model)
+
+
+# --- row 8: typed loading --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            lambda d: d["metrics"].update(predictions_sha256=1234),
+            r"metrics\.predictions_sha256 should be a str",
+        ),
+        (lambda d: d["module"].update(name=["none"]), r"module\.name should be a string, not a list"),
+        (lambda d: d["verification"].update(n="40"), r"verification\.n should be a whole number"),
+        (lambda d: d["manifest"].update({"config.json": 7}), r"manifest\.config\.json should be a string"),
+        (lambda d: d.update(metrics=[]), r"metrics should be an object, not a list"),
+    ],
+)
+def test_malformed_results_json_is_one_line_and_exit_2(tiny_gpt2_run, tmp_path, capsys, edit, message):
+    run_dir = copy_run(tiny_gpt2_run, tmp_path)
+    edit_json(run_dir, RESULTS_FILE, edit)
+    with pytest.raises(ResultsError, match=message):
+        download_verified(run_dir)
+    assert main_download([str(run_dir)]) == 2
+    one_line(capsys)
+    assert main_verify([str(run_dir)]) == 2
+    one_line(capsys)
+
+
+# --- row 11: signed runs -----------------------------------------------------------------------------------
+
+
+def test_push_signs_and_download_requires_the_signer(
+    hub: LoopbackHub, tiny_gpt2_run, tmp_path, capsys, fresh_cache
+) -> None:
+    from test_signing import make_key
+
+    from pipeline.cli import main
+
+    (tmp_path / "keys").mkdir()
+    private, public = make_key(tmp_path / "keys", "publisher")
+    _, other = make_key(tmp_path / "keys", "someone-else")
+    run_dir = copy_run(tiny_gpt2_run, tmp_path)
+    argv = ["push", str(run_dir), "--repo-id", TINY_GPT2_REPO, "--hub-endpoint", hub.endpoint]
+    assert main([*argv, "--sign-key", str(private)]) == 0
+    assert "model.sig" in hub.snapshot(TINY_GPT2_REPO)
+    capsys.readouterr()
+
+    download = [TINY_GPT2_REPO, "--hub-endpoint", hub.endpoint]
+    assert main_download([*download, "--require-key", str(public), "--output", str(tmp_path / "a")]) == 0
+    assert ", verified" in capsys.readouterr().err
+    assert (tmp_path / "a" / "model.sig").is_file()
+    assert main_download([*download, "--require-key", str(other)]) == 2
+    assert "key" in one_line(capsys)
+    # Without a required signer the signature is reported, and said to be unverified.
+    assert main_download(download) == 0
+    assert "NOT verified" in capsys.readouterr().err
+
+    # An unsigned run (the signature deleted by someone with write access) is refused when a key is required.
+    HfApi(endpoint=hub.endpoint, token=HUB_TOKEN).delete_file("model.sig", TINY_GPT2_REPO)
+    assert main_download([*download, "--require-key", str(public)]) == 2
+    assert "unsigned" in one_line(capsys)
