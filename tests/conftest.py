@@ -95,6 +95,20 @@ def tiny_gpt2_run(tiny_model_dir, tmp_path_factory) -> tuple[Path, Path]:
     return run_dir, glue
 
 
+def commit_run_folder(endpoint: str, repo_id: str, run_dir: Path, token: str = HUB_TOKEN) -> str:
+    """Creates `repo_id` and commits every file of `run_dir` to it in one commit; returns the commit."""
+    from huggingface_hub import CommitOperationAdd, HfApi
+
+    api = HfApi(endpoint=endpoint, token=token)
+    api.create_repo(repo_id)
+    operations = [
+        CommitOperationAdd(path_in_repo=path.relative_to(run_dir).as_posix(), path_or_fileobj=str(path))
+        for path in sorted(run_dir.rglob("*"))
+        if path.is_file()
+    ]
+    return api.create_commit(repo_id, operations, commit_message=f"Publish {run_dir.name}").oid
+
+
 @pytest.fixture(scope="session")
 def gpt2_base(tiny_model_dir) -> Path:
     """The tiny GPT-2 folder `tiny_gpt2_run` was trained on: results.json records it by name and weights

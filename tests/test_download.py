@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from huggingface_hub import CommitOperationAdd, HfApi, constants
+from huggingface_hub import HfApi, constants
 
-from conftest import HUB_TOKEN, HUB_USER, TINY_GPT2_REPO, write_sst2_folder
+from conftest import HUB_TOKEN, HUB_USER, TINY_GPT2_REPO, commit_run_folder, write_sst2_folder
 from hub_server import LoopbackHub
 from pipeline.data import load_task
 from pipeline.download import (
@@ -52,14 +52,8 @@ REPO = TINY_GPT2_REPO
 def published(hub: LoopbackHub, tiny_gpt2_run) -> str:
     """The tiny run pushed to the hub as publishing does it; tagged `v1`. Returns the commit sha."""
     run_dir, _ = tiny_gpt2_run
+    commit = commit_run_folder(hub.endpoint, REPO, run_dir)
     api = HfApi(endpoint=hub.endpoint, token=TOKEN)
-    api.create_repo(REPO)
-    operations = [
-        CommitOperationAdd(path_in_repo=path.relative_to(run_dir).as_posix(), path_or_fileobj=str(path))
-        for path in sorted(run_dir.rglob("*"))
-        if path.is_file()
-    ]
-    commit = api.create_commit(REPO, operations, commit_message="Publish tiny-gpt2-none-sst2").oid
     api.create_tag(REPO, tag="v1", revision=commit)
     return commit
 

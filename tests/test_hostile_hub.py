@@ -17,11 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from huggingface_hub import CommitOperationAdd, HfApi, constants
+from huggingface_hub import constants
 from huggingface_hub.utils import _http as hf_http
 from huggingface_hub.utils import close_session
 
-from conftest import HUB_USER, TINY_GPT2_REPO, point_client_at
+from conftest import HUB_USER, TINY_GPT2_REPO, commit_run_folder, point_client_at
 from hostile_hub import HostileHub
 from pipeline import hub_io, publish
 from pipeline.cli import main
@@ -63,14 +63,7 @@ def hostile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Hostile
 def published(hostile: HostileHub, tiny_gpt2_run) -> str:
     """The tiny run committed to the hostile Hub; returns the commit."""
     run_dir, _ = tiny_gpt2_run
-    api = HfApi(endpoint=hostile.endpoint, token=TOKEN)
-    api.create_repo(REPO)
-    operations = [
-        CommitOperationAdd(path_in_repo=path.relative_to(run_dir).as_posix(), path_or_fileobj=str(path))
-        for path in sorted(run_dir.rglob("*"))
-        if path.is_file()
-    ]
-    return api.create_commit(REPO, operations, commit_message="Publish tiny-gpt2-none-sst2").oid
+    return commit_run_folder(hostile.endpoint, REPO, run_dir, TOKEN)
 
 
 @pytest.fixture

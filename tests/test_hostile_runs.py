@@ -15,9 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from huggingface_hub import CommitOperationAdd, HfApi
+from huggingface_hub import HfApi
 
-from conftest import HUB_TOKEN, TINY_GPT2_REPO
+from conftest import HUB_TOKEN, TINY_GPT2_REPO, commit_run_folder
 from hub_server import LoopbackHub
 from pipeline.download import download_verified, load_verified, main_download, main_verify, reverify
 from pipeline.errors import (
@@ -153,18 +153,9 @@ def test_run_tag_and_expected_digest_pin_results_json(hub: LoopbackHub, tiny_gpt
     tag = push_tag(run_dir)
     assert len(tag.rsplit("-", 1)[1]) == 32  # 128 bits of results.json's sha256
     digest = sha256_file(run_dir / RESULTS_FILE)
+    commit = commit_run_folder(hub.endpoint, TINY_GPT2_REPO, run_dir)
     api = HfApi(endpoint=hub.endpoint, token=HUB_TOKEN)
-    api.create_repo(TINY_GPT2_REPO)
-    operations = [
-        CommitOperationAdd(path_in_repo=p.relative_to(run_dir).as_posix(), path_or_fileobj=str(p))
-        for p in sorted(run_dir.rglob("*"))
-        if p.is_file()
-    ]
-    api.create_tag(
-        TINY_GPT2_REPO,
-        tag=tag,
-        revision=api.create_commit(TINY_GPT2_REPO, operations, commit_message="run").oid,
-    )
+    api.create_tag(TINY_GPT2_REPO, tag=tag, revision=commit)
     assert download_verified(TINY_GPT2_REPO, tag, cache_dir=fresh_cache()).results.repo_id == TINY_GPT2_REPO
     assert download_verified(TINY_GPT2_REPO, expected_sha256=digest, cache_dir=fresh_cache())
 
