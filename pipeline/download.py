@@ -420,8 +420,8 @@ def read_results(folder: Path, where: str | None = None) -> Results:
         return Results.load(path)
     except ResultsError as error:
         raise ResultsError(
-            f"{where}: {error}; it was written by another attncard version: read it with that version, or "
-            "publish the run again"
+            f"{where}: {error}: the file is malformed, do not use this checkpoint (if another attncard "
+            "version wrote it, read it with that version)"
         ) from error
 
 
