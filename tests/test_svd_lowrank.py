@@ -189,7 +189,7 @@ def test_peft_trains_the_factors_and_lora(tiny_model_dir, family, projections):
     else:
         assert lora_b and all(p.grad is not None and p.grad.abs().sum() > 0 for p in lora_b)
 
-    saved = get_peft_model_state_dict(model)
+    saved = get_peft_model_state_dict(model, save_embedding_layers=False)
     # The adapter carries every trained factor: a reader's fresh SVD is only where training started.
     assert sum(key.endswith("svd_down.weight") for key in saved) == len(factorised)
     assert sum(key.endswith("svd_up.weight") for key in saved) == len(factorised)
