@@ -3,6 +3,24 @@ see the token, or hang a download or a push.
 
 The tiny GPT-2 run is committed to a `HostileHub` the way publishing pushes it; each test then makes the
 server hostile in one way and downloads (`download_verified`, `attncard download`, `fetch_run`) or pushes.
+
+Where each row of issue 9 (a verified download a hostile Hub cannot fool) is tested:
+
+- 1, a path outside the cache (ETag, name, redirect, bytes): here, `test_a_hostile_etag_…`,
+  `test_a_hostile_name_…`, `test_a_redirect_…`, `test_bytes_that_differ_…`;
+- 2, repository code (`auto_map`, `.py`, peft fields): tests/test_hostile_runs.py, `test_remote_code_…`,
+  `test_tokenizer_auto_map_…`, `test_adapter_config_…`;
+- 3, another results.json under a run tag: tests/test_hostile_runs.py, `test_run_tag_and_expected_digest_…`;
+- 4, a FAIL marked PASS, edited figures or card: tests/test_hostile_runs.py, `test_a_fail_marked_pass_…`,
+  `test_edited_figures_…`, `test_an_edited_card_…`, `test_verify_recomputes_…`;
+- 5, data the repository chose: tests/test_hostile_runs.py, `test_verify_refuses_data_other_than_…`;
+- 6, the token echoed or sent over plain http: here, `test_an_echoed_token_…`, `test_plain_http_…`;
+- 7, a trickling server: here, `test_a_trickling_server_…`, `test_a_wait_asked_past_the_deadline_…`;
+- 8, malformed records: tests/test_hostile_runs.py, `test_malformed_results_json_…`, `test_adapter_config_…`;
+- 9, local paths published: tests/test_publish.py, `test_no_published_file_holds_a_local_path`;
+- 10, bad CLI input found late: tests/test_cli.py, `test_an_empty_model_name_…` and the tests after it;
+- 11, unsigned or wrongly signed runs: tests/test_hostile_runs.py, `test_push_signs_and_download_…`, and
+  tests/test_signing.py.
 """
 
 from __future__ import annotations
