@@ -103,3 +103,23 @@ class HubDeadlineError(AttncardError):
 
     Not an `OSError` or an `httpx2` error on purpose: neither huggingface_hub nor attncard retries it.
     """
+
+
+# --- publishing and pushing --------------------------------------------------------------------------------
+
+
+class CardLintError(AttncardError):
+    """The rendered card has a finding of `attncard lint`: it is not written, let alone pushed."""
+
+
+class PushError(AttncardError):
+    """A run folder could not be pushed to the Hub; the message says what happened and what to do."""
+
+
+class PushRefusedError(PushError):
+    """The folder is not fit to be pushed (not a run folder, lint findings, FAIL, another repository's card);
+    nothing was sent to the Hub."""
+
+
+class PushConflictError(PushError):
+    """Someone else pushed to the repository while this push ran; this push committed nothing."""

@@ -37,7 +37,14 @@ from huggingface_hub.repocard import REGEX_YAML_BLOCK
 from huggingface_hub.utils import http_backoff, parse_ratelimit_headers
 
 from .data import TaskData
-from .errors import AttncardError, HubDeadlineError
+from .errors import (
+    AttncardError,
+    CardLintError,
+    HubDeadlineError,
+    PushConflictError,
+    PushError,
+    PushRefusedError,
+)
 from .evaluate import EvalResult
 from .hub_io import Deadline, hub_client_timeout, hub_endpoint, redacted
 from .lint import lint_run_folder
@@ -59,11 +66,6 @@ from .results import (
     utc_now,
 )
 from .verify import Status, Verification
-
-
-class CardLintError(AttncardError):
-    """The rendered card has a finding of `attncard lint`: it is not written, let alone pushed."""
-
 
 FINAL_LOSS_STEPS = 20  # the final training loss reported is the mean over this many last steps
 
@@ -242,19 +244,6 @@ _SHORT_SHA = 12
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
-
-
-class PushError(AttncardError):
-    """A run folder could not be pushed to the Hub; the message says what happened and what to do."""
-
-
-class PushRefusedError(PushError):
-    """The folder is not fit to be pushed (not a run folder, lint findings, FAIL, another repository's card);
-    nothing was sent to the Hub."""
-
-
-class PushConflictError(PushError):
-    """Someone else pushed to the repository while this push ran; this push committed nothing."""
 
 
 @dataclass(frozen=True)
