@@ -17,8 +17,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from modules import UnknownModuleError, get_module, module_names
-
+from ..modules import UnknownModuleError, get_module, module_names
 from .data import TASKS, check_data_dir, get_task
 from .errors import AttncardError, UnknownNameError
 from .models import MODEL_ALIASES, resolve_model_name
@@ -483,7 +482,7 @@ def push(
         signature = sign_run_folder(run_dir, sign_key)
         print(f"signed {run_dir}/ with {sign_key}: {signature}", file=sys.stderr)
 
-    publish_logger = logging.getLogger("pipeline.publish")
+    publish_logger = logging.getLogger(f"{__package__}.publish")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("push: %(message)s"))
     level = publish_logger.level
@@ -642,7 +641,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
     if args.command == "bench":
-        from modules.kernels import bench as attention_bench
+        from ..modules.kernels import bench as attention_bench
 
         return attention_bench.main(args.options)
     return _run(lambda: run_publish(options_from_args(args)))

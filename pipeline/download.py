@@ -68,8 +68,7 @@ from transformers import (
 )
 from transformers.utils import logging as transformers_logging
 
-from modules import AttentionModule, UnknownModuleError, get_module, module_names
-
+from ..modules import AttentionModule, UnknownModuleError, get_module, module_names
 from .data import HUB_DATASET_ID, TaskData, get_task, load_task, load_task_from_hub
 from .errors import (
     AttncardError,

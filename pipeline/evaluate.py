@@ -28,9 +28,8 @@ from sklearn.metrics import (
 )
 from tqdm.auto import tqdm
 
-from modules.kernels.bench import PeakMemory
-from modules.trace import TraceStep, record_trace
-
+from ..modules.kernels.bench import PeakMemory
+from ..modules.trace import TraceStep, record_trace
 from .data import TaskData
 from .models import load_model, tokenize
 from .scaling import MEMORY_METHOD as SCALING_MEMORY_METHOD

@@ -30,8 +30,7 @@ from peft import LoraConfig
 from peft.utils.constants import DUMMY_TARGET_MODULES
 from transformers import CONFIG_MAPPING
 
-from modules.base import FAMILIES
-
+from ..modules.base import FAMILIES
 from .errors import IncompatibleRunError, IntegrityError
 from .evaluate import Metrics, label_metrics
 from .render import render_card, write_plots

@@ -19,8 +19,7 @@ import torch
 import yaml
 from huggingface_hub import EvalResult, EvalResultEntry, ModelCard, ModelCardData, eval_result_entries_to_yaml
 
-from modules import get_module
-
+from ..modules import get_module
 from .data import GLUE_CITATION, TASKS
 from .results import Results
 from .train import TrainConfig
@@ -254,7 +253,7 @@ def usage_snippet(results: Results, location: str, example: list[str], base_mode
 
     Example:
         >>> print(usage_snippet(results, "attncard/tiny-gpt2-none-sst2", ["a gorgeous movie ."]))
-        from pipeline.download import load_verified
+        from attncard import load_verified
         <BLANKLINE>
         verified = load_verified('attncard/tiny-gpt2-none-sst2', base_model='./tiny-gpt2')  # checks …
         …
@@ -266,7 +265,7 @@ def usage_snippet(results: Results, location: str, example: list[str], base_mode
         arguments.append("allow_failed=True")
     texts = ", ".join(repr([text]) for text in example)
     return (
-        "from pipeline.download import load_verified\n"
+        "from attncard import load_verified\n"
         "\n"
         f"verified = load_verified({', '.join(arguments)})  # checks every file's sha256 and the status\n"
         f'inputs = verified.tokenizer({texts}, return_tensors="pt")\n'

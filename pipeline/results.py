@@ -21,8 +21,7 @@ from enum import Enum
 from importlib import metadata
 from pathlib import Path
 
-from modules.trace import TraceStep
-
+from ..modules.trace import TraceStep
 from .errors import ResultsError
 from .evaluate import ClassScores, Efficiency, Metrics, Parameters
 from .train import TrainConfig

@@ -43,12 +43,12 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.pytorch_utils import Conv1D
 
-from modules import get_module
-from modules.adaptive_span.model import span_modules
-from modules.base import AttentionLayer, attention_layers, implementation_name, unwrap_peft
-from modules.kernels.bench import PeakMemory
-from modules.span_expanded.model import BRANCH_ATTRIBUTE, STATE_ATTRIBUTE
-from modules.svd_lowrank.attention import LowRankLinear
+from ..modules import get_module
+from ..modules.adaptive_span.model import span_modules
+from ..modules.base import AttentionLayer, attention_layers, implementation_name, unwrap_peft
+from ..modules.kernels.bench import PeakMemory
+from ..modules.span_expanded.model import BRANCH_ATTRIBUTE, STATE_ATTRIBUTE
+from ..modules.svd_lowrank.attention import LowRankLinear
 
 SMALLEST_DEFAULT_LENGTH = 128
 LAYER_LENGTHS = (512, 1024, 2048, 4096)

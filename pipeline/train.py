@@ -21,9 +21,8 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 from transformers import get_scheduler
 
-from modules import AttentionModule
-from modules.base import attention_layers
-
+from ..modules import AttentionModule
+from ..modules.base import attention_layers
 from .data import TaskData
 from .models import LoadedModel, tokenize
 

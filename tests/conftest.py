@@ -78,9 +78,9 @@ TINY_GPT2_REPO = f"{HUB_USER}/tiny-gpt2-none-sst2"  # the repo id the tiny GPT-2
 def tiny_gpt2_run(tiny_model_dir, tmp_path_factory) -> tuple[Path, Path]:
     """`(run folder, GLUE folder)`: a tiny GPT-2 run that clears the baseline (10 steps memorise 8 rows),
     its card rendered for `TINY_GPT2_REPO`. Built once a session; copy it before changing it."""
-    from pipeline.cli import publish_main
-    from pipeline.results import Results
-    from pipeline.verify import Status
+    from attncard.pipeline.cli import publish_main
+    from attncard.pipeline.results import Results
+    from attncard.pipeline.verify import Status
 
     root = tmp_path_factory.mktemp("tiny-gpt2-run")
     glue = write_sst2_folder(root / "glue")

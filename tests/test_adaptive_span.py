@@ -7,9 +7,13 @@ import math
 import pytest
 import torch
 
-from modules.adaptive_span import MODULE, AdaptiveSpanConfig, mean_span, module_stats, span_penalty
-from modules.adaptive_span.attention import AdaptiveSpan, adaptive_span_attention, dense_span_attention
-from pipeline.models import load_model, tokenize
+from attncard.modules.adaptive_span import MODULE, AdaptiveSpanConfig, mean_span, module_stats, span_penalty
+from attncard.modules.adaptive_span.attention import (
+    AdaptiveSpan,
+    adaptive_span_attention,
+    dense_span_attention,
+)
+from attncard.pipeline.models import load_model, tokenize
 
 LABELS = ["negative", "positive"]
 TEXTS = [
@@ -160,7 +164,7 @@ def test_trainable_through_peft(tiny_model_dir):
 def test_under_peft_the_trained_copy_is_used(tiny_model_dir):
     from peft import LoraConfig, TaskType, get_peft_model
 
-    from modules.adaptive_span.model import span_modules
+    from attncard.modules.adaptive_span.model import span_modules
 
     loaded, batch = _tiny(tiny_model_dir, "bert", max_span=16, init_logit=0.0)
     model = get_peft_model(

@@ -8,7 +8,7 @@ import pytest
 import torch
 from peft import LoraConfig, TaskType, get_peft_model
 
-from modules.adaptive_sparse import (
+from attncard.modules.adaptive_sparse import (
     MODULE,
     AdaptiveSparseConfig,
     AdaptiveSparseState,
@@ -16,9 +16,9 @@ from modules.adaptive_sparse import (
     module_stats,
     select_top_k,
 )
-from modules.base import attention_layers, implementation_name
-from modules.trace import record_trace
-from pipeline.train import lora_target_modules
+from attncard.modules.base import attention_layers, implementation_name
+from attncard.modules.trace import record_trace
+from attncard.pipeline.train import lora_target_modules
 from tiny_models import FAMILIES, load_with_padded_batch
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from huggingface_hub import ModelCard
 
-from pipeline.render import render_card
-from pipeline.results import Results
+from attncard.pipeline.render import render_card
+from attncard.pipeline.results import Results
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RESULTS = FIXTURES / "tiny_results.json"

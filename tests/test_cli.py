@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import cli
-from pipeline.cli import main, publish_main
+from attncard.pipeline import cli
+from attncard.pipeline.cli import main, publish_main
 
 
 def _one_line_error(capsys, code: int) -> str:

@@ -18,10 +18,8 @@ import pytest
 import torch
 from huggingface_hub import HfApi, constants
 
-from conftest import HUB_TOKEN, HUB_USER, TINY_GPT2_REPO, commit_run_folder, write_sst2_folder
-from hub_server import LoopbackHub
-from pipeline.data import load_task
-from pipeline.download import (
+from attncard.pipeline.data import load_task
+from attncard.pipeline.download import (
     HubUnreachable,
     IncompatibleRunError,
     IntegrityError,
@@ -36,9 +34,11 @@ from pipeline.download import (
     predictions_sha256,
     reverify,
 )
-from pipeline.errors import DataError, ResultsError
-from pipeline.publish import push_tag
-from pipeline.results import Results, sha256_file
+from attncard.pipeline.errors import DataError, ResultsError
+from attncard.pipeline.publish import push_tag
+from attncard.pipeline.results import Results, sha256_file
+from conftest import HUB_TOKEN, HUB_USER, TINY_GPT2_REPO, commit_run_folder, write_sst2_folder
+from hub_server import LoopbackHub
 
 # huggingface_hub 2.4.0 itself uploads LFS parts with httpx2's deprecated `data=<file>`.
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")

@@ -39,12 +39,10 @@ from huggingface_hub import constants
 from huggingface_hub.utils import _http as hf_http
 from huggingface_hub.utils import close_session
 
-from conftest import HUB_USER, TINY_GPT2_REPO, commit_run_folder, point_client_at
-from hostile_hub import HostileHub
-from pipeline import hub_io, publish
-from pipeline.cli import main
-from pipeline.download import download_verified, main_download
-from pipeline.errors import (
+from attncard.pipeline import hub_io, publish
+from attncard.pipeline.cli import main
+from attncard.pipeline.download import download_verified, main_download
+from attncard.pipeline.errors import (
     AttncardError,
     DownloadError,
     HubDeadlineError,
@@ -52,8 +50,10 @@ from pipeline.errors import (
     InsecureEndpointError,
     IntegrityError,
 )
-from pipeline.hub_io import fetch_run, hub_endpoint
-from pipeline.publish import PushError, push_run_folder
+from attncard.pipeline.hub_io import fetch_run, hub_endpoint
+from attncard.pipeline.publish import PushError, push_run_folder
+from conftest import HUB_USER, TINY_GPT2_REPO, commit_run_folder, point_client_at
+from hostile_hub import HostileHub
 
 # huggingface_hub 2.4.0 itself uploads LFS parts with httpx2's deprecated `data=<file>`.
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")

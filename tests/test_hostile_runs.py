@@ -17,10 +17,8 @@ from pathlib import Path
 import pytest
 from huggingface_hub import HfApi
 
-from conftest import HUB_TOKEN, TINY_GPT2_REPO, commit_run_folder
-from hub_server import LoopbackHub
-from pipeline.download import download_verified, load_verified, main_download, main_verify, reverify
-from pipeline.errors import (
+from attncard.pipeline.download import download_verified, load_verified, main_download, main_verify, reverify
+from attncard.pipeline.errors import (
     DataError,
     DownloadError,
     FailedCheckpointError,
@@ -28,11 +26,13 @@ from pipeline.errors import (
     IntegrityError,
     ResultsError,
 )
-from pipeline.evaluate import label_metrics
-from pipeline.publish import push_tag
-from pipeline.render import render_card, write_plots
-from pipeline.results import CARD_FILE, RESULTS_FILE, Results, build_manifest, sha256_file
-from pipeline.verify import Status, verification_from_counts
+from attncard.pipeline.evaluate import label_metrics
+from attncard.pipeline.publish import push_tag
+from attncard.pipeline.render import render_card, write_plots
+from attncard.pipeline.results import CARD_FILE, RESULTS_FILE, Results, build_manifest, sha256_file
+from attncard.pipeline.verify import Status, verification_from_counts
+from conftest import HUB_TOKEN, TINY_GPT2_REPO, commit_run_folder
+from hub_server import LoopbackHub
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 
@@ -307,7 +307,7 @@ def test_push_signs_and_download_requires_the_signer(
 ) -> None:
     from test_signing import make_key
 
-    from pipeline.cli import main
+    from attncard.pipeline.cli import main
 
     (tmp_path / "keys").mkdir()
     private, public = make_key(tmp_path / "keys", "publisher")

@@ -12,14 +12,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from modules.kernels import (
+from attncard.modules.kernels import (
     banded_attention,
     banded_attention_torch,
     dense_banded_reference,
     select_implementation,
     triton_available,
 )
-from modules.kernels.dispatch import IMPL_ENV_VAR
+from attncard.modules.kernels.dispatch import IMPL_ENV_VAR
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BATCH, HEADS, HEAD_DIM = 2, 3, 16
@@ -163,7 +163,7 @@ def test_rows_with_nothing_to_attend_are_zero_not_nan():
 TRITON_SCRIPT = """
 import sys
 import torch
-from modules.kernels.triton_banded import banded_attention_triton
+from attncard.modules.kernels.triton_banded import banded_attention_triton
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 outputs = {}
@@ -229,7 +229,7 @@ def test_triton_kernel_rows_with_nothing_to_attend(triton_outputs):
 
 @requires_triton
 def test_triton_kernel_refuses_gradients():
-    from modules.kernels.triton_banded import banded_attention_triton
+    from attncard.modules.kernels.triton_banded import banded_attention_triton
 
     qkv, window, kwargs = make_inputs(9)
     qkv[0].requires_grad_()

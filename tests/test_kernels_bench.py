@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from modules.kernels import bench
-from modules.kernels.bench import format_table, main, run_attention_benchmark
+from attncard.modules.kernels import bench
+from attncard.modules.kernels.bench import format_table, main, run_attention_benchmark
 
 
 def test_benchmark_records_and_table(tmp_path, monkeypatch):

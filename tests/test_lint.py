@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import publish_main
-from pipeline.errors import AttncardError
-from pipeline.lint import Finding, lint_run_folder, main, renderings
-from pipeline.render import TASK_TITLES
-from pipeline.results import Results, build_manifest
+from attncard.pipeline.cli import publish_main
+from attncard.pipeline.errors import AttncardError
+from attncard.pipeline.lint import Finding, lint_run_folder, main, renderings
+from attncard.pipeline.render import TASK_TITLES
+from attncard.pipeline.results import Results, build_manifest
 
 
 @pytest.fixture(scope="module")

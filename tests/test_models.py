@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pipeline.errors import ModelLoadError, UnknownNameError
-from pipeline.models import folder_revision, load_model, minilm_folder, resolve_model_name, tokenize
+from attncard.pipeline.errors import ModelLoadError, UnknownNameError
+from attncard.pipeline.models import folder_revision, load_model, minilm_folder, resolve_model_name, tokenize
 from tiny_models import ENCODERS, FAMILIES
 
 LABELS = ["negative", "positive"]

@@ -5,9 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from modules import get_module, module_names
-from modules.base import attention_layers, global_token_index, implementation_name, padding_and_causality
-from modules.trace import record_trace
+from attncard.modules import get_module, module_names
+from attncard.modules.base import (
+    attention_layers,
+    global_token_index,
+    implementation_name,
+    padding_and_causality,
+)
+from attncard.modules.trace import record_trace
 from tiny_models import FAMILIES, load_with_padded_batch
 
 # The configuration under which each module must compute exactly what the model computed before.

@@ -19,12 +19,9 @@ import pytest
 from huggingface_hub import HfApi
 from huggingface_hub.hf_api import RepoFile
 
-from conftest import HUB_USER, TINY_GPT2_REPO
-from hub_server import LoopbackHub
-from olah_hub import OlahHub
-from pipeline.cli import main, publish_main
-from pipeline.data import load_task
-from pipeline.download import (
+from attncard.pipeline.cli import main, publish_main
+from attncard.pipeline.data import load_task
+from attncard.pipeline.download import (
     IntegrityError,
     RepoNotFound,
     RevisionNotFound,
@@ -34,8 +31,11 @@ from pipeline.download import (
     predict,
     predictions_sha256,
 )
-from pipeline.publish import push_run_folder
-from pipeline.results import Results
+from attncard.pipeline.publish import push_run_folder
+from attncard.pipeline.results import Results
+from conftest import HUB_USER, TINY_GPT2_REPO
+from hub_server import LoopbackHub
+from olah_hub import OlahHub
 
 # huggingface_hub 2.4.0 itself uploads LFS parts with httpx2's deprecated `data=<file>`.
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")

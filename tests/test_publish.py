@@ -16,15 +16,15 @@ from huggingface_hub import ModelCard
 from peft import PeftModel
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
-from modules import module_names
-from pipeline import publish as publish_stage
-from pipeline.cli import publish_main
-from pipeline.data import load_task
-from pipeline.lint import lint_run_folder
-from pipeline.models import folder_revision, minilm_folder, tokenize
-from pipeline.publish import copy_to_cards
-from pipeline.results import Results, build_manifest, check_manifest
-from pipeline.verify import Status
+from attncard.modules import module_names
+from attncard.pipeline import publish as publish_stage
+from attncard.pipeline.cli import publish_main
+from attncard.pipeline.data import load_task
+from attncard.pipeline.lint import lint_run_folder
+from attncard.pipeline.models import folder_revision, minilm_folder, tokenize
+from attncard.pipeline.publish import copy_to_cards
+from attncard.pipeline.results import Results, build_manifest, check_manifest
+from attncard.pipeline.verify import Status
 
 RUN_FILES = {
     "README.md",
@@ -295,7 +295,7 @@ def test_a_card_with_a_lint_finding_is_not_written(tiny_model_dir, small_glue, t
     # The template itself leaves a marker: the loader (which renders the card again) sees the same card.
     with_marker = lambda results, plots: real_render(results, plots) + "TODO\n"  # noqa: E731
     monkeypatch.setattr(publish_stage, "render_card", with_marker)
-    monkeypatch.setattr("pipeline.integrity.render_card", with_marker)
+    monkeypatch.setattr("attncard.pipeline.integrity.render_card", with_marker)
     argv = [
         "--model",
         str(tiny_model_dir("gpt2")),

@@ -23,12 +23,10 @@ from huggingface_hub import CommitOperationAdd, HfApi, constants
 from huggingface_hub.utils import _http as hf_http
 from huggingface_hub.utils import close_session
 
-from conftest import HUB_USER, point_client_at, write_sst2_folder
-from hub_server import CONFLICT_MESSAGE, LoopbackHub
-from pipeline import publish
-from pipeline.cli import main, publish_main
-from pipeline.download import IntegrityError, load_verified, reverify
-from pipeline.publish import (
+from attncard.pipeline import publish
+from attncard.pipeline.cli import main, publish_main
+from attncard.pipeline.download import IntegrityError, load_verified, reverify
+from attncard.pipeline.publish import (
     PushConflictError,
     PushError,
     PushRefusedError,
@@ -36,8 +34,10 @@ from pipeline.publish import (
     push_run_folder,
     push_tag,
 )
-from pipeline.results import Results, sha256_file
-from pipeline.verify import Status
+from attncard.pipeline.results import Results, sha256_file
+from attncard.pipeline.verify import Status
+from conftest import HUB_USER, point_client_at, write_sst2_folder
+from hub_server import CONFLICT_MESSAGE, LoopbackHub
 
 # huggingface_hub 2.4.0 itself uploads LFS parts with httpx2's deprecated `data=<file>`.
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")

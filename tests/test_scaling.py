@@ -12,12 +12,12 @@ import torch
 from peft import LoraConfig, TaskType, get_peft_model
 from transformers import BertConfig, GPT2Config, RobertaConfig
 
-from modules import get_module, module_names
-from modules.adaptive_span.model import span_modules
-from modules.base import attention_layers
-from pipeline import scaling
-from pipeline.models import load_model
-from pipeline.scaling import (
+from attncard.modules import get_module, module_names
+from attncard.modules.adaptive_span.model import span_modules
+from attncard.modules.base import attention_layers
+from attncard.pipeline import scaling
+from attncard.pipeline.models import load_model
+from attncard.pipeline.scaling import (
     ScalingRow,
     attention_flops,
     attention_shape,

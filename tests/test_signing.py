@@ -21,17 +21,17 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from conftest import REPO_ROOT
-from pipeline.errors import AttncardError, DownloadError, SignatureError, SigningError
-from pipeline.lint import lint_run_folder
-from pipeline.results import RESULTS_FILE, SIGNATURE_FILE, Results, build_manifest, check_manifest
-from pipeline.signing import (
+from attncard.pipeline.errors import AttncardError, DownloadError, SignatureError, SigningError
+from attncard.pipeline.lint import lint_run_folder
+from attncard.pipeline.results import RESULTS_FILE, SIGNATURE_FILE, Results, build_manifest, check_manifest
+from attncard.pipeline.signing import (
     GITHUB_ACTIONS_ISSUER,
     SignatureReport,
     key_fingerprint,
     sign_run_folder,
     verify_run_signature,
 )
+from conftest import REPO_ROOT
 
 WORKFLOW_IDENTITY = "https://github.com/attncard/attncard/.github/workflows/publish.yml@refs/tags/v1.0"
 

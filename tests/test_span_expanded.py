@@ -7,15 +7,15 @@ import torch
 from peft import LoraConfig, PeftModel, TaskType, get_peft_model
 from torch import nn
 
-from modules.base import attention_layers, implementation_name
-from modules.span_expanded import MODULE, SpanExpandedConfig, module_stats, segment_memory
-from modules.span_expanded.attention import (
+from attncard.modules.base import attention_layers, implementation_name
+from attncard.modules.span_expanded import MODULE, SpanExpandedConfig, module_stats, segment_memory
+from attncard.modules.span_expanded.attention import (
     SpanExpandedBranch,
     SpanExpandedState,
     keep_last_positions,
     span_expanded_attention,
 )
-from modules.trace import record_trace
+from attncard.modules.trace import record_trace
 from tiny_models import FAMILIES, load_with_padded_batch
 
 LONG_TEXT = (

@@ -11,8 +11,8 @@ from peft.utils import get_peft_model_state_dict
 from peft.utils.constants import DUMMY_TARGET_MODULES
 from transformers.pytorch_utils import Conv1D
 
-from modules.base import attention_layers, implementation_name
-from modules.svd_lowrank import (
+from attncard.modules.base import attention_layers, implementation_name
+from attncard.modules.svd_lowrank import (
     MODULE,
     LowRankLinear,
     SvdLowRankConfig,
@@ -21,7 +21,7 @@ from modules.svd_lowrank import (
     module_stats,
     rank_for_energy,
 )
-from modules.trace import record_trace
+from attncard.modules.trace import record_trace
 from tiny_models import FAMILIES, load_with_padded_batch
 
 

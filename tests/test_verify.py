@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from pipeline.evaluate import Efficiency, EvalResult, Metrics, Parameters
-from pipeline.verify import Status, decide_status, majority_threshold, verify
+from attncard.pipeline.evaluate import Efficiency, EvalResult, Metrics, Parameters
+from attncard.pipeline.verify import Status, decide_status, majority_threshold, verify
 
 
 def test_sst2_threshold():

@@ -23,7 +23,7 @@ from transformers import (
     RobertaConfig,
 )
 
-from pipeline.models import load_model, minilm_folder, tokenize
+from attncard.pipeline.models import load_model, minilm_folder, tokenize
 
 FAMILIES = ("bert", "distilbert", "roberta", "gpt2", "llama", "qwen2", "qwen3")
 ENCODERS = ("bert", "distilbert", "roberta")

@@ -1,0 +1,80 @@
+"""attncard: honest, verified model cards for efficient-attention modules.
+
+The folders of the project are packaged under this one import name (see pyproject.toml):
+`attncard.pipeline` (one file per stage: data, models, train, evaluate, verify, render, publish, download),
+`attncard.modules` (one folder per attention module, and the kernels) and `attncard.templates` (the card).
+
+The public API is re-exported here. Its names load on first use, so that `import attncard` (or reading a
+results.json with `attncard.pipeline.results`) does not import torch and every module up front.
+
+Example:
+    >>> from attncard import load_verified
+    >>> verified = load_verified("attncard/minilm-none-sst2")
+    >>> verified.results.verification.status
+    <Status.PASS_NO_COMPRESSION: 'PASS_NO_COMPRESSION'>
+"""
+
+from __future__ import annotations
+
+import importlib
+import typing
+
+# name -> the module that defines it
+_PUBLIC = {
+    # downloading and checking published runs
+    "load_verified": "attncard.pipeline.download",
+    "download_verified": "attncard.pipeline.download",
+    "reverify": "attncard.pipeline.download",
+    "predict": "attncard.pipeline.download",
+    "VerifiedModel": "attncard.pipeline.download",
+    # publishing
+    "run_publish": "attncard.pipeline.cli",
+    "PublishOptions": "attncard.pipeline.cli",
+    "push_run_folder": "attncard.pipeline.publish",
+    # the module registry
+    "AttentionModule": "attncard.modules",
+    "get_module": "attncard.modules",
+    "module_names": "attncard.modules",
+    # results and errors
+    "Results": "attncard.pipeline.results",
+    "Status": "attncard.pipeline.verify",
+    "AttncardError": "attncard.pipeline.errors",
+}
+
+__all__ = [
+    "AttentionModule",
+    "AttncardError",
+    "PublishOptions",
+    "Results",
+    "Status",
+    "VerifiedModel",
+    "download_verified",
+    "get_module",
+    "load_verified",
+    "module_names",
+    "predict",
+    "push_run_folder",
+    "reverify",
+    "run_publish",
+]
+
+if typing.TYPE_CHECKING:
+    from attncard.modules import AttentionModule, get_module, module_names
+    from attncard.pipeline.cli import PublishOptions, run_publish
+    from attncard.pipeline.download import VerifiedModel, download_verified, load_verified, predict, reverify
+    from attncard.pipeline.errors import AttncardError
+    from attncard.pipeline.publish import push_run_folder
+    from attncard.pipeline.results import Results
+    from attncard.pipeline.verify import Status
+
+
+def __getattr__(name: str) -> typing.Any:
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'attncard' has no attribute '{name}'")
+    value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_PUBLIC])
