@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
+import pytest
+
 import attncard
+from conftest import REPO_ROOT
 
 
 def test_every_public_name_resolves_from_attncard():
@@ -30,3 +34,44 @@ def test_importing_attncard_loads_nothing_heavy():
     assert (
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
     )
+
+
+@pytest.mark.slow
+def test_a_non_editable_install_publishes_renders_and_loads_back(tmp_path, tiny_model_dir, small_glue):
+    """`pip install .` as a wheel (no editable finder, no source tree on the path): the packaged templates and
+    module specs are found, a tiny run is published with its card, and loads back verified."""
+    target = tmp_path / "site"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(REPO_ROOT),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    assert (target / "attncard" / "templates" / "model_card.md.j2").is_file()
+    assert (target / "attncard" / "modules" / "none" / "spec.md").is_file()
+    base = str(tiny_model_dir("gpt2"))
+    script = f"""
+import attncard, attncard.pipeline.cli as cli
+assert attncard.__file__.startswith({str(target)!r}), attncard.__file__
+argv = ["--model", {base!r}, "--module", "none", "--steps", "2", "--data-dir", {str(small_glue)!r}]
+assert cli.publish_main([*argv, "--output", "runs"]) == 0
+verified = attncard.load_verified("runs/gpt2-none-sst2", allow_failed=True, base_model={base!r})
+card = open("runs/gpt2-none-sst2/README.md").read()
+print(verified.results.verification.status.value, "from attncard import load_verified" in card)
+"""
+    env = {**os.environ, "PYTHONPATH": str(target), "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split()[-1] == "True"
