@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import hashlib
 import json
 import os
 import re
@@ -53,7 +52,6 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
@@ -85,7 +83,7 @@ from .errors import (
     UnknownSchemaError,
     UnsafeFormatError,
 )
-from .evaluate import count_deployed_parameters, quality_metrics
+from .evaluate import count_deployed_parameters, predictions_sha256, quality_metrics
 from .hub_io import fetch_run
 from .integrity import (
     ADAPTER_CONFIG_FILE,
@@ -875,11 +873,6 @@ def predict_logits(verified: VerifiedModel, data: TaskData, batch_size: int = 64
             batch = tokenize(tokenizer, rows, data.spec.text_columns, max_length).to(device)
             batches.append(model(**batch).logits.float().cpu())
     return torch.cat(batches) if batches else torch.empty(0, len(labels))
-
-
-def predictions_sha256(predictions: list[int]) -> str:
-    """sha256 of predicted label ids as int64 little-endian bytes, as `Metrics.predictions_sha256` records."""
-    return hashlib.sha256(np.asarray(predictions, dtype="<i8").tobytes()).hexdigest()
 
 
 def reverify(

@@ -48,7 +48,6 @@ from .train import TrainResult
 # Whole-model scaling stops here even for models with longer positions (a 40k-position Qwen would take
 # hours on a CPU); the single-layer table goes to 4096 regardless.
 MAX_SCALING_POSITIONS = 2048
-LAYER_SCALING_LENGTHS = (512, 1024, 2048, 4096)
 
 
 @dataclass
@@ -216,8 +215,18 @@ def label_metrics(
             ClassScores(name, float(p), float(r), float(f), int(s))
             for name, p, r, f, s in zip(label_names, precision, recall, f1, support, strict=True)
         ],
-        predictions_sha256=hashlib.sha256(y_pred.tobytes()).hexdigest(),
+        predictions_sha256=predictions_sha256(predictions),
     )
+
+
+def predictions_sha256(predictions: list[int]) -> str:
+    """sha256 of predicted label ids, int64 little-endian, in split order: `Metrics.predictions_sha256`.
+
+    Example:
+        >>> predictions_sha256([1, 0])[:12]
+        '4cbbd8ca5215'
+    """
+    return hashlib.sha256(np.asarray(predictions, dtype="<i8").tobytes()).hexdigest()
 
 
 def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> EvalResult:
@@ -275,7 +284,7 @@ def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> Eval
     reference = dense_reference(trained)
     scaling_lengths = default_lengths(model.config, cap=MAX_SCALING_POSITIONS)
     efficiency.scaling = measure_model_scaling(model, reference, lengths=scaling_lengths)
-    efficiency.layer_scaling = measure_layer_scaling(model, lengths=LAYER_SCALING_LENGTHS)
+    efficiency.layer_scaling = measure_layer_scaling(model)  # attention layer 0 at LAYER_LENGTHS
     module_name = trained.module.name if trained.module is not None else "none"
     efficiency.flops = [attention_flops(model, module_name, n) for n in scaling_lengths]
     del reference

@@ -20,7 +20,7 @@ import yaml
 from huggingface_hub import EvalResult, EvalResultEntry, ModelCard, ModelCardData, eval_result_entries_to_yaml
 
 from ..modules import get_module
-from .data import GLUE_CITATION, TASKS
+from .data import GLUE_CITATION, HUB_DATASET_ID, TASKS
 from .results import Results
 from .train import TrainConfig
 
@@ -84,7 +84,7 @@ def card_data(results: Results) -> ModelCardData:
     """The card's YAML metadata, with the model-index holding the measured accuracy and F1."""
     task_title = TASK_TITLES.get(results.dataset.task, results.dataset.task)
     dataset = {
-        "dataset_type": "nyu-mll/glue",
+        "dataset_type": HUB_DATASET_ID,
         "dataset_name": task_title,
         "dataset_config": results.dataset.config,
         "dataset_split": results.dataset.split,
@@ -95,7 +95,7 @@ def card_data(results: Results) -> ModelCardData:
         model_name=results.repo_name,
         license=results.model.license,
         base_model=results.model.model_id,
-        datasets=["nyu-mll/glue"],
+        datasets=[HUB_DATASET_ID],
         tags=["attncard", "peft", "lora", f"attention-{results.module.name}", results.dataset.task],
         pipeline_tag="text-classification",
         library_name="peft",
@@ -211,9 +211,9 @@ EVAL_RESULTS_DIR = ".eval_results"
 def write_eval_results(results: Results, run_dir: Path) -> Path:
     """Writes `.eval_results/<task>.yaml` in huggingface_hub's `EvalResultEntry` format (the Hub shows it
     on the model page and the benchmark's leaderboard)."""
-    hub_revision = results.dataset.dataset_id == "nyu-mll/glue"  # a local TSV has a file hash, not a commit
+    hub_revision = results.dataset.dataset_id == HUB_DATASET_ID  # a local TSV has a file hash, not a commit
     entry = EvalResultEntry(
-        dataset_id="nyu-mll/glue",
+        dataset_id=HUB_DATASET_ID,
         task_id=results.dataset.task,
         value=results.metrics.accuracy,
         dataset_revision=results.dataset.revision if hub_revision else None,
