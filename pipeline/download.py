@@ -82,6 +82,7 @@ from .errors import (
     RevisionNotFound,
     UnknownSchemaError,
     UnsafeFormatError,
+    first_line,
 )
 from .evaluate import count_deployed_parameters, predictions_sha256, quality_metrics
 from .hub_io import fetch_run
@@ -391,11 +392,6 @@ def _fetch(
     return fetched.folder, text, fetched.commit
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
-
-
 def read_results(folder: Path, where: str | None = None) -> Results:
     """Reads a run folder's results.json, refusing an unknown schema version with [`UnknownSchemaError`]."""
     where = where or str(folder)
@@ -669,7 +665,7 @@ def _rebuild(
             )
         except RuntimeError as error:  # torch's load_state_dict: a weight of another shape
             raise IncompatibleRunError(
-                f"{where}: {ADAPTER_WEIGHTS_FILE} does not fit the rebuilt model ({_first_line(error)}); "
+                f"{where}: {ADAPTER_WEIGHTS_FILE} does not fit the rebuilt model ({first_line(error)}); "
                 "the base model or module differ from the ones it was trained with"
             ) from error
     _check_adapter_weights(model, stored, where)
@@ -781,7 +777,7 @@ def _load_base_model(
         raise ModelLoadError(
             f"{where}: could not load the base model {record.model_id}"
             + (f" at revision {revision}" if revision else "")
-            + f" ({_first_line(error)}); connect to the Hub, or make it available in the local cache"
+            + f" ({first_line(error)}); connect to the Hub, or make it available in the local cache"
         ) from error
     return model
 

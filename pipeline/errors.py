@@ -5,6 +5,17 @@ is wrong and what to do. The CLI prints that line and exits with status 2, witho
 """
 
 
+def first_line(error: BaseException) -> str:
+    """The first line of an error's message (its class name when it has none), for one-line messages.
+
+    Example:
+        >>> first_line(ValueError("bad header\nmore detail"))
+        'bad header'
+    """
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
 class AttncardError(Exception):
     """Base class of the errors a user can fix: bad input, a missing file, a model that cannot be had."""
 

@@ -57,6 +57,7 @@ from .errors import (
     IntegrityError,
     RepoNotFound,
     RevisionNotFound,
+    first_line,
 )
 
 DEFAULT_TIMEOUT_S = 60.0  # each network operation: connecting, one read, one write
@@ -581,13 +582,13 @@ def fetch_run(
         except HfHubHTTPError as error:
             status = error.response.status_code if error.response is not None else "error"
             raise DownloadError(
-                f"{hub} answered HTTP {status} while downloading {where} ({_first_line(error)}); try again "
+                f"{hub} answered HTTP {status} while downloading {where} ({first_line(error)}); try again "
                 "later"
             ) from error
         except httpx2.HTTPError as error:  # the HTTP client's errors are not OSErrors
             raise HubUnreachable(
                 f"the connection to {hub} failed while downloading {where} ({type(error).__name__}: "
-                f"{_first_line(error)}); try again"
+                f"{first_line(error)}); try again"
             ) from error
         except OSError as error:
             raise DownloadError(
@@ -650,7 +651,7 @@ def _listing(api: HfApi, repo_id: str, commit: str, hub: str) -> list[_File]:
                 files.append(_file_of(entry, where))
     except (KeyError, TypeError, ValueError) as error:  # an entry without its fields, a body that is not JSON
         raise DownloadError(
-            f"{where} gave a malformed file listing ({_first_line(error)}); try again"
+            f"{where} gave a malformed file listing ({first_line(error)}); try again"
         ) from None
     seen: set[str] = set()
     folders = {
@@ -845,11 +846,6 @@ def _repo_exists(repo_id: str, hub: str, token: str | None, timeout: float, limi
     except (HfHubHTTPError, httpx2.HTTPError, OSError, HubDeadlineError):
         return False
     return True
-
-
-def _first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
 
 
 __all__ = [

@@ -44,6 +44,7 @@ from .errors import (
     PushConflictError,
     PushError,
     PushRefusedError,
+    first_line,
 )
 from .evaluate import EvalResult
 from .hub_io import Deadline, hub_client_timeout, hub_endpoint, redacted
@@ -604,7 +605,7 @@ class _Pusher:
                 reason, wait = _transport_reason(error), _wait_s(attempt, None)
             except ValueError as error:  # the Hub's check of the card's metadata, made before any upload
                 raise PushError(
-                    f"{self.hub} refused the card of {self.run_dir} ({_first_line(error)}); nothing was "
+                    f"{self.hub} refused the card of {self.run_dir} ({first_line(error)}); nothing was "
                     "committed: fix the card's front matter (`attncard lint`) and re-run publish"
                 ) from None
             else:
@@ -791,13 +792,8 @@ def _http_reason(error: HfHubHTTPError) -> str:
 
 
 def _transport_reason(error: httpx2.HTTPError) -> str:
-    detail = _first_line(error)
+    detail = first_line(error)
     return type(error).__name__ + (f": {detail}" if detail != type(error).__name__ else "")
-
-
-def _first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
 
 
 def _advice(code: int | None, repo_id: str) -> str:

@@ -34,7 +34,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from .errors import SignatureError, SigningError
+from .errors import SignatureError, SigningError, first_line
 from .results import RESULTS_FILE, SIGNATURE_FILE, sha256_file
 
 # What a transport adds to a run folder, never part of the run (as pipeline.download's TRANSPORT_FILES and
@@ -130,7 +130,7 @@ def sign_run_folder(run_dir: str | Path, private_key: str | Path, *, password: b
         ).set_hashing_config(hashing).sign(run_dir, signature)
     except (OSError, ValueError) as error:
         raise SigningError(
-            f"{run_dir}: could not be signed ({_first_line(error)}); fix it and sign again"
+            f"{run_dir}: could not be signed ({first_line(error)}); fix it and sign again"
         ) from error
     return signature
 
@@ -210,7 +210,7 @@ def verify_run_signature(
         try:  # any failure, whatever raises it, means the signature does not hold
             config.set_hashing_config(hashing.set_allow_symlinks(True)).verify(folder, signature)
         except Exception as error:
-            reason = "; ".join(_differences(folder, signed_files, ignore)[:3]) or _first_line(error)
+            reason = "; ".join(_differences(folder, signed_files, ignore)[:3]) or first_line(error)
             raise SignatureError(
                 f"{folder}: {SIGNATURE_FILE} does not verify against {wanted} ({reason}); do not use this run"
             ) from error
@@ -243,7 +243,7 @@ def key_fingerprint(public_key: str | Path) -> str:
         key = serialization.load_pem_public_key(Path(public_key).read_bytes())
     except (OSError, ValueError, UnsupportedAlgorithm) as error:
         raise SignatureError(
-            f"{public_key}: not a readable PEM public key ({_first_line(error)}); pass the signer's public "
+            f"{public_key}: not a readable PEM public key ({first_line(error)}); pass the signer's public "
             "key (`openssl ec -in KEY.pem -pubout` makes it from the private key)"
         ) from error
     pem = key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
@@ -262,7 +262,7 @@ def _verifier(
         )
     except Exception as error:
         raise SignatureError(
-            f"could not load Sigstore's trust root ({_first_line(error)}); verifying a keyless signature "
+            f"could not load Sigstore's trust root ({first_line(error)}); verifying a keyless signature "
             "needs the network once (sigstore caches it): connect and try again"
         ) from error
 
@@ -277,7 +277,7 @@ def check_private_key(path: Path, password: bytes | None = None) -> None:
         ) from None
     except (OSError, TypeError, ValueError, UnsupportedAlgorithm) as error:
         raise SigningError(
-            f"{path}: not a usable PEM private key ({_first_line(error)}); check the file and its password"
+            f"{path}: not a usable PEM private key ({first_line(error)}); check the file and its password"
         ) from error
     if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name not in _CURVES:
         raise SigningError(
@@ -307,7 +307,7 @@ def _read_bundle(raw: bytes, where: Path) -> tuple[SignatureReport, dict[str, st
             )
     except (ValueError, KeyError, TypeError, IndexError) as error:
         raise SignatureError(
-            f"{where}: not a model-signing signature (cannot read {_first_line(error)}); sign the run again"
+            f"{where}: not a model-signing signature (cannot read {first_line(error)}); sign the run again"
         ) from error
     if kind != _PREDICATE_TYPE:
         raise SignatureError(f"{where}: its payload is a {kind}, not a {_PREDICATE_TYPE}; sign the run again")
@@ -367,11 +367,6 @@ def _differences(folder: Path, signed: dict[str, str], ignore: tuple[str, ...]) 
         if name in signed and sha256_file(folder / name) != signed[name]
     ]
     return problems
-
-
-def _first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
 
 
 __all__ = [
