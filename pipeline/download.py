@@ -105,6 +105,8 @@ from .results import (
     RUN_TAG_RE,
     SCHEMA_VERSION,
     SIGNATURE_FILE,
+    TRANSPORT_FILES,
+    TRANSPORT_FOLDERS,
     Results,
     run_tag,
     sha256_file,
@@ -116,10 +118,6 @@ from .verify import Status, all_finite, verification_from_counts
 REQUIRED_FILES = (ADAPTER_WEIGHTS_FILE, ADAPTER_CONFIG_FILE, CONFIG_FILE, CARD_FILE)
 # Pickle-based weight formats: torch.load on them can run arbitrary code. They are refused unopened.
 UNSAFE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
-# Bookkeeping of the transport, never read by any loader: the Hub's own `.gitattributes` (created in every
-# repository), a git clone's `.git/` and huggingface_hub's `local_dir` metadata under `.cache/huggingface/`.
-TRANSPORT_FILES = frozenset({".gitattributes"})
-TRANSPORT_FOLDERS = (".git/", ".cache/huggingface/")
 SHA_PREFIX = 12  # characters of a sha256 shown in messages
 UNSIGNED = SignatureReport(signed=False, method=None, signer="", verified=False)
 _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -432,7 +430,7 @@ def check_safe_formats(folder: Path, where: str | None = None) -> None:
 
 
 def _is_transport(relative: str) -> bool:
-    return relative in TRANSPORT_FILES or relative.startswith(TRANSPORT_FOLDERS)
+    return relative in TRANSPORT_FILES or relative.startswith(tuple(f"{f}/" for f in TRANSPORT_FOLDERS))
 
 
 def check_files(folder: Path, manifest: dict[str, str], where: str | None = None, hub: bool = False) -> None:

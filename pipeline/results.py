@@ -33,6 +33,10 @@ CARD_FILE = "README.md"
 # The OpenSSF model-signing signature of a run folder (see pipeline.signing): it signs every other file,
 # results.json included, so no manifest can list it.
 SIGNATURE_FILE = "model.sig"
+# Bookkeeping a transport adds to a run folder, never part of the run and never read by a loader: the Hub's
+# own `.gitattributes` (in every repository), a git clone's `.git/`, huggingface_hub's `local_dir` metadata.
+TRANSPORT_FILES = (".gitattributes",)
+TRANSPORT_FOLDERS = (".git", ".cache/huggingface")
 # A push tags its commit run-<started_at, YYYYMMDDTHHMMSSZ>-<first 32 hex digits of results.json's sha256>:
 # 128 bits, so no other results.json can be made to carry the same tag.
 TAG_PREFIX = "run-"
@@ -419,6 +423,8 @@ __all__ = [
     "RUN_TAG_RE",
     "SCHEMA_VERSION",
     "TAG_PREFIX",
+    "TRANSPORT_FILES",
+    "TRANSPORT_FOLDERS",
     "ClassScores",
     "DatasetRecord",
     "Efficiency",

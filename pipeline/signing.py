@@ -35,11 +35,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from .errors import SignatureError, SigningError, first_line
-from .results import RESULTS_FILE, SIGNATURE_FILE, sha256_file
+from .results import RESULTS_FILE, SIGNATURE_FILE, TRANSPORT_FILES, TRANSPORT_FOLDERS, sha256_file
 
-# What a transport adds to a run folder, never part of the run (as pipeline.download's TRANSPORT_FILES and
-# TRANSPORT_FOLDERS): the Hub's .gitattributes, a git clone's .git/, huggingface_hub's local_dir metadata.
-TRANSPORT_PATHS = (".gitattributes", ".git", ".cache/huggingface")
+# What a transport adds to a run folder, never part of the run (see pipeline.results).
+TRANSPORT_PATHS = (*TRANSPORT_FILES, *TRANSPORT_FOLDERS)
 # The OIDC issuer of GitHub Actions, whose identity signs in .github/workflows/publish.yml.
 GITHUB_ACTIONS_ISSUER = "https://token.actions.githubusercontent.com"
 KEY_PREFIX = "sha256:"
