@@ -154,17 +154,26 @@ def point_client_at(server: LoopbackHub, hf_home: Path, token: str, monkeypatch:
     close_session()
 
 
-@pytest.fixture
-def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hub_token: str) -> Iterator[LoopbackHub]:
-    """A running `LoopbackHub` (see tests/hub_server.py), with this process's huggingface_hub client pointed
-    at it and `HF_TOKEN` set to `hub_token` (see `point_client_at`). The server must end the test without
-    internal errors.
-    """
-    server = LoopbackHub(tmp_path / "hub", token=hub_token, user=HUB_USER).start()
-    point_client_at(server, tmp_path / "hf_home", hub_token, monkeypatch)
+def serve(
+    server: LoopbackHub, tmp_path: Path, token: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[LoopbackHub]:
+    """The body of a Hub fixture: starts `server` (a `LoopbackHub` or a subclass), points this process's
+    huggingface_hub client at it with `token` (see `point_client_at`), yields it, stops it, and requires that
+    it ended the test without internal errors."""
+    server.start()
+    point_client_at(server, tmp_path / "hf_home", token, monkeypatch)
     try:
         yield server
     finally:
         server.stop()
         close_session()
     assert server.internal_errors == [], "\n".join(server.internal_errors)
+
+
+@pytest.fixture
+def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hub_token: str) -> Iterator[LoopbackHub]:
+    """A running `LoopbackHub` (see tests/hub_server.py), with this process's huggingface_hub client pointed
+    at it and `HF_TOKEN` set to `hub_token` (see `serve`)."""
+    yield from serve(
+        LoopbackHub(tmp_path / "hub", token=hub_token, user=HUB_USER), tmp_path, hub_token, monkeypatch
+    )

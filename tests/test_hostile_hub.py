@@ -37,7 +37,6 @@ from pathlib import Path
 import pytest
 from huggingface_hub import constants
 from huggingface_hub.utils import _http as hf_http
-from huggingface_hub.utils import close_session
 
 from attncard.pipeline import hub_io, publish
 from attncard.pipeline.cli import main
@@ -52,7 +51,7 @@ from attncard.pipeline.errors import (
 )
 from attncard.pipeline.hub_io import fetch_run, hub_endpoint
 from attncard.pipeline.publish import PushError, push_run_folder
-from conftest import HUB_USER, TINY_GPT2_REPO, commit_run_folder, point_client_at
+from conftest import HUB_USER, TINY_GPT2_REPO, commit_run_folder, serve
 from hostile_hub import HostileHub
 
 # huggingface_hub 2.4.0 itself uploads LFS parts with httpx2's deprecated `data=<file>`.
@@ -67,14 +66,7 @@ DEADLINE_S = 2.0
 @pytest.fixture
 def hostile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HostileHub]:
     """A `HostileHub` (honest until a test says otherwise), the client pointed at it with `TOKEN`."""
-    server = HostileHub(tmp_path / "hub", token=TOKEN, user=HUB_USER).start()
-    point_client_at(server, tmp_path / "hf_home", TOKEN, monkeypatch)
-    try:
-        yield server
-    finally:
-        server.stop()
-        close_session()
-    assert server.internal_errors == [], "\n".join(server.internal_errors)
+    yield from serve(HostileHub(tmp_path / "hub", token=TOKEN, user=HUB_USER), tmp_path, TOKEN, monkeypatch)
 
 
 @pytest.fixture
