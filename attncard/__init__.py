@@ -64,8 +64,7 @@ if typing.TYPE_CHECKING:
     from attncard.pipeline.download import VerifiedModel, download_verified, load_verified, predict, reverify
     from attncard.pipeline.errors import AttncardError
     from attncard.pipeline.publish import push_run_folder
-    from attncard.pipeline.results import Results
-    from attncard.pipeline.verify import Status
+    from attncard.pipeline.results import Results, Status
 
 
 def __getattr__(name: str) -> typing.Any:

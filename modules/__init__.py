@@ -8,6 +8,7 @@ Example:
     True
 """
 
+from ..pipeline.errors import UnknownModuleError
 from .adaptive_span import MODULE as ADAPTIVE_SPAN
 from .adaptive_sparse import MODULE as ADAPTIVE_SPARSE
 from .base import AttentionModule
@@ -20,14 +21,6 @@ REGISTRY: dict[str, AttentionModule] = {
 }
 
 
-class UnknownModuleError(ValueError):
-    """The module name is not in the registry."""
-
-    def __init__(self, name: str):
-        self.name = name
-        super().__init__(f"unknown module '{name}'; valid modules: {', '.join(module_names())}")
-
-
 def module_names() -> list[str]:
     return sorted(REGISTRY)
 
@@ -35,8 +28,8 @@ def module_names() -> list[str]:
 def get_module(name: str) -> AttentionModule:
     """The module registered under `name`; raises [`UnknownModuleError`] listing the valid names."""
     if name not in REGISTRY:
-        raise UnknownModuleError(name)
+        raise UnknownModuleError(name, module_names())
     return REGISTRY[name]
 
 
-__all__ = ["REGISTRY", "AttentionModule", "UnknownModuleError", "get_module", "module_names"]
+__all__ = ["REGISTRY", "AttentionModule", "get_module", "module_names"]

@@ -27,6 +27,8 @@ from torch import nn
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
+from ..pipeline.errors import UnsupportedModelError
+
 
 @dataclass(frozen=True)
 class AttentionModule:
@@ -129,10 +131,6 @@ class AttentionLayer:
             setattr(self.output_owner, self.output_attr, new)
         else:
             setattr(self.module, getattr(self.layout, which), new)
-
-
-class UnsupportedModelError(ValueError):
-    """The model's family has no known attention layout."""
 
 
 def unwrap_peft(model: nn.Module) -> nn.Module:

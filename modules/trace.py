@@ -13,35 +13,13 @@ Example:
 from __future__ import annotations
 
 import contextvars
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
+from ..pipeline.results import TensorSpec, TraceStep
 from .base import attention_layers
-
-
-@dataclass
-class TensorSpec:
-    shape: list[int]
-    dtype: str
-
-    @classmethod
-    def of(cls, tensor: torch.Tensor) -> TensorSpec:
-        return cls(shape=list(tensor.shape), dtype=str(tensor.dtype).removeprefix("torch."))
-
-    def __str__(self) -> str:
-        return f"{self.dtype}[{', '.join(map(str, self.shape))}]"
-
-
-@dataclass
-class TraceStep:
-    """One stage of the traced layer: the operation, its tensor inputs and outputs."""
-
-    stage: str
-    op: str
-    inputs: dict[str, TensorSpec] = field(default_factory=dict)
-    outputs: dict[str, TensorSpec] = field(default_factory=dict)
 
 
 @dataclass

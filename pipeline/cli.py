@@ -17,11 +17,11 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..modules import UnknownModuleError, get_module, module_names
+from ..modules import get_module, module_names
 from .data import TASKS, check_data_dir, get_task
 from .errors import AttncardError, UnknownNameError
 from .models import MODEL_ALIASES, resolve_model_name
-from .train import TrainConfig
+from .results import TrainConfig
 
 EXIT_BAD_INPUT = 2
 # How the recorded command names the GLUE folder a run read: a shell variable the reader sets, not a path.
@@ -556,7 +556,7 @@ def build_publish_parser(prog: str = "publish") -> OneLineParser:
 def _run(action) -> int:
     try:
         action()
-    except (AttncardError, UnknownModuleError) as error:
+    except AttncardError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

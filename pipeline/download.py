@@ -66,7 +66,7 @@ from transformers import (
 )
 from transformers.utils import logging as transformers_logging
 
-from ..modules import AttentionModule, UnknownModuleError, get_module, module_names
+from ..modules import AttentionModule, get_module, module_names
 from .data import HUB_DATASET_ID, TaskData, get_task, load_task, load_task_from_hub
 from .errors import (
     AttncardError,
@@ -80,6 +80,7 @@ from .errors import (
     RepoNotFound,
     ResultsError,
     RevisionNotFound,
+    UnknownModuleError,
     UnknownSchemaError,
     UnsafeFormatError,
     first_line,
@@ -108,11 +109,12 @@ from .results import (
     TRANSPORT_FILES,
     TRANSPORT_FOLDERS,
     Results,
+    Status,
     run_tag,
     sha256_file,
 )
 from .signing import SignatureReport, verify_run_signature
-from .verify import Status, all_finite, verification_from_counts
+from .verify import all_finite, verification_from_counts
 
 # The files every run folder must list in its manifest: without them there is nothing to rebuild or check.
 REQUIRED_FILES = (ADAPTER_WEIGHTS_FILE, ADAPTER_CONFIG_FILE, CONFIG_FILE, CARD_FILE)

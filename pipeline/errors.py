@@ -27,12 +27,24 @@ class UnknownNameError(AttncardError, ValueError):
         >>> raise UnknownNameError("task", "sst3", ["cola", "sst2"])
         Traceback (most recent call last):
         ...
-        pipeline.errors.UnknownNameError: unknown task 'sst3'; valid tasks: cola, sst2
+        attncard.pipeline.errors.UnknownNameError: unknown task 'sst3'; valid tasks: cola, sst2
     """
 
     def __init__(self, kind: str, name: str, valid: list[str]):
         self.kind, self.name, self.valid = kind, name, list(valid)
         super().__init__(f"unknown {kind} '{name}'; valid {kind}s: {', '.join(valid)}")
+
+
+class UnknownModuleError(UnknownNameError):
+    """No installed attention module has this name (built in, or registered by a package through the
+    `attncard.modules` entry-point group)."""
+
+    def __init__(self, name: str, valid: list[str]):
+        super().__init__("module", name, valid)
+
+
+class UnsupportedModelError(AttncardError, ValueError):
+    """The model's family has no known attention layout, so no attention module can be installed in it."""
 
 
 class DataError(AttncardError):
@@ -45,6 +57,14 @@ class ModelLoadError(AttncardError):
 
 class ResultsError(AttncardError):
     """A results.json that cannot be read: invalid JSON, unknown schema version, missing fields."""
+
+
+class NonFiniteNumberError(ResultsError):
+    """A JSON file of a run holds NaN or an infinity, which strict JSON has no words for."""
+
+    def __init__(self, name: str):
+        super().__init__(f"{name} is not a number")
+        self.name = name
 
 
 # --- downloading a published run ---------------------------------------------------------------------------

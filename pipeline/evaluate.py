@@ -14,7 +14,7 @@ import hashlib
 import platform
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -29,14 +29,11 @@ from sklearn.metrics import (
 from tqdm.auto import tqdm
 
 from ..modules.kernels.bench import PeakMemory
-from ..modules.trace import TraceStep, record_trace
+from ..modules.trace import record_trace
 from .data import TaskData
 from .models import load_model, tokenize
-from .scaling import MEMORY_METHOD as SCALING_MEMORY_METHOD
-from .scaling import TIMING_METHOD as SCALING_TIMING_METHOD
+from .results import EVAL_TIMING_METHOD, ClassScores, Efficiency, Metrics, Parameters, TraceStep
 from .scaling import (
-    FlopsEstimate,
-    ScalingRow,
     attention_flops,
     default_lengths,
     measure_layer_scaling,
@@ -48,64 +45,6 @@ from .train import TrainResult
 # Whole-model scaling stops here even for models with longer positions (a 40k-position Qwen would take
 # hours on a CPU); the single-layer table goes to 4096 regardless.
 MAX_SCALING_POSITIONS = 2048
-
-
-@dataclass
-class ClassScores:
-    label: str
-    precision: float
-    recall: float
-    f1: float
-    support: int
-
-
-@dataclass
-class Metrics:
-    accuracy: float
-    f1_macro: float
-    f1_weighted: float
-    precision_macro: float
-    recall_macro: float
-    loss: float
-    confusion_matrix: list[list[int]]  # rows: true label, columns: predicted label
-    per_class: list[ClassScores]
-    predictions_sha256: str  # of the predicted label ids, int64 little-endian, in split order
-
-
-TIMING_METHOD = (
-    "wall-clock time (time.perf_counter) of one pass over the whole split, tokenization included; "
-    "throughput = non-padding tokens / that time"
-)
-
-
-@dataclass
-class Efficiency:
-    device: str
-    device_name: str  # the GPU's name, or the CPU's model name
-    torch_threads: int
-    peak_memory_mb: float
-    peak_memory_method: str
-    eval_seconds: float
-    train_seconds: float
-    tokens: int  # non-padding tokens evaluated
-    throughput_tokens_per_s: float
-    batch_size: int
-    timing_method: str
-    # Measured on synthetic inputs after evaluation, the module against the same model with dense attention:
-    scaling: list[ScalingRow] = field(default_factory=list)  # the whole model, N up to its positions
-    layer_scaling: list[ScalingRow] = field(default_factory=list)  # attention layer 0 alone, N up to 4096
-    flops: list[FlopsEstimate] = field(default_factory=list)  # attention FLOPs estimate at each scaling N
-    scaling_timing_method: str = SCALING_TIMING_METHOD
-    scaling_memory_method: str = SCALING_MEMORY_METHOD
-
-
-@dataclass
-class Parameters:
-    before: int  # the model as loaded, classification head included
-    after: int  # the model as deployed: LoRA merged into the weights it adapts
-    trainable: int  # LoRA factors and the classification head
-    layers_changed: int  # layers LoRA adapts
-    compression_factor: float  # before / after
 
 
 @dataclass
@@ -279,7 +218,7 @@ def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> Eval
         tokens=tokens,
         throughput_tokens_per_s=tokens / seconds,
         batch_size=batch_size,
-        timing_method=TIMING_METHOD,
+        timing_method=EVAL_TIMING_METHOD,
     )
     reference = dense_reference(trained)
     scaling_lengths = default_lengths(model.config, cap=MAX_SCALING_POSITIONS)

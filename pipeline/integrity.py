@@ -32,10 +32,10 @@ from transformers import CONFIG_MAPPING
 
 from ..modules.base import FAMILIES
 from .errors import IncompatibleRunError, IntegrityError
-from .evaluate import Metrics, label_metrics
+from .evaluate import label_metrics
 from .render import render_card, write_plots
-from .results import CARD_FILE, RESULTS_FILE, SIGNATURE_FILE, Results
-from .verify import Verification, all_finite, verification_from_counts
+from .results import CARD_FILE, RESULTS_FILE, SIGNATURE_FILE, Metrics, Results, Verification
+from .verify import all_finite, verification_from_counts
 
 ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
 ADAPTER_CONFIG_FILE = "adapter_config.json"

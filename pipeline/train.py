@@ -9,7 +9,7 @@ GPUs without code changes. On the CPU it is deterministic for a seed.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from accelerate import Accelerator
@@ -25,6 +25,7 @@ from ..modules import AttentionModule
 from ..modules.base import attention_layers
 from .data import TaskData
 from .models import LoadedModel, tokenize
+from .results import TrainConfig
 
 # The query and value projections of each family (Hu et al., 2021, adapt W_q and W_v). GPT-2 fuses q, k
 # and v into one `c_attn`. peft's own table has no entry for DistilBERT.
@@ -37,31 +38,6 @@ LORA_TARGET_MODULES: dict[str, list[str]] = {
     "qwen2": ["q_proj", "v_proj"],
     "qwen3": ["q_proj", "v_proj"],
 }
-
-
-@dataclass
-class TrainConfig:
-    """Hyperparameters of LoRA recovery fine-tuning; every field is recorded in results.json."""
-
-    steps: int = field(default=200, metadata={"help": "Optimizer steps."})
-    batch_size: int = field(default=16, metadata={"help": "Training rows per step (per process)."})
-    lr: float = field(default=2e-4, metadata={"help": "Peak learning rate of AdamW."})
-    max_length: int = field(default=128, metadata={"help": "Tokens per row; longer rows are truncated."})
-    seed: int = field(
-        default=0, metadata={"help": "Seed of the head and LoRA initialisation and data order."}
-    )
-    lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
-    lora_alpha: int = field(default=32, metadata={"help": "LoRA scaling numerator (scale = alpha / r)."})
-    lora_dropout: float = field(default=0.05, metadata={"help": "Dropout on the LoRA branch input."})
-    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay."})
-    lr_schedule: str = field(
-        default="constant_with_warmup",
-        metadata={
-            "help": "Learning-rate schedule, a name transformers' `get_scheduler` knows (e.g. linear)."
-        },
-    )
-    warmup_ratio: float = field(default=0.0, metadata={"help": "Share of steps with linear warm-up."})
-    max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient clipping by global norm."})
 
 
 @dataclass

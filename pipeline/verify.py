@@ -14,36 +14,12 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import asdict, dataclass
-from enum import StrEnum
+from dataclasses import asdict
 
 from scipy.stats import binomtest
 
 from .evaluate import EvalResult
-
-
-class Status(StrEnum):
-    PASS = "PASS"
-    PASS_NO_COMPRESSION = "PASS_NO_COMPRESSION"
-    FAIL = "FAIL"
-
-
-@dataclass
-class Verification:
-    n: int
-    class_counts: dict[str, int]  # label name -> rows of the evaluated split
-    majority_label: str
-    p0: float
-    se: float
-    threshold: float
-    accuracy: float
-    correct: int
-    p_value: float  # P(X >= correct) for X ~ Binomial(n, p0)
-    wilson_low: float
-    wilson_high: float
-    compression_factor: float
-    status: Status
-    reasons: list[str]
+from .results import Status, Verification
 
 
 def majority_threshold(class_counts: list[int]) -> tuple[float, float, float]:

@@ -79,8 +79,7 @@ def tiny_gpt2_run(tiny_model_dir, tmp_path_factory) -> tuple[Path, Path]:
     """`(run folder, GLUE folder)`: a tiny GPT-2 run that clears the baseline (10 steps memorise 8 rows),
     its card rendered for `TINY_GPT2_REPO`. Built once a session; copy it before changing it."""
     from attncard.pipeline.cli import publish_main
-    from attncard.pipeline.results import Results
-    from attncard.pipeline.verify import Status
+    from attncard.pipeline.results import Results, Status
 
     root = tmp_path_factory.mktemp("tiny-gpt2-run")
     glue = write_sst2_folder(root / "glue")

@@ -29,8 +29,8 @@ from attncard.pipeline.errors import (
 from attncard.pipeline.evaluate import label_metrics
 from attncard.pipeline.publish import push_tag
 from attncard.pipeline.render import render_card, write_plots
-from attncard.pipeline.results import CARD_FILE, RESULTS_FILE, Results, build_manifest, sha256_file
-from attncard.pipeline.verify import Status, verification_from_counts
+from attncard.pipeline.results import CARD_FILE, RESULTS_FILE, Results, Status, build_manifest, sha256_file
+from attncard.pipeline.verify import verification_from_counts
 from conftest import HUB_TOKEN, TINY_GPT2_REPO, commit_run_folder
 from hub_server import LoopbackHub
 

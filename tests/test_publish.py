@@ -23,8 +23,7 @@ from attncard.pipeline.data import load_task
 from attncard.pipeline.lint import lint_run_folder
 from attncard.pipeline.models import folder_revision, minilm_folder, tokenize
 from attncard.pipeline.publish import copy_to_cards
-from attncard.pipeline.results import Results, build_manifest, check_manifest
-from attncard.pipeline.verify import Status
+from attncard.pipeline.results import Results, Status, build_manifest, check_manifest
 
 RUN_FILES = {
     "README.md",

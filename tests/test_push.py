@@ -34,8 +34,7 @@ from attncard.pipeline.publish import (
     push_run_folder,
     push_tag,
 )
-from attncard.pipeline.results import Results, sha256_file
-from attncard.pipeline.verify import Status
+from attncard.pipeline.results import Results, Status, sha256_file
 from conftest import HUB_USER, point_client_at, write_sst2_folder
 from hub_server import CONFLICT_MESSAGE, LoopbackHub
 

@@ -17,8 +17,8 @@ from attncard.modules.adaptive_span.model import span_modules
 from attncard.modules.base import attention_layers
 from attncard.pipeline import scaling
 from attncard.pipeline.models import load_model
+from attncard.pipeline.results import ScalingRow
 from attncard.pipeline.scaling import (
-    ScalingRow,
     attention_flops,
     attention_shape,
     default_lengths,

@@ -4,8 +4,9 @@ import math
 
 import pytest
 
-from attncard.pipeline.evaluate import Efficiency, EvalResult, Metrics, Parameters
-from attncard.pipeline.verify import Status, decide_status, majority_threshold, verify
+from attncard.pipeline.evaluate import EvalResult
+from attncard.pipeline.results import Efficiency, Metrics, Parameters, Status
+from attncard.pipeline.verify import decide_status, majority_threshold, verify
 
 
 def test_sst2_threshold():

@@ -18,7 +18,8 @@ import torch
 from torch import nn
 from transformers.pytorch_utils import Conv1D
 
-from ..base import UnsupportedModelError, attention_layers, install_attention
+from ...pipeline.errors import UnsupportedModelError
+from ..base import attention_layers, install_attention
 from .attention import SpanExpandedBranch, SpanExpandedState, span_expanded_attention
 from .config import SpanExpandedConfig
 
