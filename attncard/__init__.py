@@ -24,20 +24,20 @@ _PUBLIC = {
     # downloading and checking published runs
     "load_verified": "attncard.pipeline.download",
     "download_verified": "attncard.pipeline.download",
-    "reverify": "attncard.pipeline.download",
+    "reverify": "attncard.pipeline.reverify",
     "predict": "attncard.pipeline.download",
     "VerifiedModel": "attncard.pipeline.download",
     # publishing
-    "run_publish": "attncard.pipeline.cli",
-    "PublishOptions": "attncard.pipeline.cli",
-    "push_run_folder": "attncard.pipeline.publish",
+    "run_publish": "attncard.pipeline.publish",
+    "PublishOptions": "attncard.pipeline.publish",
+    "push_run_folder": "attncard.pipeline.push",
     # the module registry
     "AttentionModule": "attncard.modules",
     "get_module": "attncard.modules",
     "module_names": "attncard.modules",
     # results and errors
     "Results": "attncard.pipeline.results",
-    "Status": "attncard.pipeline.verify",
+    "Status": "attncard.pipeline.results",
     "AttncardError": "attncard.pipeline.errors",
 }
 
@@ -60,11 +60,12 @@ __all__ = [
 
 if typing.TYPE_CHECKING:
     from attncard.modules import AttentionModule, get_module, module_names
-    from attncard.pipeline.cli import PublishOptions, run_publish
-    from attncard.pipeline.download import VerifiedModel, download_verified, load_verified, predict, reverify
+    from attncard.pipeline.download import VerifiedModel, download_verified, load_verified, predict
     from attncard.pipeline.errors import AttncardError
-    from attncard.pipeline.publish import push_run_folder
+    from attncard.pipeline.publish import PublishOptions, run_publish
+    from attncard.pipeline.push import push_run_folder
     from attncard.pipeline.results import Results, Status
+    from attncard.pipeline.reverify import reverify
 
 
 def __getattr__(name: str) -> typing.Any:

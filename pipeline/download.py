@@ -32,24 +32,21 @@ classification head, LoRA's factors) is overwritten from the adapter file, which
 weight the rebuilt model expects. The caller's random state is left as it was.
 
 A self-consistent run — figures, card and manifest all agreeing — can still be invented by anyone with write
-access. [`reverify`] catches it, by evaluating the reloaded model on the recorded task again and comparing
-every figure the card shows.
+access: [`pipeline.reverify`] catches it.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import json
 import os
 import re
 import shutil
-import sys
 import tempfile
 import typing
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -67,40 +64,34 @@ from transformers import (
 from transformers.utils import logging as transformers_logging
 
 from ..modules import AttentionModule, get_module, module_names
-from .data import HUB_DATASET_ID, TaskData, get_task, load_task, load_task_from_hub
+from .data import TaskData
 from .errors import (
-    AttncardError,
     DataError,
     DownloadError,
     FailedCheckpointError,
-    HubUnreachable,
     IncompatibleRunError,
     IntegrityError,
     ModelLoadError,
-    RepoNotFound,
     ResultsError,
-    RevisionNotFound,
     UnknownModuleError,
     UnknownSchemaError,
     UnsafeFormatError,
     first_line,
 )
-from .evaluate import count_deployed_parameters, predictions_sha256, quality_metrics
 from .hub_io import fetch_run
 from .integrity import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,
     CONFIG_FILE,
-    Figure,
     card_problems,
     check_run_files,
-    figures,
     lora_config,
     recorded_figure_problems,
 )
 from .models import MODEL_ALIASES, folder_revision, minilm_folder, tokenize
 from .results import (
     CARD_FILE,
+    COMMIT_RE,
     RESULTS_FILE,
     RUN_TAG_DIGEST_HEX,
     RUN_TAG_RE,
@@ -114,7 +105,6 @@ from .results import (
     sha256_file,
 )
 from .signing import SignatureReport, verify_run_signature
-from .verify import all_finite, verification_from_counts
 
 # The files every run folder must list in its manifest: without them there is nothing to rebuild or check.
 REQUIRED_FILES = (ADAPTER_WEIGHTS_FILE, ADAPTER_CONFIG_FILE, CONFIG_FILE, CARD_FILE)
@@ -122,7 +112,6 @@ REQUIRED_FILES = (ADAPTER_WEIGHTS_FILE, ADAPTER_CONFIG_FILE, CONFIG_FILE, CARD_F
 UNSAFE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 SHA_PREFIX = 12  # characters of a sha256 shown in messages
 UNSIGNED = SignatureReport(signed=False, method=None, signer="", verified=False)
-_COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 # An expected results.json digest: its full sha256, or at least the 128 bits a run tag carries.
 _EXPECTED_SHA256_RE = re.compile(rf"^[0-9a-f]{{{RUN_TAG_DIGEST_HEX},64}}$")
 EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT = 0, 1, 2
@@ -188,59 +177,6 @@ def _source(folder: Path, repo_id: str | None, revision: str | None) -> str:
     if repo_id is None:
         return str(folder)
     return f"{repo_id}@{revision[:SHA_PREFIX]}" if revision else repo_id
-
-
-@dataclass
-class Reverification:
-    """A run's recorded figures against the same figures recomputed from its files.
-
-    Attributes:
-        source: the run, as `org/name@<commit>` or its folder.
-        repo_id: the Hub repository, or `None` for a local folder.
-        revision: the commit sha evaluated, or `None` for a local folder.
-        recorded_accuracy, recomputed_accuracy: on the task's validation split.
-        recorded_status, recomputed_status: the verification status.
-        recorded_predictions_sha256, recomputed_predictions_sha256: sha256 of the predicted label ids,
-            int64 little-endian, in split order (as [`pipeline.evaluate.evaluate`] hashes them).
-        recorded_compression_factor, recomputed_compression_factor: parameters before / after (LoRA merged).
-        recorded_data_revision, data_revision: `results.dataset.revision` and that of the data evaluated now
-            (`sha256:<hex>` of the validation file, or the Hub commit of nyu-mll/glue).
-        recorded_rows, rows: rows of the evaluated split.
-        threshold: the recomputed majority share + 3 SE the accuracy is held against.
-        reasons: the reasons for the recomputed status, as [`pipeline.verify.decide_status`] gives them.
-        figures: every figure the card shows that can be recomputed (metrics, per-class scores, confusion
-            matrix, verification), recorded against recomputed.
-        problems: one sentence per difference; empty when everything matches.
-        matches: every figure equal.
-        note: when the run was evaluated on another device than this check (a GPU), a sentence saying that
-            float rounding may differ; empty otherwise.
-    """
-
-    source: str
-    repo_id: str | None
-    revision: str | None
-    recorded_accuracy: float
-    recomputed_accuracy: float
-    recorded_status: Status
-    recomputed_status: Status
-    recorded_predictions_sha256: str
-    recomputed_predictions_sha256: str
-    recorded_compression_factor: float
-    recomputed_compression_factor: float
-    recorded_data_revision: str
-    data_revision: str
-    recorded_rows: int
-    rows: int
-    threshold: float
-    reasons: list[str] = field(default_factory=list)
-    figures: list[Figure] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-    matches: bool = False
-    note: str = ""
-
-    @property
-    def data_matches(self) -> bool:
-        return self.recorded_data_revision == self.data_revision and self.recorded_rows == self.rows
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -595,10 +531,10 @@ def load_verified(
         timeout=timeout,
         deadline=deadline,
     )
-    return _load(files, base_model)
+    return load_files(files, base_model)
 
 
-def _load(files: VerifiedFiles, base_model: str | os.PathLike | None) -> VerifiedModel:
+def load_files(files: VerifiedFiles, base_model: str | os.PathLike | None) -> VerifiedModel:
     """Rebuilds the model of checked files; see [`load_verified`]."""
     # The new head and LoRA's factors draw random initial values, all overwritten from the adapter file; the
     # base model's load report lists the head as missing, by design.
@@ -655,7 +591,7 @@ def _rebuild(
     module.apply(model, module_config)
     stored = _adapter_weight_names(folder, where)
     with warnings.catch_warnings():
-        # Library noise, as in pipeline.cli: peft asks transformers a deprecated question.
+        # Library noise, as in pipeline.publish: peft asks transformers a deprecated question.
         warnings.filterwarnings(
             "ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning
         )
@@ -744,7 +680,7 @@ def _load_base_model(
                 f"{where}: {RESULTS_FILE} names the base model '{record.model_id}', which is not a Hub id; "
                 "do not use this checkpoint"
             ) from None
-        if not _COMMIT_RE.match(record.revision):
+        if not COMMIT_RE.fullmatch(record.revision):
             raise IncompatibleRunError(
                 f"{where}: {RESULTS_FILE} pins the base model {record.model_id} to '{record.revision}', "
                 "which is not a commit sha; do not use this checkpoint"
@@ -871,336 +807,30 @@ def predict_logits(verified: VerifiedModel, data: TaskData, batch_size: int = 64
     return torch.cat(batches) if batches else torch.empty(0, len(labels))
 
 
-def reverify(
-    repo_or_path: str | os.PathLike,
-    revision: str | None = None,
-    *,
-    data_dir: str | os.PathLike | None = None,
-    endpoint: str | None = None,
-    token: str | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    expected_sha256: str | None = None,
-    base_model: str | os.PathLike | None = None,
-    require_signer: str | None = None,
-    signer_issuer: str | None = None,
-    require_key: str | os.PathLike | None = None,
-    timeout: float | None = None,
-    deadline: float | None = None,
-) -> Reverification:
-    """Reloads a published run, evaluates it again, and compares every figure its card shows.
-
-    The run is loaded with [`load_verified`] (a FAIL run too) and its logits on the recorded task's
-    validation split are computed again with the recorded batch size, on the CPU. From them every quality
-    figure is recomputed as evaluation computes it (accuracy, F1, precision, recall, loss, confusion matrix,
-    per-class scores, predictions hash), and the verification as [`pipeline.verify.verify`] decides it (p0,
-    SE, threshold, p-value, Wilson interval, status, reasons), with the compression factor of the rebuilt
-    model. Each must equal the recorded figure exactly: CPU evaluation is deterministic (on the same kind of
-    CPU; a run evaluated on a GPU may differ in a borderline row, which `note` then says). Efficiency figures
-    (time, memory) depend on the machine and are not compared.
-
-    The data never come from the repository: `data_dir` (else `GLUE_DIR`) when given, else, for a run
-    evaluated on the Hub's nyu-mll/glue, that dataset at the recorded commit. The validation file's sha256
-    (or the dataset commit) must be the recorded one, else a [`DataError`].
-
-    Args:
-        repo_or_path: a local run folder, or a Hub model repository `org/name`.
-        revision: a branch, tag or commit sha of the Hub repository (default: `main`).
-        data_dir: a folder of GLUE TSV files.
-        endpoint: the Hub to download the run from.
-        token: a Hub token for a private or gated repository.
-        cache_dir: the folder to download into. By default a Hub run is downloaded into a new temporary
-            folder, so the server's current files are the ones checked.
-        expected_sha256: the sha256 of the run's results.json: see [`download_verified`].
-        base_model: the base model's folder, for a run trained on a local folder: see [`load_verified`].
-        require_signer, signer_issuer, require_key, timeout, deadline: the signer the run must be signed
-            by, and the download's time limits: see [`download_verified`].
-
-    Returns:
-        A [`Reverification`]; its `matches` says whether everything is equal, `problems` what is not.
-
-    Raises:
-        The errors of [`load_verified`], and [`DataError`] when the task's data cannot be had or are not the
-        recorded data.
-
-    Example:
-        >>> check = reverify("attncard/minilm-none-sst2", data_dir="glue")
-        >>> check.matches, check.recomputed_accuracy
-        (True, 0.7912844036697247)
-    """
-    with contextlib.ExitStack() as stack:
-        if cache_dir is None and not Path(os.fspath(repo_or_path)).expanduser().is_dir():
-            cache_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="attncard-verify-"))
-        files = download_verified(
-            repo_or_path,
-            revision,
-            allow_failed=True,
-            endpoint=endpoint,
-            token=token,
-            cache_dir=cache_dir,
-            expected_sha256=expected_sha256,
-            require_signer=require_signer,
-            signer_issuer=signer_issuer,
-            require_key=require_key,
-            timeout=timeout,
-            deadline=deadline,
-        )
-        # The data first: they are checked against the record before any weight is loaded.
-        data = _recorded_task(files.results, data_dir, files.source)
-        verified = _load(files, base_model)
-    results = verified.results
-    labels = list(data.validation["label"])
-    logits = predict_logits(verified, data, batch_size=results.efficiency.batch_size)
-    metrics = quality_metrics(logits, labels, data.spec.label_names)
-    counts = [labels.count(i) for i in range(len(data.spec.label_names))]
-    compression = verified.base_parameters / count_deployed_parameters(verified.model)
-    correct = int((logits.argmax(dim=-1) == torch.tensor(labels)).sum())
-    verification = verification_from_counts(
-        counts, correct, data.spec.label_names, compression, all_finite(dataclasses.asdict(metrics))
-    )
-    device = results.efficiency.device
-    check = Reverification(
-        source=verified.source,
-        repo_id=verified.repo_id,
-        revision=verified.revision,
-        recorded_accuracy=results.metrics.accuracy,
-        recomputed_accuracy=metrics.accuracy,
-        recorded_status=results.verification.status,
-        recomputed_status=verification.status,
-        recorded_predictions_sha256=results.metrics.predictions_sha256,
-        recomputed_predictions_sha256=metrics.predictions_sha256,
-        recorded_compression_factor=results.parameters.compression_factor,
-        recomputed_compression_factor=compression,
-        recorded_data_revision=results.dataset.revision,
-        data_revision=data.source.revision,
-        recorded_rows=results.verification.n,
-        rows=len(labels),
-        threshold=verification.threshold,
-        reasons=verification.reasons,
-        figures=[
-            *figures("metrics", results.metrics, metrics),
-            *figures("verification", results.verification, verification),
-            Figure("parameters.compression_factor", results.parameters.compression_factor, compression),
-            Figure("dataset.revision", results.dataset.revision, data.source.revision),
-        ],
-        note=""
-        if device == "cpu"
-        else (
-            f"the run was evaluated on {device} ({results.efficiency.device_name}) and this check on the "
-            "CPU: float rounding differs between them, which can move a borderline prediction"
-        ),
-    )
-    check.problems = [
-        f"{figure.name} {_shown(figure.recomputed)} recomputed, {_shown(figure.recorded)} recorded"
-        for figure in check.figures
-        if not figure.equal()
-    ]
-    check.matches = not check.problems
-    return check
-
-
-def _shown(value: object) -> str:
-    """A figure as messages show it: hashes shortened, floats in full."""
-    if isinstance(value, str) and re.fullmatch(r"[0-9a-f]{64}", value):
-        return f"{value[:SHA_PREFIX]}…"
-    return repr(value) if isinstance(value, float) else str(value)
-
-
-def _recorded_task(results: Results, data_dir: str | os.PathLike | None, where: str) -> TaskData:
-    """The recorded task's data, never from the repository, and only when they are the recorded data."""
-    record = results.dataset
-    data_dir = data_dir or os.environ.get("GLUE_DIR") or None
-    if data_dir:
-        data = load_task(record.task, data_dir)
-    elif record.dataset_id == HUB_DATASET_ID and _COMMIT_RE.match(record.revision):
-        data = load_task_from_hub(get_task(record.task), revision=record.revision)
-    else:
-        raise DataError(
-            f"{where}: the run was evaluated on GLUE TSV files ({record.task}, validation "
-            f"{record.revision[: 7 + SHA_PREFIX]}…); pass --data-dir (data_dir=) or set GLUE_DIR to a folder "
-            "with the same files"
-        )
-    if data.source.revision != record.revision or len(data.validation) != results.verification.n:
-        raise DataError(
-            f"{where}: the {record.task} validation data here ({data.source.revision[: 7 + SHA_PREFIX]}…, "
-            f"{len(data.validation)} rows) are not the data the run was evaluated on "
-            f"({record.revision[: 7 + SHA_PREFIX]}…, {results.verification.n} rows); pass --data-dir with "
-            "the same GLUE files"
-        )
-    return data
-
-
-# ------------------------------------------------------------------------------------------------------------
-# Command line
-
-
-class _Parser(argparse.ArgumentParser):
-    """One-line argument errors with exit status 2, as `pipeline.cli.OneLineParser`."""
-
-    def error(self, message: str):
-        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
-
-
-def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options that say which run to fetch and what it must be, shared by download and verify."""
-    parser.add_argument("--revision", default=None, help="branch, tag or commit sha (default: main)")
-    parser.add_argument(
-        "--expect-sha256",
-        default=None,
-        metavar="SHA256",
-        help="refuse any results.json but this one: its sha256 (at least 32 hex digits), e.g. from "
-        "cards/<run>/results.json; a run tag run-…-<digest> carries it already",
-    )
-    parser.add_argument(
-        "--hub-endpoint",
-        default=None,
-        metavar="URL",
-        help="the Hub to download from (default: $HF_ENDPOINT, else https://huggingface.co)",
-    )
-    signer = parser.add_mutually_exclusive_group()
-    signer.add_argument(
-        "--require-signer",
-        default=None,
-        metavar="IDENTITY",
-        help="refuse the run unless model.sig is a Sigstore signature by IDENTITY, e.g. "
-        "https://github.com/ORG/REPO/.github/workflows/publish.yml@refs/tags/v1",
-    )
-    signer.add_argument(
-        "--require-key",
-        type=Path,
-        default=None,
-        metavar="PEM",
-        help="refuse the run unless model.sig is a signature by this public key",
-    )
-    parser.add_argument(
-        "--hub-timeout",
-        type=_positive_seconds,
-        default=None,
-        metavar="SECONDS",
-        help="give up a Hub request after this long without progress (default: 60)",
-    )
-    parser.add_argument(
-        "--hub-deadline",
-        type=_positive_seconds,
-        default=None,
-        metavar="SECONDS",
-        help="give up the whole download after this long, however the server trickles (default: 1800)",
-    )
-    parser.add_argument(
-        "--signer-issuer",
-        default=None,
-        metavar="URL",
-        help="the OIDC issuer of --require-signer (default: https://token.actions.githubusercontent.com)",
-    )
-
-
-def _run_options(args: argparse.Namespace) -> dict:
-    """The keyword arguments of download_verified / reverify that `_add_run_arguments` parsed."""
-    return {
-        "endpoint": args.hub_endpoint,
-        "expected_sha256": args.expect_sha256,
-        "require_signer": args.require_signer,
-        "signer_issuer": args.signer_issuer,
-        "require_key": args.require_key,
-        "timeout": args.hub_timeout,
-        "deadline": args.hub_deadline,
-    }
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text} must be a positive number of seconds")
-    return value
-
-
-def build_download_parser(prog: str = "attncard download") -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog=prog,
-        description="Download a published run from the Hub and check it: every file against its manifest "
-        "(sha256), only files a run folder holds, its results.json field by field, its verification and card "
-        "against their recomputation, and its status; no weights are loaded and no code is run.",
-        epilog="example: attncard download attncard/minilm-none-sst2 --revision v1 --output runs/minilm",
-    )
-    parser.add_argument("repo", help="Hub repository ORG/NAME (or a local run folder, to check it)")
-    _add_run_arguments(parser)
-    parser.add_argument("--allow-fail", action="store_true", help="accept a run whose status is FAIL")
-    parser.add_argument(
-        "--output",
-        type=Path,
-        default=None,
-        help="copy the checked files into this new folder (default: leave them in the download folder)",
-    )
-    return parser
-
-
-def build_verify_parser(prog: str = "attncard verify") -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog=prog,
-        description="Reload a published run and evaluate it again on its task's validation split: exit 0 "
-        "when every recomputed figure of its card (metrics, per-class scores, confusion matrix, p-value, "
-        "Wilson interval, status) equals the recorded one, 1 when not, 2 on errors.",
-        epilog="example: attncard verify attncard/minilm-none-sst2 --data-dir ../shared/data/glue",
-    )
-    parser.add_argument("repo", help="Hub repository ORG/NAME, or a local run folder")
-    _add_run_arguments(parser)
-    parser.add_argument(
-        "--data-dir",
-        type=Path,
-        default=None,
-        help="folder of GLUE TSV files, never the repository's (default: $GLUE_DIR, else the recorded Hub "
-        "dataset at its recorded commit)",
-    )
-    parser.add_argument(
-        "--base-model",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="the base model's folder, for a run trained on a local folder (its weights sha256 is checked)",
-    )
-    return parser
-
-
-def main_download(argv: list[str] | None = None) -> int:
-    """`attncard download REPO [--revision R] [--expect-sha256 H] [--allow-fail] [--hub-endpoint URL]
-    [--output DIR]`.
-
-    Prints where the checked files are and the run's status; exit 0, or 2 with one line on an error.
-
-    Example:
-        >>> main_download(["attncard/minilm-none-sst2", "--output", "runs/minilm"])
-        PASS_NO_COMPRESSION: attncard/minilm-none-sst2@3f1c2a9e0b7d, accuracy 0.7913 on 872 rows
-        runs/minilm
-        0
-    """
-    args = build_download_parser().parse_args(argv)
-    options = _run_options(args)
-    try:
-        if args.output is None:
-            files = download_verified(args.repo, args.revision, args.allow_fail, **options)
-            location = files.folder
-        else:
-            files, location = _download_to(args.repo, args.revision, args.allow_fail, args.output, options)
-    except AttncardError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    verification = files.results.verification
-    print(
-        f"{verification.status.value}: {files.source}, accuracy {verification.accuracy:.4f} on "
-        f"{verification.n} rows; every file matches its manifest, and its figures and card their "
-        f"recomputation; {files.signature}",
-        file=sys.stderr,
-    )
-    print(location)
-    return EXIT_OK
-
-
-def _download_to(
+def download_to(
     repo: str, revision: str | None, allow_failed: bool, output: Path, options: dict
 ) -> tuple[VerifiedFiles, Path]:
-    """Downloads into a new temporary folder, checks, and copies the run's files into the new folder."""
+    """[`download_verified`] into a new temporary folder, then the run's checked files copied into `output`,
+    a new (or empty) folder, and checked again there.
+
+    Args:
+        repo: Hub repository `ORG/NAME`, or a local run folder.
+        revision: branch, tag or commit sha (default: main).
+        allow_failed: accept a run whose status is FAIL.
+        output: the folder to create.
+        options: further keyword arguments of [`download_verified`] (endpoint, expected_sha256, …).
+
+    Returns:
+        The checked files, with `folder` set to `output`, and `output`.
+
+    Raises:
+        [`DownloadError`]: `output` is there and not an empty folder, or any error of [`download_verified`].
+
+    Example:
+        >>> files, folder = download_to("attncard/minilm-none-sst2", "v1", False, Path("runs/minilm"), {})
+        >>> folder
+        PosixPath('runs/minilm')
+    """
     output = output.expanduser()
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise DownloadError(f"{output} exists and is not an empty folder; pass a new folder as --output")
@@ -1224,70 +854,3 @@ def _download_to(
             shutil.rmtree(partial, ignore_errors=True)
     files = dataclasses.replace(files, folder=output.resolve())
     return files, output
-
-
-def main_verify(argv: list[str] | None = None) -> int:
-    """`attncard verify REPO|DIR [--revision R] [--expect-sha256 H] [--data-dir D] [--base-model DIR]
-    [--hub-endpoint URL]`.
-
-    Prints every recorded and recomputed figure; exit 0 when all match, 1 when not, 2 with one line on an
-    error.
-
-    Example:
-        >>> main_verify(["runs/minilm-none-sst2", "--data-dir", "../shared/data/glue"])
-        runs/minilm-none-sst2
-          metrics.accuracy                        recorded 0.7912844036697247  recomputed 0.7912844036697247
-          …
-          verification.status                     recorded PASS_NO_COMPRESSION  recomputed PASS_NO_COMPRESSION
-        MATCH: runs/minilm-none-sst2 reproduces all 41 recorded figures
-        0
-    """
-    args = build_verify_parser().parse_args(argv)
-    try:
-        check = reverify(
-            args.repo, args.revision, data_dir=args.data_dir, base_model=args.base_model, **_run_options(args)
-        )
-    except AttncardError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    print(f"{check.source}")
-    for figure in check.figures:
-        mark = "  " if figure.equal() else "≠ "
-        recorded, recomputed = _shown(figure.recorded), _shown(figure.recomputed)
-        print(f"{mark}{figure.name:<40}recorded {recorded}  recomputed {recomputed}")
-    if check.matches:
-        print(f"MATCH: {check.source} reproduces all {len(check.figures)} recorded figures")
-        return EXIT_OK
-    print(f"MISMATCH: {'; '.join(check.problems)}" + (f" ({check.note})" if check.note else ""))
-    return EXIT_MISMATCH
-
-
-__all__ = [
-    "DownloadError",
-    "FailedCheckpointError",
-    "HubUnreachable",
-    "IncompatibleRunError",
-    "IntegrityError",
-    "RepoNotFound",
-    "Reverification",
-    "RevisionNotFound",
-    "UnknownSchemaError",
-    "UnsafeFormatError",
-    "VerifiedFiles",
-    "VerifiedModel",
-    "build_download_parser",
-    "build_verify_parser",
-    "check_files",
-    "check_results_sha256",
-    "check_run_tag",
-    "check_safe_formats",
-    "download_verified",
-    "load_verified",
-    "main_download",
-    "main_verify",
-    "predict",
-    "predict_logits",
-    "predictions_sha256",
-    "read_results",
-    "reverify",
-]

@@ -59,6 +59,7 @@ from .errors import (
     RevisionNotFound,
     first_line,
 )
+from .results import COMMIT_RE
 
 DEFAULT_TIMEOUT_S = 60.0  # each network operation: connecting, one read, one write
 DEFAULT_DEADLINE_S = 30 * 60.0  # a whole download or push
@@ -72,7 +73,6 @@ MAX_FILE_BYTES = 1 << 40
 MAX_REDIRECTS = 5
 _WRITE_CHUNK = 1 << 16  # writes are split so that the deadline is checked between chunks
 _SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
-_COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
 _RETRIED_STATUSES = frozenset({408, 429, 500, 502, 503, 504})  # those huggingface_hub's http_backoff retries
 _SHORT_SHA = 12
@@ -610,7 +610,7 @@ def _fetch_online(
     api = HfApi(endpoint=hub, token=token)
     # Always by revision: olah answers "not found" for the bare `/api/models/ORG/NAME`.
     commit = api.model_info(repo_id, revision=revision or "main").sha
-    if not isinstance(commit, str) or not _COMMIT_RE.fullmatch(commit):
+    if not isinstance(commit, str) or not COMMIT_RE.fullmatch(commit):
         raise DownloadError(f"{hub} gave {str(commit)[:80]!r} as the commit of {where}, not a 40-hex sha")
     if revision is not None and re.fullmatch(r"[0-9a-fA-F]{40}", revision) and commit != revision.lower():
         raise DownloadError(f"{hub} answered commit {commit} for the commit {revision}; it cannot be trusted")
@@ -687,7 +687,7 @@ def _file_of(entry: RepoFile, where: str) -> _File:
     size, blob_id, lfs = entry.size, entry.blob_id, entry.lfs
     if type(size) is not int or not 0 <= size <= MAX_FILE_BYTES:
         raise DownloadError(f"{where} lists {entry.path} with size {str(size)[:40]!r}; this is not a run")
-    if not isinstance(blob_id, str) or not _COMMIT_RE.fullmatch(blob_id):
+    if not isinstance(blob_id, str) or not COMMIT_RE.fullmatch(blob_id):
         raise DownloadError(f"{where} lists {entry.path} with blob id {str(blob_id)[:80]!r}, not 40-hex")
     sha256 = None
     if lfs is not None:
@@ -804,7 +804,7 @@ def _cached(root: Path, revision: str | None) -> FetchedRun | None:
     )
     if (
         not isinstance(commit, str)
-        or not _COMMIT_RE.fullmatch(commit)
+        or not COMMIT_RE.fullmatch(commit)
         or _complete(root, commit, None) is None
     ):
         return None

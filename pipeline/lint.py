@@ -51,7 +51,6 @@ import dataclasses
 import functools
 import json
 import re
-import sys
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -214,49 +213,6 @@ def renderings(value: int | float) -> set[str]:
     if isinstance(value, int):
         texts.add(f"{value:,}")
     return texts
-
-
-def main(argv: list[str] | None = None) -> int:
-    """The `attncard lint DIR` command: prints each finding, then a summary line.
-
-    Each finding is printed on its own line as `DIR/path:line: message`, then `N findings` (`1 finding`) or
-    `clean: DIR`, all on stdout. Bad input (not a folder, no results.json) is one line on stderr.
-
-    Args:
-        argv: the arguments after `attncard lint`, e.g. `["runs/minilm-none-sst2"]`.
-
-    Returns:
-        0 when the folder is clean, 1 when there are findings, 2 on bad input.
-
-    Example:
-        >>> main(["runs/minilm-none-sst2"])
-        clean: runs/minilm-none-sst2
-        0
-    """
-    # Imported here, not at the top: the CLI imports this module to wire in the command.
-    from .cli import EXIT_BAD_INPUT, OneLineParser
-
-    parser = OneLineParser(
-        prog="attncard lint",
-        description="Check a run folder before pushing it: placeholders in the card, files that do not "
-        "parse, card figures that are not in results.json, missing linked files, and the sha256 manifest.",
-        epilog="example: attncard lint runs/minilm-none-sst2",
-    )
-    parser.add_argument("run_dir", metavar="DIR", help="the run folder written by publish")
-    args = parser.parse_args(argv)
-    try:
-        findings = lint_run_folder(args.run_dir)
-    except AttncardError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    for finding in findings:
-        # Paths from where the command was run, so that editors and terminals can open them.
-        print(dataclasses.replace(finding, path=(Path(args.run_dir) / finding.path).as_posix()))
-    if findings:
-        print(f"{len(findings)} finding{'s' if len(findings) != 1 else ''}")
-        return 1
-    print(f"clean: {args.run_dir}")
-    return 0
 
 
 # --- results.json and the other JSON files -----------------------------------------------------------------
@@ -688,6 +644,5 @@ __all__ = [
     "PYTHON_FENCES",
     "Finding",
     "lint_run_folder",
-    "main",
     "renderings",
 ]

@@ -401,6 +401,8 @@ class Results:
         return cls.from_dict(data)
 
 
+# A git commit (or blob) id: 40 lowercase hex digits; match with `fullmatch`.
+COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _REVISION_RE = re.compile(r"^(sha256:[0-9a-f]{64}|[0-9a-f]{40})$")
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
@@ -624,6 +626,7 @@ def utc_now() -> str:
 
 __all__ = [
     "CARD_FILE",
+    "COMMIT_RE",
     "RESULTS_FILE",
     "RUN_TAG_DIGEST_HEX",
     "RUN_TAG_RE",

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from attncard.pipeline import cli
+from attncard.pipeline import publish
 from attncard.pipeline.cli import main, publish_main
+from attncard.pipeline.cli import publish as publish_command
 
 
 def _one_line_error(capsys, code: int) -> str:
@@ -127,7 +128,8 @@ def _tree(root: Path) -> list[str]:
 @pytest.fixture
 def no_work(monkeypatch):
     """Fails the test if publish gets past its input checks: no stage may start on bad input."""
-    monkeypatch.setattr(cli, "run_publish", lambda options: pytest.fail("publish started on bad input"))
+    started = lambda options: pytest.fail("publish started on bad input")  # noqa: E731
+    monkeypatch.setattr(publish_command, "run_publish", started)
 
 
 def _refused(capsys, tmp_path, argv, message):
@@ -267,7 +269,7 @@ def test_cards_into_the_run_folder_is_refused(capsys, tmp_path, small_glue, no_w
 def test_the_checks_pass_good_input_through(tmp_path, small_glue, monkeypatch):
     """The same checks let a good command through to the stages, with the options as given."""
     started = []
-    monkeypatch.setattr(cli, "run_publish", started.append)
+    monkeypatch.setattr(publish_command, "run_publish", started.append)
     argv = [
         *("--model", "minilm", "--module", "none", "--data-dir", str(small_glue)),
         *("--output", str(tmp_path / "new" / "runs"), "--cards", str(tmp_path / "cards")),
@@ -286,7 +288,9 @@ def test_an_unwritable_output_folder_is_refused_as_root_too(
     locked = tmp_path / "locked"
     locked.mkdir()
     real_access = os.access
-    monkeypatch.setattr(cli.os, "access", lambda path, mode: Path(path) != locked and real_access(path, mode))
+    monkeypatch.setattr(
+        publish.os, "access", lambda path, mode: Path(path) != locked and real_access(path, mode)
+    )
     argv = [
         *("--model", "minilm", "--module", "none", "--data-dir", str(small_glue)),
         *("--output", str(locked / "runs")),

@@ -18,25 +18,24 @@ import pytest
 import torch
 from huggingface_hub import HfApi, constants
 
+from attncard.pipeline.cli import main
 from attncard.pipeline.data import load_task
-from attncard.pipeline.download import (
+from attncard.pipeline.download import load_verified, predict
+from attncard.pipeline.errors import (
+    DataError,
     HubUnreachable,
     IncompatibleRunError,
     IntegrityError,
     RepoNotFound,
+    ResultsError,
     RevisionNotFound,
     UnknownSchemaError,
     UnsafeFormatError,
-    load_verified,
-    main_download,
-    main_verify,
-    predict,
-    predictions_sha256,
-    reverify,
 )
-from attncard.pipeline.errors import DataError, ResultsError
-from attncard.pipeline.publish import push_tag
+from attncard.pipeline.evaluate import predictions_sha256
+from attncard.pipeline.push import push_tag
 from attncard.pipeline.results import Results, sha256_file
+from attncard.pipeline.reverify import reverify
 from conftest import HUB_TOKEN, HUB_USER, TINY_GPT2_REPO, commit_run_folder, write_sst2_folder
 from hub_server import LoopbackHub
 
@@ -198,7 +197,7 @@ def test_reverify_matches_and_catches_an_edited_accuracy(
     gpt2_base, tiny_gpt2_run, tmp_path: Path, capsys
 ) -> None:
     run_dir, glue = tiny_gpt2_run
-    assert main_verify([str(run_dir), "--data-dir", str(glue), "--base-model", str(gpt2_base)]) == 0
+    assert main(["verify", str(run_dir), "--data-dir", str(glue), "--base-model", str(gpt2_base)]) == 0
     out = capsys.readouterr().out
     assert "MATCH: " in out and "recorded PASS_NO_COMPRESSION" in out
 
@@ -210,7 +209,7 @@ def test_reverify_matches_and_catches_an_edited_accuracy(
     copy = copy_run(run_dir, tmp_path, better)
     with pytest.raises(IntegrityError, match=r"accuracy is 0\.987654 but 0\.875 when recomputed"):
         reverify(copy, data_dir=glue, base_model=gpt2_base)
-    assert main_verify([str(copy), "--data-dir", str(glue), "--base-model", str(gpt2_base)]) == 2
+    assert main(["verify", str(copy), "--data-dir", str(glue), "--base-model", str(gpt2_base)]) == 2
     assert "contradicts itself" in capsys.readouterr().err
 
 
@@ -317,7 +316,7 @@ def test_download_command(gpt2_base, hub, published: str, tiny_gpt2_run, tmp_pat
     run_dir, _ = tiny_gpt2_run
     output = tmp_path / "downloaded"
     assert (
-        main_download([REPO, "--revision", "v1", "--hub-endpoint", hub.endpoint, "--output", str(output)])
+        main(["download", REPO, "--revision", "v1", "--hub-endpoint", hub.endpoint, "--output", str(output)])
         == 0
     )
     captured = capsys.readouterr()
@@ -331,7 +330,7 @@ def test_download_command(gpt2_base, hub, published: str, tiny_gpt2_run, tmp_pat
     assert load_verified(output, base_model=gpt2_base).results.metrics.accuracy == accuracy
     capsys.readouterr()
 
-    assert main_download([f"{USER}/missing", "--hub-endpoint", hub.endpoint]) == 2
+    assert main(["download", f"{USER}/missing", "--hub-endpoint", hub.endpoint]) == 2
     assert "no repository" in one_line_error(capsys)
-    assert main_download([REPO, "--hub-endpoint", hub.endpoint, "--output", str(output)]) == 2
+    assert main(["download", REPO, "--hub-endpoint", hub.endpoint, "--output", str(output)]) == 2
     assert "is not an empty folder" in one_line_error(capsys)

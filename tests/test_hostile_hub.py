@@ -40,7 +40,7 @@ from huggingface_hub.utils import _http as hf_http
 
 from attncard.pipeline import hub_io, publish
 from attncard.pipeline.cli import main
-from attncard.pipeline.download import download_verified, main_download
+from attncard.pipeline.download import download_verified
 from attncard.pipeline.errors import (
     AttncardError,
     DownloadError,
@@ -48,9 +48,10 @@ from attncard.pipeline.errors import (
     HubUnreachable,
     InsecureEndpointError,
     IntegrityError,
+    PushError,
 )
 from attncard.pipeline.hub_io import fetch_run, hub_endpoint
-from attncard.pipeline.publish import PushError, push_run_folder
+from attncard.pipeline.push import push_run_folder
 from conftest import HUB_USER, TINY_GPT2_REPO, commit_run_folder, serve
 from hostile_hub import HostileHub
 
@@ -221,7 +222,7 @@ def test_an_echoed_token_never_shows_in_a_download(
         download_verified(REPO, endpoint=hostile.endpoint, cache_dir=tmp_path / "cache-1")
     assert_one_line_without_token(caught.value)
     hostile.echo = {route: list(statuses) for route, statuses in echo.items()}
-    assert main_download([REPO, "--hub-endpoint", hostile.endpoint]) == 2
+    assert main(["download", REPO, "--hub-endpoint", hostile.endpoint]) == 2
     out, err = capfd.readouterr()
     assert err.startswith("error: ") and err.count("\n") == 1, err
     assert any(auth == f"Bearer {TOKEN}" for _, _, auth in hostile.requests_seen)  # it was sent, and echoed
@@ -261,7 +262,7 @@ def test_plain_http_to_another_host_is_refused_before_any_request(
     with pytest.raises(InsecureEndpointError, match="plain http"):
         push_run_folder(run_dir, REPO, endpoint=endpoint)
     monkeypatch.setattr(constants, "ENDPOINT", endpoint)  # as HF_ENDPOINT sets it
-    assert main_download([REPO]) == 2
+    assert main(["download", REPO]) == 2
     assert "the Hub endpoint http://example.invalid is plain http" in capsys.readouterr().err
     assert contacted == [] and hostile.requests_seen == []
     assert hub_endpoint("https://Hub.Example/mirror/") == "https://hub.example/mirror"
@@ -289,7 +290,7 @@ def test_a_trickling_server_cannot_hang_a_download(
     monkeypatch.setattr(hub_io, "DEFAULT_DEADLINE_S", DEADLINE_S)
     hostile.trickle = trickle
     started = time.monotonic()
-    assert main_download([REPO, "--hub-endpoint", hostile.endpoint]) == 2
+    assert main(["download", REPO, "--hub-endpoint", hostile.endpoint]) == 2
     assert time.monotonic() - started < DEADLINE_S + 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and re.fullmatch(

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from huggingface_hub import HfApi
 
-from attncard.pipeline.download import download_verified, load_verified, main_download, main_verify, reverify
+from attncard.pipeline.cli import main
+from attncard.pipeline.download import download_verified, load_verified
 from attncard.pipeline.errors import (
     DataError,
     DownloadError,
@@ -27,9 +28,10 @@ from attncard.pipeline.errors import (
     ResultsError,
 )
 from attncard.pipeline.evaluate import label_metrics
-from attncard.pipeline.publish import push_tag
+from attncard.pipeline.push import push_tag
 from attncard.pipeline.render import render_card, write_plots
 from attncard.pipeline.results import CARD_FILE, RESULTS_FILE, Results, Status, build_manifest, sha256_file
+from attncard.pipeline.reverify import reverify
 from attncard.pipeline.verify import verification_from_counts
 from conftest import HUB_TOKEN, TINY_GPT2_REPO, commit_run_folder
 from hub_server import LoopbackHub
@@ -141,7 +143,7 @@ def test_adapter_config_is_checked_field_by_field(tiny_gpt2_run, tmp_path, capsy
     edit_json(run_dir, "adapter_config.json", lambda c: c.update({field: value}))
     with pytest.raises(IncompatibleRunError, match=message):
         download_verified(run_dir)
-    assert main_download([str(run_dir)]) == 2
+    assert main(["download", str(run_dir)]) == 2
     assert "adapter_config.json" in one_line(capsys)
 
 
@@ -184,7 +186,7 @@ def test_a_fail_marked_pass_is_refused(tiny_gpt2_run, tmp_path, capsys) -> None:
     edit_json(run_dir, RESULTS_FILE, pass_at_30_percent)
     with pytest.raises(IntegrityError, match=r"contradicts itself: verification\.status is 'PASS_NO_COMP"):
         download_verified(run_dir)
-    assert main_download([str(run_dir)]) == 2
+    assert main(["download", str(run_dir)]) == 2
     assert "do not use this checkpoint" in one_line(capsys)
 
 
@@ -236,7 +238,7 @@ def test_verify_recomputes_every_figure_of_a_forged_run(tiny_gpt2_run, tiny_mode
     assert not check.matches, check.problems
     assert any(p.startswith("metrics.accuracy ") for p in check.problems), check.problems
     assert any(p.startswith("metrics.confusion_matrix[") for p in check.problems)
-    assert main_verify([str(forged), "--data-dir", str(glue), "--base-model", str(base_model)]) == 1
+    assert main(["verify", str(forged), "--data-dir", str(glue), "--base-model", str(base_model)]) == 1
     out = capsys.readouterr().out
     for name in (
         "metrics.f1_macro",
@@ -265,7 +267,8 @@ def test_verify_refuses_data_other_than_the_recorded(
     dev.write_text(dev.read_text().replace("\t0\n", "\t1\n"))
     with pytest.raises(DataError, match=r"are not the data the run was evaluated on"):
         reverify(run_dir, data_dir=forged_glue, base_model=base_model)
-    assert main_verify([str(run_dir), "--data-dir", str(forged_glue), "--base-model", str(base_model)]) == 2
+    argv = ["verify", str(run_dir), "--data-dir", str(forged_glue), "--base-model", str(base_model)]
+    assert main(argv) == 2
     assert "pass --data-dir with the same GLUE files" in one_line(capsys)
     # Without --data-dir or GLUE_DIR nothing in (or named by) the repository is used.
     with pytest.raises(DataError, match=r"pass --data-dir \(data_dir=\) or set GLUE_DIR"):
@@ -293,9 +296,9 @@ def test_malformed_results_json_is_one_line_and_exit_2(tiny_gpt2_run, tmp_path, 
     edit_json(run_dir, RESULTS_FILE, edit)
     with pytest.raises(ResultsError, match=message):
         download_verified(run_dir)
-    assert main_download([str(run_dir)]) == 2
+    assert main(["download", str(run_dir)]) == 2
     one_line(capsys)
-    assert main_verify([str(run_dir)]) == 2
+    assert main(["verify", str(run_dir)]) == 2
     one_line(capsys)
 
 
@@ -307,7 +310,6 @@ def test_push_signs_and_download_requires_the_signer(
 ) -> None:
     from test_signing import make_key
 
-    from attncard.pipeline.cli import main
 
     (tmp_path / "keys").mkdir()
     private, public = make_key(tmp_path / "keys", "publisher")
@@ -319,16 +321,16 @@ def test_push_signs_and_download_requires_the_signer(
     capsys.readouterr()
 
     download = [TINY_GPT2_REPO, "--hub-endpoint", hub.endpoint]
-    assert main_download([*download, "--require-key", str(public), "--output", str(tmp_path / "a")]) == 0
+    assert main(["download", *download, "--require-key", str(public), "--output", str(tmp_path / "a")]) == 0
     assert ", verified" in capsys.readouterr().err
     assert (tmp_path / "a" / "model.sig").is_file()
-    assert main_download([*download, "--require-key", str(other)]) == 2
+    assert main(["download", *download, "--require-key", str(other)]) == 2
     assert "key" in one_line(capsys)
     # Without a required signer the signature is reported, and said to be unverified.
-    assert main_download(download) == 0
+    assert main(["download", *download]) == 0
     assert "NOT verified" in capsys.readouterr().err
 
     # An unsigned run (the signature deleted by someone with write access) is refused when a key is required.
     HfApi(endpoint=hub.endpoint, token=HUB_TOKEN).delete_file("model.sig", TINY_GPT2_REPO)
-    assert main_download([*download, "--require-key", str(public)]) == 2
+    assert main(["download", *download, "--require-key", str(public)]) == 2
     assert "unsigned" in one_line(capsys)

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from attncard.modules.kernels import bench
-from attncard.modules.kernels.bench import format_table, main, run_attention_benchmark
+from attncard.modules.kernels.bench import format_table, run_attention_benchmark
+from attncard.pipeline.cli import main
 
 
 def test_benchmark_records_and_table(tmp_path, monkeypatch):
@@ -29,6 +30,8 @@ def test_benchmark_records_and_table(tmp_path, monkeypatch):
     assert (
         main(
             [
+                "bench",
+                "attention",
                 "--ns",
                 "64",
                 "--span",

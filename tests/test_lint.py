@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from attncard.pipeline.cli import publish_main
+from attncard.pipeline.cli import main, publish_main
 from attncard.pipeline.errors import AttncardError
-from attncard.pipeline.lint import Finding, lint_run_folder, main, renderings
+from attncard.pipeline.lint import Finding, lint_run_folder, renderings
 from attncard.pipeline.render import TASK_TITLES
 from attncard.pipeline.results import Results, build_manifest
 
@@ -318,19 +318,19 @@ def test_bad_input_raises(tmp_path):
 
 
 def test_main_exit_codes_and_output(run, tmp_path, capsys):
-    assert main([str(run)]) == 0
+    assert main(["lint", str(run)]) == 0
     assert capsys.readouterr().out == f"clean: {run}\n"
 
     line = _edit_card(run, "\n## Data\n", "\nTODO: plots\n\n## Data\n")
     (run / "extra.txt").write_text("x\n")
-    assert main([str(run)]) == 1
+    assert main(["lint", str(run)]) == 1
     assert capsys.readouterr().out.splitlines() == [
         f"{run.as_posix()}/README.md:{line}: placeholder 'TODO'",
         f"{run.as_posix()}/extra.txt: not in results.json's manifest",
         "2 findings",
     ]
 
-    assert main([str(tmp_path / "nowhere")]) == 2
+    assert main(["lint", str(tmp_path / "nowhere")]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     assert (

@@ -21,17 +21,10 @@ from huggingface_hub.hf_api import RepoFile
 
 from attncard.pipeline.cli import main, publish_main
 from attncard.pipeline.data import load_task
-from attncard.pipeline.download import (
-    IntegrityError,
-    RepoNotFound,
-    RevisionNotFound,
-    load_verified,
-    main_download,
-    main_verify,
-    predict,
-    predictions_sha256,
-)
-from attncard.pipeline.publish import push_run_folder
+from attncard.pipeline.download import load_verified, predict
+from attncard.pipeline.errors import IntegrityError, RepoNotFound, RevisionNotFound
+from attncard.pipeline.evaluate import predictions_sha256
+from attncard.pipeline.push import push_run_folder
 from attncard.pipeline.results import Results
 from conftest import HUB_USER, TINY_GPT2_REPO
 from hub_server import LoopbackHub
@@ -111,13 +104,13 @@ def test_a_pushed_run_loads_and_reverifies_through_olah(
         assert predictions_sha256(predict(verified, data)) == results.metrics.predictions_sha256
 
     output = tmp_path / "downloaded"
-    assert main_download([REPO, "--hub-endpoint", olah.endpoint, "--output", str(output)]) == 0
+    assert main(["download", REPO, "--hub-endpoint", olah.endpoint, "--output", str(output)]) == 0
     assert capsys.readouterr().out.strip() == str(output)
     assert run_files(output) == run_files(run_dir)
 
     verify = [REPO, "--revision", pushed.tag, "--hub-endpoint", olah.endpoint, "--data-dir", str(glue)]
     verify += ["--base-model", str(gpt2_base)]
-    assert main_verify(verify) == 0
+    assert main(["verify", *verify]) == 0
     assert f"{results.metrics.predictions_sha256[:12]}" in capsys.readouterr().out
 
 
@@ -151,7 +144,7 @@ def test_tampered_and_missing_files_on_olah_are_refused(
     with pytest.raises(IntegrityError, match=r"tokenizer\.json is missing \(the manifest expects sha256 "):
         load_verified(REPO, endpoint=olah.endpoint, cache_dir=fresh_cache())
     capsys.readouterr()
-    assert main_download([REPO, "--hub-endpoint", olah.endpoint]) == 2
+    assert main(["download", REPO, "--hub-endpoint", olah.endpoint]) == 2
     assert "tokenizer.json is missing" in one_line_error(capsys)
 
 
@@ -208,7 +201,7 @@ def test_minilm_publish_push_then_download_through_olah(glue, hub, olah, tmp_pat
     correct = sum(p == t for p, t in zip(predictions, data.validation["label"], strict=True))
     assert correct / len(predictions) == results.metrics.accuracy
     capsys.readouterr()
-    assert main_verify([repo, "--hub-endpoint", olah.endpoint, "--data-dir", str(glue)]) == 0
+    assert main(["verify", repo, "--hub-endpoint", olah.endpoint, "--data-dir", str(glue)]) == 0
 
     snapshot = hub.snapshot(repo)
     weights = bytearray(snapshot["adapter_model.safetensors"])

@@ -23,18 +23,13 @@ from huggingface_hub import CommitOperationAdd, HfApi, constants
 from huggingface_hub.utils import _http as hf_http
 from huggingface_hub.utils import close_session
 
-from attncard.pipeline import publish
+from attncard.pipeline import push as publish
 from attncard.pipeline.cli import main, publish_main
-from attncard.pipeline.download import IntegrityError, load_verified, reverify
-from attncard.pipeline.publish import (
-    PushConflictError,
-    PushError,
-    PushRefusedError,
-    PushResult,
-    push_run_folder,
-    push_tag,
-)
+from attncard.pipeline.download import load_verified
+from attncard.pipeline.errors import IntegrityError, PushConflictError, PushError, PushRefusedError
+from attncard.pipeline.push import PushResult, push_run_folder, push_tag
 from attncard.pipeline.results import Results, Status, sha256_file
+from attncard.pipeline.reverify import reverify
 from conftest import HUB_USER, point_client_at, write_sst2_folder
 from hub_server import CONFLICT_MESSAGE, LoopbackHub
 

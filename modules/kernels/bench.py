@@ -12,11 +12,9 @@ Peak memory is the growth of the process's peak RSS during one call on CPU (Linu
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import ctypes
 import gc
-import json
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -284,49 +282,3 @@ def format_table(records: list[dict]) -> str:
         "(baseline: sdpa_dense for forward, dense_bias for forward_backward)"
     )
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Command line: run the benchmark, print the table, optionally write the records as JSON."""
-    parser = argparse.ArgumentParser(prog="attncard bench attention", description=__doc__.splitlines()[0])
-    parser.add_argument("--ns", default="512,1024,2048,4096,8192,16384", help="comma-separated, may be empty")
-    parser.add_argument("--span", type=int, default=64, help="window of every head (forward)")
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--heads", type=int, default=12)
-    parser.add_argument("--head-dim", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--backward-n", type=int, default=4096, help="0 skips forward + backward")
-    parser.add_argument("--backward-span", type=int, default=128)
-    parser.add_argument("--device", choices=("cpu", "cuda"), default=None)
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    parser.add_argument("--json", metavar="FILE", help="write the records to FILE as JSON")
-    args = parser.parse_args(argv)
-
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    print(
-        f"device {device}, torch {torch.__version__}, {torch.get_num_threads()} threads, "
-        f"B={args.batch} H={args.heads} D={args.head_dim}",
-        flush=True,
-    )
-    records = run_attention_benchmark(
-        ns=[int(n) for n in args.ns.split(",") if n],
-        span=args.span,
-        batch=args.batch,
-        heads=args.heads,
-        head_dim=args.head_dim,
-        repeats=args.repeats,
-        backward_n=args.backward_n or None,
-        backward_span=args.backward_span,
-        device=device,
-    )
-    print(format_table(records))
-    if args.json:
-        with open(args.json, "w") as out:
-            json.dump(records, out, indent=2)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,0 +1,62 @@
+"""`attncard bench attention [--ns …] [--json FILE]`: time and peak memory of banded attention against dense
+attention (`modules.kernels.bench`), printed as a table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import torch
+
+from ...modules.kernels.bench import format_table, run_attention_benchmark
+from .common import run_command
+
+DESCRIPTION = "Time and peak memory of banded attention against dense attention."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `attncard bench attention`."""
+    parser.add_argument("benchmark", choices=["attention"])
+    parser.add_argument("--ns", default="512,1024,2048,4096,8192,16384", help="comma-separated, may be empty")
+    parser.add_argument("--span", type=int, default=64, help="window of every head (forward)")
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--heads", type=int, default=12)
+    parser.add_argument("--head-dim", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--backward-n", type=int, default=4096, help="0 skips forward + backward")
+    parser.add_argument("--backward-span", type=int, default=128)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default=None)
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--json", metavar="FILE", help="write the records to FILE as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_command(lambda: _bench(args))
+
+
+def _bench(args: argparse.Namespace) -> int:
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(
+        f"device {device}, torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"B={args.batch} H={args.heads} D={args.head_dim}",
+        flush=True,
+    )
+    records = run_attention_benchmark(
+        ns=[int(n) for n in args.ns.split(",") if n],
+        span=args.span,
+        batch=args.batch,
+        heads=args.heads,
+        head_dim=args.head_dim,
+        repeats=args.repeats,
+        backward_n=args.backward_n or None,
+        backward_span=args.backward_span,
+        device=device,
+    )
+    print(format_table(records))
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(records, out, indent=2)
+    return 0

@@ -1,0 +1,95 @@
+"""What every command shares: one-line argument errors, argument types, and how an error ends a command.
+
+A command is a module of this package with `add_arguments(parser)` and `run(args) -> int`; the library
+functions it calls know nothing of argv, stderr or exit codes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import sys
+from collections.abc import Callable, Iterator
+
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id
+
+from ..errors import AttncardError
+
+EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_INTERRUPTED = 130
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line, naming the fix, with exit status 2."""
+
+    def error(self, message: str):
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be a positive finite number")
+    return value
+
+
+def repo_id(text: str) -> str:
+    try:
+        validate_repo_id(text)
+    except HFValidationError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a Hub repo id; write it as ORG/NAME") from None
+    if "/" not in text:
+        raise argparse.ArgumentTypeError(f"'{text}' has no owner; write it as ORG/NAME")
+    return text
+
+
+@contextlib.contextmanager
+def progress_on_stderr() -> Iterator[None]:
+    """Shows the library's progress (its `logging` INFO records) on stderr while a command runs; the push's
+    lines are prefixed `push: `."""
+    handlers = []
+    for name, prefix in (("attncard.pipeline.push", "push: "), ("attncard.pipeline", "")):
+        logger = logging.getLogger(name)
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(f"{prefix}%(message)s"))
+        handlers.append((logger, handler, logger.level, logger.propagate))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+    logging.getLogger("attncard.pipeline.push").propagate = False  # its own handler, not both
+    try:
+        yield
+    finally:
+        for logger, handler, level, propagate in handlers:
+            logger.removeHandler(handler)
+            logger.setLevel(level)
+            logger.propagate = propagate
+
+
+def run_command(action: Callable[[], int | None]) -> int:
+    """Runs a command's action: an [`AttncardError`] becomes one line on stderr and exit status 2, Ctrl-C
+    exit status 130; otherwise the action's status (0 when it returns None)."""
+    try:
+        with progress_on_stderr():
+            status = action()
+    except AttncardError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("interrupted; nothing was written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return EXIT_OK if status is None else status

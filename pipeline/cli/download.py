@@ -1,0 +1,140 @@
+"""`attncard download REPO [--revision R] [--expect-sha256 H] [--allow-fail] [--output DIR] …`: downloads a
+published run and checks it (`pipeline.download`); prints its status and where the checked files are."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..download import download_to, download_verified
+from .common import EXIT_OK, positive_float, run_command
+
+DESCRIPTION = (
+    "Download a published run from the Hub and check it: every file against its manifest "
+    "(sha256), only files a run folder holds, its results.json field by field, its verification and card "
+    "against their recomputation, and its status; no weights are loaded and no code is run."
+)
+EPILOG = "example: attncard download attncard/minilm-none-sst2 --revision v1 --output runs/minilm"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `attncard download`."""
+    parser.add_argument("repo", help="Hub repository ORG/NAME (or a local run folder, to check it)")
+    add_run_arguments(parser)
+    parser.add_argument("--allow-fail", action="store_true", help="accept a run whose status is FAIL")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help="copy the checked files into this new folder (default: leave them in the download folder)",
+    )
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that say which run to fetch and what it must be, shared by download and verify."""
+    parser.add_argument("--revision", default=None, help="branch, tag or commit sha (default: main)")
+    parser.add_argument(
+        "--expect-sha256",
+        default=None,
+        metavar="SHA256",
+        help="refuse any results.json but this one: its sha256 (at least 32 hex digits), e.g. from "
+        "cards/<run>/results.json; a run tag run-…-<digest> carries it already",
+    )
+    parser.add_argument(
+        "--hub-endpoint",
+        default=None,
+        metavar="URL",
+        help="the Hub to download from (default: $HF_ENDPOINT, else https://huggingface.co)",
+    )
+    signer = parser.add_mutually_exclusive_group()
+    signer.add_argument(
+        "--require-signer",
+        default=None,
+        metavar="IDENTITY",
+        help="refuse the run unless model.sig is a Sigstore signature by IDENTITY, e.g. "
+        "https://github.com/ORG/REPO/.github/workflows/publish.yml@refs/tags/v1",
+    )
+    signer.add_argument(
+        "--require-key",
+        type=Path,
+        default=None,
+        metavar="PEM",
+        help="refuse the run unless model.sig is a signature by this public key",
+    )
+    parser.add_argument(
+        "--hub-timeout",
+        type=positive_float,
+        default=None,
+        metavar="SECONDS",
+        help="give up a Hub request after this long without progress (default: 60)",
+    )
+    parser.add_argument(
+        "--hub-deadline",
+        type=positive_float,
+        default=None,
+        metavar="SECONDS",
+        help="give up the whole download after this long, however the server trickles (default: 1800)",
+    )
+    parser.add_argument(
+        "--signer-issuer",
+        default=None,
+        metavar="URL",
+        help="the OIDC issuer of --require-signer (default: https://token.actions.githubusercontent.com)",
+    )
+
+
+def _run_options(args: argparse.Namespace) -> dict:
+    """The keyword arguments of download_verified / reverify that `_add_run_arguments` parsed."""
+    return {
+        "endpoint": args.hub_endpoint,
+        "expected_sha256": args.expect_sha256,
+        "require_signer": args.require_signer,
+        "signer_issuer": args.signer_issuer,
+        "require_key": args.require_key,
+        "timeout": args.hub_timeout,
+        "deadline": args.hub_deadline,
+    }
+
+
+def run_options(args: argparse.Namespace) -> dict:
+    """The keyword arguments of download_verified / reverify that `add_run_arguments` parsed."""
+    return {
+        "endpoint": args.hub_endpoint,
+        "expected_sha256": args.expect_sha256,
+        "require_signer": args.require_signer,
+        "signer_issuer": args.signer_issuer,
+        "require_key": args.require_key,
+        "timeout": args.hub_timeout,
+        "deadline": args.hub_deadline,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    """Prints the run's status on stderr and the folder of its checked files on stdout; exit 0, or 2 with one
+    line on an error.
+
+    Example:
+        $ attncard download attncard/minilm-none-sst2 --output runs/minilm
+        PASS_NO_COMPRESSION: attncard/minilm-none-sst2@3f1c2a9e0b7d, accuracy 0.7913 on 872 rows; …
+        runs/minilm
+    """
+    return run_command(lambda: _download(args))
+
+
+def _download(args: argparse.Namespace) -> int:
+    options = run_options(args)
+    if args.output is None:
+        files = download_verified(args.repo, args.revision, args.allow_fail, **options)
+        location = files.folder
+    else:
+        files, location = download_to(args.repo, args.revision, args.allow_fail, args.output, options)
+    verification = files.results.verification
+    print(
+        f"{verification.status.value}: {files.source}, accuracy {verification.accuracy:.4f} on "
+        f"{verification.n} rows; every file matches its manifest, and its figures and card their "
+        f"recomputation; {files.signature}",
+        file=sys.stderr,
+    )
+    print(location)
+    return EXIT_OK

@@ -1,0 +1,45 @@
+"""`attncard lint DIR`: checks a run folder before it is pushed (`pipeline.lint`), one finding per line."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from ..lint import lint_run_folder
+from .common import EXIT_MISMATCH, EXIT_OK, run_command
+
+DESCRIPTION = (
+    "Check a run folder before pushing it: placeholders in the card, files that do not "
+    "parse, card figures that are not in results.json, missing linked files, and the sha256 manifest."
+)
+EPILOG = "example: attncard lint runs/minilm-none-sst2"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `attncard lint`."""
+    parser.add_argument("run_dir", metavar="DIR", help="the run folder written by publish")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Prints each finding as `DIR/path:line: message`, then `N findings` (`1 finding`) or `clean: DIR`, all
+    on stdout; exit 0 when clean, 1 with findings, 2 with one line on stderr on bad input (not a folder, no
+    results.json).
+
+    Example:
+        $ attncard lint runs/minilm-none-sst2
+        clean: runs/minilm-none-sst2
+    """
+    return run_command(lambda: _lint(args))
+
+
+def _lint(args: argparse.Namespace) -> int:
+    findings = lint_run_folder(args.run_dir)
+    for finding in findings:
+        # Paths from where the command was run, so that editors and terminals can open them.
+        print(dataclasses.replace(finding, path=(Path(args.run_dir) / finding.path).as_posix()))
+    if findings:
+        print(f"{len(findings)} finding{'s' if len(findings) != 1 else ''}")
+        return EXIT_MISMATCH
+    print(f"clean: {args.run_dir}")
+    return EXIT_OK

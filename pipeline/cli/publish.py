@@ -1,0 +1,174 @@
+"""`publish --model M --module A --task T [--push …]` (also `attncard publish`): runs every stage and writes
+the run folder `runs/<repo-name>/`; with `--push` it then pushes it to the Hub.
+
+Every input is checked before any work starts: bad input ends with one line on stderr saying what is wrong
+and what to do, and exit status 2; nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from ...modules import module_names
+from ..data import TASKS, check_data_dir, get_task
+from ..errors import AttncardError, UnknownNameError
+from ..models import MODEL_ALIASES, resolve_model_name
+from ..publish import PublishOptions, check_output_folder, run_publish
+from ..push import check_push_setup
+from ..results import TrainConfig
+from .common import OneLineParser, positive_float, positive_int, repo_id, run_command
+from .push import add_push_arguments
+
+DESCRIPTION = (
+    "Fine-tune a model with LoRA and an attention module on a GLUE task, evaluate it on the full validation "
+    "split, verify it against the majority-class baseline, and write the run folder runs/<repo-name>/ "
+    "(adapter weights, config, tokenizer, results.json and the model card)."
+)
+EPILOG = "example: publish --model minilm --module none --task sst2 --steps 200"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `publish`."""
+    defaults = TrainConfig()
+    parser.add_argument(
+        "--model",
+        required=True,
+        help=f"base model: an alias ({', '.join(MODEL_ALIASES)}), a Hub id (org/name) or a local folder; "
+        "'minilm' is shipped with attncard and works offline",
+    )
+    parser.add_argument(
+        "--module", required=True, help=f"attention module to install ({', '.join(module_names())})"
+    )
+    parser.add_argument(
+        "--task", default="sst2", help=f"GLUE classification task ({', '.join(TASKS)}); default: sst2"
+    )
+    group = parser.add_argument_group("training")
+    group.add_argument(
+        "--steps", type=positive_int, default=defaults.steps, help="optimizer steps (default: %(default)s)"
+    )
+    group.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=defaults.batch_size,
+        help="training rows per step (default: %(default)s)",
+    )
+    group.add_argument(
+        "--lr", type=positive_float, default=defaults.lr, help="learning rate (default: %(default)s)"
+    )
+    group.add_argument(
+        "--max-length",
+        type=positive_int,
+        default=defaults.max_length,
+        help="tokens per row, longer rows are truncated (default: %(default)s)",
+    )
+    group.add_argument("--seed", type=int, default=defaults.seed, help="random seed (default: %(default)s)")
+    group = parser.add_argument_group("input and output")
+    group.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="folder of GLUE TSV files (SST-2/dev.tsv, …); default: $GLUE_DIR, else the Hub",
+    )
+    group.add_argument(
+        "--output",
+        type=Path,
+        default=Path("runs"),
+        help="folder that receives the run folder <repo-name>/ (default: runs)",
+    )
+    group.add_argument(
+        "--repo-id",
+        type=repo_id,
+        default=None,
+        help="Hub repository ORG/NAME; its NAME names the run folder (default name: <model>-<module>-<task>)",
+    )
+    group.add_argument(
+        "--cards",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also copy the card, results.json and plots to DIR/<repo-name>/ for review (e.g. cards)",
+    )
+    group = parser.add_argument_group("pushing to the Hub")
+    group.add_argument(
+        "--push",
+        action="store_true",
+        help="push the run folder to the Hub repository --repo-id, in one commit, tagged "
+        "run-<started_at>-<results.json sha256[:32]>; token: $HF_TOKEN, else `hf auth login`",
+    )
+    add_push_arguments(group)
+
+
+def options_from_args(args: argparse.Namespace) -> PublishOptions:
+    """Checks every input before any work starts, so a typo costs nothing and nothing is written.
+
+    Checked: the module, task and model names (a model folder must hold a config and weights), the data
+    folder (`--data-dir`, else `GLUE_DIR`: a folder holding the task's folder), the folders written
+    (`--output` and `--cards`: see [`check_output_folder`]), and with `--push` what a push needs.
+
+    Raises:
+        [`AttncardError`]: the first input found wrong; its message names the option and what to do.
+    """
+    if args.module not in module_names():
+        raise UnknownNameError("module", args.module, module_names())
+    spec = get_task(args.task)
+    resolve_model_name(args.model)
+    data_dir = args.data_dir or os.environ.get("GLUE_DIR") or None
+    if data_dir is not None:
+        check_data_dir(spec, data_dir)
+    if args.push:
+        check_push_setup(args.repo_id, args.hub_endpoint, args.sign_key)
+    else:
+        given = [
+            name
+            for name in ("allow_fail", "hub_endpoint", "hub_timeout", "hub_deadline", "sign_key")
+            if getattr(args, name)
+        ]
+        if given:
+            option = "--" + given[0].replace("_", "-")
+            raise AttncardError(f"{option} only applies with --push; add --push, or drop {option}")
+    options = PublishOptions(
+        model=args.model,
+        module=args.module,
+        task=args.task,
+        train=TrainConfig(
+            steps=args.steps,
+            batch_size=args.batch_size,
+            lr=args.lr,
+            max_length=args.max_length,
+            seed=args.seed,
+        ),
+        data_dir=args.data_dir,
+        output=args.output,
+        repo_id=args.repo_id,
+        push=args.push,
+        cards=args.cards,
+        allow_fail=args.allow_fail,
+        hub_endpoint=args.hub_endpoint,
+        hub_timeout=args.hub_timeout,
+        hub_deadline=args.hub_deadline,
+        sign_key=args.sign_key,
+    )
+    check_output_folder(options.output, options.run_dir, "--output")
+    if options.cards is not None:
+        cards_dir = options.cards / options.repo_name
+        check_output_folder(options.cards, cards_dir, "--cards")
+        run_dir, cards_dir = options.run_dir.resolve(), cards_dir.resolve()
+        if run_dir == cards_dir or run_dir in cards_dir.parents or cards_dir in run_dir.parents:
+            raise AttncardError(
+                f"--cards {options.cards} would copy the card to {cards_dir}, which overlaps the run folder "
+                f"{run_dir}; pass --cards and --output that are different folders"
+            )
+    return options
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_command(lambda: run_publish(options_from_args(args)) and None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The `publish` console script."""
+    parser = OneLineParser(prog="publish", description=DESCRIPTION, epilog=EPILOG)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

@@ -1,0 +1,253 @@
+"""Re-verification: a downloaded run evaluated again on its recorded task, every figure of its card compared.
+
+A self-consistent run — figures, card and manifest all agreeing — can still be invented by anyone with write
+access. [`reverify`] catches it: it loads the run with [`pipeline.download.load_verified`] (every check of a
+download), evaluates it on the recorded task's validation split (never data from the repository, and only
+the recorded data: their sha256 or Hub commit must match), and compares every figure the card shows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from .data import HUB_DATASET_ID, TaskData, get_task, load_task, load_task_from_hub
+
+# The files every run folder must list in its manifest: without them there is nothing to rebuild or check.
+from .download import SHA_PREFIX, download_verified, load_files, predict_logits
+from .errors import (
+    DataError,
+)
+from .evaluate import count_deployed_parameters, quality_metrics
+from .integrity import (
+    Figure,
+    figures,
+)
+from .results import (
+    COMMIT_RE,
+    Results,
+    Status,
+)
+from .verify import all_finite, verification_from_counts
+
+
+@dataclass
+class Reverification:
+    """A run's recorded figures against the same figures recomputed from its files.
+
+    Attributes:
+        source: the run, as `org/name@<commit>` or its folder.
+        repo_id: the Hub repository, or `None` for a local folder.
+        revision: the commit sha evaluated, or `None` for a local folder.
+        recorded_accuracy, recomputed_accuracy: on the task's validation split.
+        recorded_status, recomputed_status: the verification status.
+        recorded_predictions_sha256, recomputed_predictions_sha256: sha256 of the predicted label ids,
+            int64 little-endian, in split order (as [`pipeline.evaluate.evaluate`] hashes them).
+        recorded_compression_factor, recomputed_compression_factor: parameters before / after (LoRA merged).
+        recorded_data_revision, data_revision: `results.dataset.revision` and that of the data evaluated now
+            (`sha256:<hex>` of the validation file, or the Hub commit of nyu-mll/glue).
+        recorded_rows, rows: rows of the evaluated split.
+        threshold: the recomputed majority share + 3 SE the accuracy is held against.
+        reasons: the reasons for the recomputed status, as [`pipeline.verify.decide_status`] gives them.
+        figures: every figure the card shows that can be recomputed (metrics, per-class scores, confusion
+            matrix, verification), recorded against recomputed.
+        problems: one sentence per difference; empty when everything matches.
+        matches: every figure equal.
+        note: when the run was evaluated on another device than this check (a GPU), a sentence saying that
+            float rounding may differ; empty otherwise.
+    """
+
+    source: str
+    repo_id: str | None
+    revision: str | None
+    recorded_accuracy: float
+    recomputed_accuracy: float
+    recorded_status: Status
+    recomputed_status: Status
+    recorded_predictions_sha256: str
+    recomputed_predictions_sha256: str
+    recorded_compression_factor: float
+    recomputed_compression_factor: float
+    recorded_data_revision: str
+    data_revision: str
+    recorded_rows: int
+    rows: int
+    threshold: float
+    reasons: list[str] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    matches: bool = False
+    note: str = ""
+
+    @property
+    def data_matches(self) -> bool:
+        return self.recorded_data_revision == self.data_revision and self.recorded_rows == self.rows
+
+
+
+
+def reverify(
+    repo_or_path: str | os.PathLike,
+    revision: str | None = None,
+    *,
+    data_dir: str | os.PathLike | None = None,
+    endpoint: str | None = None,
+    token: str | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    expected_sha256: str | None = None,
+    base_model: str | os.PathLike | None = None,
+    require_signer: str | None = None,
+    signer_issuer: str | None = None,
+    require_key: str | os.PathLike | None = None,
+    timeout: float | None = None,
+    deadline: float | None = None,
+) -> Reverification:
+    """Reloads a published run, evaluates it again, and compares every figure its card shows.
+
+    The run is loaded with [`load_verified`] (a FAIL run too) and its logits on the recorded task's
+    validation split are computed again with the recorded batch size, on the CPU. From them every quality
+    figure is recomputed as evaluation computes it (accuracy, F1, precision, recall, loss, confusion matrix,
+    per-class scores, predictions hash), and the verification as [`pipeline.verify.verify`] decides it (p0,
+    SE, threshold, p-value, Wilson interval, status, reasons), with the compression factor of the rebuilt
+    model. Each must equal the recorded figure exactly: CPU evaluation is deterministic (on the same kind of
+    CPU; a run evaluated on a GPU may differ in a borderline row, which `note` then says). Efficiency figures
+    (time, memory) depend on the machine and are not compared.
+
+    The data never come from the repository: `data_dir` (else `GLUE_DIR`) when given, else, for a run
+    evaluated on the Hub's nyu-mll/glue, that dataset at the recorded commit. The validation file's sha256
+    (or the dataset commit) must be the recorded one, else a [`DataError`].
+
+    Args:
+        repo_or_path: a local run folder, or a Hub model repository `org/name`.
+        revision: a branch, tag or commit sha of the Hub repository (default: `main`).
+        data_dir: a folder of GLUE TSV files.
+        endpoint: the Hub to download the run from.
+        token: a Hub token for a private or gated repository.
+        cache_dir: the folder to download into. By default a Hub run is downloaded into a new temporary
+            folder, so the server's current files are the ones checked.
+        expected_sha256: the sha256 of the run's results.json: see [`download_verified`].
+        base_model: the base model's folder, for a run trained on a local folder: see [`load_verified`].
+        require_signer, signer_issuer, require_key, timeout, deadline: the signer the run must be signed
+            by, and the download's time limits: see [`download_verified`].
+
+    Returns:
+        A [`Reverification`]; its `matches` says whether everything is equal, `problems` what is not.
+
+    Raises:
+        The errors of [`load_verified`], and [`DataError`] when the task's data cannot be had or are not the
+        recorded data.
+
+    Example:
+        >>> check = reverify("attncard/minilm-none-sst2", data_dir="glue")
+        >>> check.matches, check.recomputed_accuracy
+        (True, 0.7912844036697247)
+    """
+    with contextlib.ExitStack() as stack:
+        if cache_dir is None and not Path(os.fspath(repo_or_path)).expanduser().is_dir():
+            cache_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="attncard-verify-"))
+        files = download_verified(
+            repo_or_path,
+            revision,
+            allow_failed=True,
+            endpoint=endpoint,
+            token=token,
+            cache_dir=cache_dir,
+            expected_sha256=expected_sha256,
+            require_signer=require_signer,
+            signer_issuer=signer_issuer,
+            require_key=require_key,
+            timeout=timeout,
+            deadline=deadline,
+        )
+        # The data first: they are checked against the record before any weight is loaded.
+        data = _recorded_task(files.results, data_dir, files.source)
+        verified = load_files(files, base_model)
+    results = verified.results
+    labels = list(data.validation["label"])
+    logits = predict_logits(verified, data, batch_size=results.efficiency.batch_size)
+    metrics = quality_metrics(logits, labels, data.spec.label_names)
+    counts = [labels.count(i) for i in range(len(data.spec.label_names))]
+    compression = verified.base_parameters / count_deployed_parameters(verified.model)
+    correct = int((logits.argmax(dim=-1) == torch.tensor(labels)).sum())
+    verification = verification_from_counts(
+        counts, correct, data.spec.label_names, compression, all_finite(dataclasses.asdict(metrics))
+    )
+    device = results.efficiency.device
+    check = Reverification(
+        source=verified.source,
+        repo_id=verified.repo_id,
+        revision=verified.revision,
+        recorded_accuracy=results.metrics.accuracy,
+        recomputed_accuracy=metrics.accuracy,
+        recorded_status=results.verification.status,
+        recomputed_status=verification.status,
+        recorded_predictions_sha256=results.metrics.predictions_sha256,
+        recomputed_predictions_sha256=metrics.predictions_sha256,
+        recorded_compression_factor=results.parameters.compression_factor,
+        recomputed_compression_factor=compression,
+        recorded_data_revision=results.dataset.revision,
+        data_revision=data.source.revision,
+        recorded_rows=results.verification.n,
+        rows=len(labels),
+        threshold=verification.threshold,
+        reasons=verification.reasons,
+        figures=[
+            *figures("metrics", results.metrics, metrics),
+            *figures("verification", results.verification, verification),
+            Figure("parameters.compression_factor", results.parameters.compression_factor, compression),
+            Figure("dataset.revision", results.dataset.revision, data.source.revision),
+        ],
+        note=""
+        if device == "cpu"
+        else (
+            f"the run was evaluated on {device} ({results.efficiency.device_name}) and this check on the "
+            "CPU: float rounding differs between them, which can move a borderline prediction"
+        ),
+    )
+    check.problems = [
+        f"{figure.name} {shown(figure.recomputed)} recomputed, {shown(figure.recorded)} recorded"
+        for figure in check.figures
+        if not figure.equal()
+    ]
+    check.matches = not check.problems
+    return check
+
+
+def shown(value: object) -> str:
+    """A figure as messages show it: hashes shortened, floats in full."""
+    if isinstance(value, str) and re.fullmatch(r"[0-9a-f]{64}", value):
+        return f"{value[:SHA_PREFIX]}…"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _recorded_task(results: Results, data_dir: str | os.PathLike | None, where: str) -> TaskData:
+    """The recorded task's data, never from the repository, and only when they are the recorded data."""
+    record = results.dataset
+    data_dir = data_dir or os.environ.get("GLUE_DIR") or None
+    if data_dir:
+        data = load_task(record.task, data_dir)
+    elif record.dataset_id == HUB_DATASET_ID and COMMIT_RE.fullmatch(record.revision):
+        data = load_task_from_hub(get_task(record.task), revision=record.revision)
+    else:
+        raise DataError(
+            f"{where}: the run was evaluated on GLUE TSV files ({record.task}, validation "
+            f"{record.revision[: 7 + SHA_PREFIX]}…); pass --data-dir (data_dir=) or set GLUE_DIR to a folder "
+            "with the same files"
+        )
+    if data.source.revision != record.revision or len(data.validation) != results.verification.n:
+        raise DataError(
+            f"{where}: the {record.task} validation data here ({data.source.revision[: 7 + SHA_PREFIX]}…, "
+            f"{len(data.validation)} rows) are not the data the run was evaluated on "
+            f"({record.revision[: 7 + SHA_PREFIX]}…, {results.verification.n} rows); pass --data-dir with "
+            "the same GLUE files"
+        )
+    return data
+
+
