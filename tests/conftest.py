@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -54,6 +56,26 @@ SST2_ROWS = [
     ("one of the greatest family-oriented , fantasy-adventure movies ever .", 1),
     ("an ugly , pointless , stupid movie .", 0),
 ]
+
+
+PIP_INSTALL = (sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation")
+
+
+def install_attncard(target: Path) -> Path:
+    """`pip install .` into `target` as a wheel, without dependencies (the test's own are used): no editable
+    finder, every subpackage under `target/attncard/`. Returns `target`."""
+    subprocess.run(
+        [*PIP_INSTALL, "--target", str(target), str(REPO_ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    return target
+
+
+@pytest.fixture(scope="session")
+def installed_attncard(tmp_path_factory) -> Path:
+    """A non-editable install of this checkout, shared by the tests that need one; put it on PYTHONPATH."""
+    return install_attncard(tmp_path_factory.mktemp("site"))
 
 
 def write_sst2_folder(root: Path, train_repeats: int = 8, dev_repeats: int = 5) -> Path:

@@ -9,7 +9,6 @@ import sys
 import pytest
 
 import attncard
-from conftest import REPO_ROOT
 
 
 def test_every_public_name_resolves_from_attncard():
@@ -37,26 +36,12 @@ def test_importing_attncard_loads_nothing_heavy():
 
 
 @pytest.mark.slow
-def test_a_non_editable_install_publishes_renders_and_loads_back(tmp_path, tiny_model_dir, small_glue):
+def test_a_non_editable_install_publishes_renders_and_loads_back(
+    tmp_path, tiny_model_dir, small_glue, installed_attncard
+):
     """`pip install .` as a wheel (no editable finder, no source tree on the path): the packaged templates and
     module specs are found, a tiny run is published with its card, and loads back verified."""
-    target = tmp_path / "site"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "--target",
-            str(target),
-            str(REPO_ROOT),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    target = installed_attncard
     assert (target / "attncard" / "templates" / "model_card.md.j2").is_file()
     assert (target / "attncard" / "modules" / "none" / "spec.md").is_file()
     base = str(tiny_model_dir("gpt2"))
