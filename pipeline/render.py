@@ -252,6 +252,7 @@ def usage_snippet(results: Results, location: str, example: list[str], base_mode
 
     Example:
         >>> print(usage_snippet(results, "attncard/tiny-gpt2-none-sst2", ["a gorgeous movie ."]))
+        # pip install "attncard @ git+https://github.com/attncard/attncard@64a03f0…"
         from attncard import load_verified
         <BLANKLINE>
         verified = load_verified('attncard/tiny-gpt2-none-sst2', base_model='./tiny-gpt2')  # checks …
@@ -264,6 +265,7 @@ def usage_snippet(results: Results, location: str, example: list[str], base_mode
         arguments.append("allow_failed=True")
     texts = ", ".join(repr([text]) for text in example)
     return (
+        f"{install_line(results)}\n"
         "from attncard import load_verified\n"
         "\n"
         f"verified = load_verified({', '.join(arguments)})  # checks every file's sha256 and the status\n"
@@ -271,6 +273,24 @@ def usage_snippet(results: Results, location: str, example: list[str], base_mode
         "label_id = int(verified.model(**inputs).logits.argmax(-1))\n"
         "print(verified.model.config.id2label[label_id])\n"
     )
+
+
+def install_line(results: Results) -> str:
+    """The usage snippet's first line: a comment with the `pip install` of the attncard that made the run,
+    pinned to the commit results.json records (or to its version when no commit was recorded).
+
+    Example:
+        >>> install_line(results)
+        '# pip install "attncard @ git+https://github.com/attncard/attncard@64a03f0…"'
+    """
+    environment = results.environment
+    commit, dirty = environment.git_commit.removesuffix("+dirty"), environment.git_commit.endswith("+dirty")
+    if environment.attncard_repository and commit != "unknown":
+        line = f'# pip install "attncard @ git+{environment.attncard_repository}@{commit}"'
+        return line + ("  # the run had uncommitted changes on top of this commit" if dirty else "")
+    if environment.attncard_version != "unknown":
+        return f'# pip install "attncard=={environment.attncard_version}"'
+    return "# pip install attncard"
 
 
 def run_usage_snippet(code: str) -> str:

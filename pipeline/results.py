@@ -305,8 +305,9 @@ class EnvironmentRecord:
     python: str
     platform: str
     packages: dict[str, str]
-    git_commit: str  # of this project; "+dirty" when the tree had uncommitted changes
+    git_commit: str  # of this project; "+dirty" when the tree had uncommitted changes; "unknown" when untold
     attncard_version: str
+    attncard_repository: str = ""  # where that commit lives (the package's Repository URL); the install line
 
     @classmethod
     def capture(cls, project_dir: Path | None = None) -> EnvironmentRecord:
@@ -322,6 +323,7 @@ class EnvironmentRecord:
             packages=packages,
             git_commit=git_commit(project_dir or Path(__file__).resolve().parent.parent),
             attncard_version=_attncard_version(),
+            attncard_repository=_attncard_repository(),
         )
 
 
@@ -406,6 +408,8 @@ COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _REVISION_RE = re.compile(r"^(sha256:[0-9a-f]{64}|[0-9a-f]{40})$")
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_GIT_COMMIT_RE = re.compile(r"^([0-9a-f]{40}(\+dirty)?|unknown)$")
+_REPOSITORY_RE = re.compile(r"^(https://[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*)?$")
 # A file of a run folder: a relative POSIX path of at most four plain names (no `.`, `..`, empty or absolute
 # part); which files a run may hold is pipeline.integrity's to say.
 _PATH_PART = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}"
@@ -419,6 +423,8 @@ def _check_formats(results: Results) -> None:
         ("model.family", results.model.family, _NAME_RE),
         ("dataset.task", results.dataset.task, _NAME_RE),
         ("model.revision", results.model.revision, _REVISION_RE),
+        ("environment.git_commit", results.environment.git_commit, _GIT_COMMIT_RE),
+        ("environment.attncard_repository", results.environment.attncard_repository, _REPOSITORY_RE),
         ("dataset.revision", results.dataset.revision, _REVISION_RE),
         ("metrics.predictions_sha256", results.metrics.predictions_sha256, _SHA256_RE),
         *((f"manifest key {path!r}", path, _RUN_PATH_RE) for path in results.manifest),
@@ -441,6 +447,8 @@ _FORMAT_NAMES = {
     _REVISION_RE: "a commit sha or sha256:<64 hex digits>",
     _NAME_RE: "a lowercase name",
     _RUN_PATH_RE: "a file of a run folder",
+    _GIT_COMMIT_RE: "a commit sha (with +dirty) or unknown",
+    _REPOSITORY_RE: "an https URL",
 }
 
 
@@ -595,8 +603,32 @@ def git_commit(project_dir: Path) -> str:
             check=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+        return _installed_commit()
     return commit + ("+dirty" if dirty else "")
+
+
+def _installed_commit() -> str:
+    """The commit pip installed attncard from (`pip install git+…@<commit>` records it in the distribution's
+    `direct_url.json`, PEP 610); "unknown" for any other install."""
+    try:
+        direct_url = json.loads(metadata.distribution("attncard").read_text("direct_url.json") or "{}")
+    except (metadata.PackageNotFoundError, json.JSONDecodeError):
+        return "unknown"
+    commit = direct_url.get("vcs_info", {}).get("commit_id", "") if isinstance(direct_url, dict) else ""
+    return commit if isinstance(commit, str) and COMMIT_RE.fullmatch(commit) else "unknown"
+
+
+def _attncard_repository() -> str:
+    """The `Repository` URL in attncard's package metadata (pyproject's [project.urls]); "" if not there."""
+    try:
+        urls = metadata.metadata("attncard").get_all("Project-URL") or []
+    except metadata.PackageNotFoundError:
+        return ""
+    for entry in urls:
+        label, _, url = entry.partition(",")
+        if label.strip().lower() == "repository" and _REPOSITORY_RE.match(url.strip()):
+            return url.strip()
+    return ""
 
 
 def _attncard_version() -> str:

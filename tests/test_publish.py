@@ -109,6 +109,19 @@ def test_results_record_the_run(tiny_run):
     assert "--steps 4 --batch-size 4" in results.command
 
 
+def test_the_usage_snippet_starts_with_an_install_line_pinned_to_the_recorded_commit(tiny_run):
+    run_dir, _ = tiny_run
+    results = Results.load(run_dir)
+    environment = results.environment
+    assert environment.attncard_repository == "https://github.com/attncard/attncard"
+    commit = environment.git_commit.removesuffix("+dirty")
+    assert re.fullmatch(r"[0-9a-f]{40}", commit)  # the suite runs in a git checkout
+    first, second = results.usage.code.splitlines()[:2]
+    assert first.startswith(f'# pip install "attncard @ git+https://github.com/attncard/attncard@{commit}"')
+    assert second == "from attncard import load_verified"
+    assert results.usage.code in (run_dir / "README.md").read_text()
+
+
 def test_results_json_is_strict_and_round_trips(tiny_run):
     run_dir, _ = tiny_run
     text = (run_dir / "results.json").read_text()
