@@ -10,7 +10,6 @@ GLUE TSVs are read with quoting off: a sentence may start with `"` and must stay
 from __future__ import annotations
 
 import csv
-import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import datasets
 
 from .errors import DataError, UnknownNameError
+from .results import sha256_file
 
 HUB_DATASET_ID = "nyu-mll/glue"
 
@@ -163,14 +163,6 @@ def get_task(name: str) -> TaskSpec:
     return TASKS[name]
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def find_task_folder(spec: TaskSpec, data_dir: Path) -> Path:
     """The task's folder inside a GLUE download: `SST-2/` as GLUE ships it, or `sst2/`."""
     for candidate in (data_dir / spec.folder, data_dir / spec.name, data_dir / spec.folder.lower()):
@@ -282,7 +274,7 @@ def load_task_from_folder(spec: TaskSpec, data_dir: str | os.PathLike) -> TaskDa
     for split, file_name in (("train", spec.train_file), ("validation", spec.validation_file)):
         path = folder / file_name
         splits[split] = read_glue_tsv(path, spec)
-        files[split] = {"path": path.relative_to(data_dir).as_posix(), "sha256": _sha256(path)}
+        files[split] = {"path": path.relative_to(data_dir).as_posix(), "sha256": sha256_file(path)}
     return TaskData(
         spec=spec,
         train=splits["train"],

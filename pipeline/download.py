@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import re
 import shutil
@@ -95,7 +94,6 @@ from .results import (
     RESULTS_FILE,
     RUN_TAG_DIGEST_HEX,
     RUN_TAG_RE,
-    SCHEMA_VERSION,
     SIGNATURE_FILE,
     TRANSPORT_FILES,
     TRANSPORT_FOLDERS,
@@ -335,18 +333,9 @@ def read_results(folder: Path, where: str | None = None) -> Results:
     if not path.is_file():
         raise ResultsError(f"{where}: no {RESULTS_FILE}; this is not a run folder written by publish")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ResultsError(f"{where}: {RESULTS_FILE} is not valid JSON ({error})") from error
-    version = data.get("schema_version") if isinstance(data, dict) else None
-    if version != SCHEMA_VERSION:
-        raise UnknownSchemaError(
-            f"{where}: {RESULTS_FILE} has schema version {version!r}; this attncard reads version "
-            f"{SCHEMA_VERSION}: upgrade attncard (pip install -U attncard), or use the attncard version that "
-            "published the run"
-        )
-    try:
         return Results.load(path)
+    except UnknownSchemaError as error:
+        raise UnknownSchemaError(f"{where}: {error}") from error
     except ResultsError as error:
         raise ResultsError(
             f"{where}: {error}: the file is malformed, do not use this checkpoint (if another attncard "
@@ -586,7 +575,7 @@ def _rebuild(
             "folder is inconsistent, publish it again"
         )
     model = _load_base_model(results, config, where, base_model)
-    # As pipeline.models.load_model counts them: before the module (svd_lowrank replaces projections).
+    # As pipeline.models.load_model counts them: before the module, which may replace projections.
     base_parameters = sum(p.numel() for p in model.parameters())
     module.apply(model, module_config)
     stored = _adapter_weight_names(folder, where)

@@ -59,7 +59,7 @@ from .errors import (
     RevisionNotFound,
     first_line,
 )
-from .results import COMMIT_RE
+from .results import COMMIT_RE, hash_file
 
 DEFAULT_TIMEOUT_S = 60.0  # each network operation: connecting, one read, one write
 DEFAULT_DEADLINE_S = 30 * 60.0  # a whole download or push
@@ -765,9 +765,7 @@ def _holds(path: Path, file: _File) -> bool:
     if path.is_symlink() or not path.is_file() or path.stat().st_size != file.size:
         return False
     digest = file.hasher()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
+    hash_file(path, digest)
     return digest.hexdigest() == file.expected
 
 

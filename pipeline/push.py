@@ -41,6 +41,7 @@ from .results import (
     RESULTS_FILE,
     Results,
     Status,
+    hash_file,
     run_tag,
     sha256_file,
 )
@@ -666,10 +667,7 @@ def _local_files(run_dir: Path) -> dict[str, _LocalFile]:
             continue
         sha256, sha1 = hashlib.sha256(), hashlib.sha1()
         sha1.update(b"blob %d\0" % path.stat().st_size)
-        with path.open("rb") as handle:
-            for block in iter(lambda handle=handle: handle.read(1 << 20), b""):
-                sha256.update(block)
-                sha1.update(block)
+        hash_file(path, sha256, sha1)
         relative = path.relative_to(run_dir).as_posix()
         files[relative] = _LocalFile(path=path, sha256=sha256.hexdigest(), git_oid=sha1.hexdigest())
     return files

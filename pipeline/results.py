@@ -21,7 +21,7 @@ from enum import Enum, StrEnum
 from importlib import metadata
 from pathlib import Path
 
-from .errors import NonFiniteNumberError, ResultsError
+from .errors import NonFiniteNumberError, ResultsError, UnknownSchemaError
 
 SCHEMA_VERSION = 1
 RESULTS_FILE = "results.json"
@@ -156,7 +156,7 @@ class FlopsEstimate:
         ratio: module / dense (below 1: the module computes less).
         formula: what was counted, with the numbers it was counted with.
         projections_dense: FLOPs of the q, k, v and o projections of the base model.
-        projections_module: the same with the module installed (differs only for `svd_lowrank`).
+        projections_module: the same with the module installed (differs for a module that replaces them).
     """
 
     n: int
@@ -374,9 +374,9 @@ class Results:
         """Builds results from their dict form; raises [`ResultsError`] on an unknown schema or bad fields."""
         version = data.get("schema_version") if isinstance(data, dict) else None
         if version != SCHEMA_VERSION:
-            raise ResultsError(
+            raise UnknownSchemaError(
                 f"results.json has schema version {version!r}; this attncard reads version {SCHEMA_VERSION}: "
-                "upgrade attncard (pip install -U attncard) or re-run publish"
+                "upgrade attncard (pip install -U attncard), or use the attncard version that wrote the run"
             )
         results = _build(cls, data, "results")
         _check_formats(results)
@@ -559,11 +559,23 @@ def _required(f: dataclasses.Field) -> bool:
     return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
+def hash_file(path: Path, *digests: typing.Any) -> None:
+    """Feeds the bytes of a file to each of `digests` (hashlib objects), a MiB at a time.
+
+    Example:
+        >>> sha256, sha1 = hashlib.sha256(), hashlib.sha1()
+        >>> hash_file(Path("results.json"), sha256, sha1)
+    """
     with Path(path).open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
+            for digest in digests:
+                digest.update(block)
+
+
+def sha256_file(path: Path) -> str:
+    """The sha256 of a file, as 64 lowercase hex digits."""
+    digest = hashlib.sha256()
+    hash_file(path, digest)
     return digest.hexdigest()
 
 
@@ -680,6 +692,7 @@ __all__ = [
     "Verification",
     "build_manifest",
     "check_manifest",
+    "hash_file",
     "loads_strict",
     "run_tag",
     "sha256_file",
