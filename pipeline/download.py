@@ -95,10 +95,10 @@ from .results import (
     RUN_TAG_DIGEST_HEX,
     RUN_TAG_RE,
     SIGNATURE_FILE,
-    TRANSPORT_FILES,
-    TRANSPORT_FOLDERS,
     Results,
     Status,
+    check_manifest,
+    is_transport_path,
     run_tag,
     sha256_file,
 )
@@ -348,16 +348,12 @@ def check_safe_formats(folder: Path, where: str | None = None) -> None:
     where = where or str(folder)
     for path in sorted(Path(folder).rglob("*")):
         relative = path.relative_to(folder).as_posix()
-        if path.suffix.lower() in UNSAFE_SUFFIXES and not _is_transport(relative):
+        if path.suffix.lower() in UNSAFE_SUFFIXES and not is_transport_path(relative):
             raise UnsafeFormatError(
                 f"{where}: {relative} is a pickle file, which can run code when loaded; attncard loads only "
                 f"safetensors and did not open it: ask the publisher for {ADAPTER_WEIGHTS_FILE} (peft's "
                 "save_pretrained writes it by default)"
             )
-
-
-def _is_transport(relative: str) -> bool:
-    return relative in TRANSPORT_FILES or relative.startswith(tuple(f"{f}/" for f in TRANSPORT_FOLDERS))
 
 
 def check_files(folder: Path, manifest: dict[str, str], where: str | None = None, hub: bool = False) -> None:
@@ -374,30 +370,25 @@ def check_files(folder: Path, manifest: dict[str, str], where: str | None = None
             f"{where}: the manifest in {RESULTS_FILE} does not list {', '.join(missing_required)}; this is "
             "not a run folder written by publish"
         )
-    present = {
-        path.relative_to(folder).as_posix()
-        for path in folder.rglob("*")
-        if path.is_file() and not _is_transport(path.relative_to(folder).as_posix())
-    }
+    differences = check_manifest(folder, manifest, ignore_transport=True)
     redownload = (
         "; if only your copy is damaged, download it again into a new cache_dir"
         if hub
         else "; get the run folder again from where it was published"
     )
-    for name in sorted(manifest):
-        if name not in present:
+    for difference in differences:
+        name, expected = difference.path, (difference.expected or "")[:SHA_PREFIX]
+        if difference.kind == "missing":
             raise IntegrityError(
-                f"{where}: {name} is missing (the manifest expects sha256 {manifest[name][:SHA_PREFIX]}…); "
-                f"the run is incomplete{redownload}"
+                f"{where}: {name} is missing (the manifest expects sha256 {expected}…); the run is "
+                f"incomplete{redownload}"
             )
-        actual = sha256_file(folder / name)
-        if actual != manifest[name]:
+        if difference.kind == "changed":
             raise IntegrityError(
-                f"{where}: {name} has sha256 {actual[:SHA_PREFIX]}… but the manifest expects "
-                f"{manifest[name][:SHA_PREFIX]}…: the file changed after publishing; do not use this "
-                f"checkpoint{redownload}"
+                f"{where}: {name} has sha256 {difference.actual[:SHA_PREFIX]}… but the manifest expects "
+                f"{expected}…: the file changed after publishing; do not use this checkpoint{redownload}"
             )
-    extra = sorted(present - set(manifest) - {RESULTS_FILE, SIGNATURE_FILE})
+    extra = [difference.path for difference in differences]
     if extra:
         raise IntegrityError(
             f"{where}: {', '.join(extra)} {'is' if len(extra) == 1 else 'are'} not in the manifest of "

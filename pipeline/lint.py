@@ -99,11 +99,11 @@ _REFERENCE_DEFINITION = re.compile(r"^ {0,3}\[[^\]]+\]:\s*(<[^>]*>|\S+)")
 _HTML_IMAGE = re.compile(r"<img\b[^>]*?\bsrc\s*=\s*[\"']([^\"']+)[\"']", re.IGNORECASE)
 _URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
-# `check_manifest`'s problems, said in terms of the file that holds the manifest.
+# `check_manifest`'s differences, said in terms of the file that holds the manifest.
 _MANIFEST_MESSAGES = {
     "missing": "missing, but listed in results.json's manifest",
-    "sha256 differs": "sha256 differs from results.json's manifest",
-    "not in the manifest": "not in results.json's manifest",
+    "changed": "sha256 differs from results.json's manifest",
+    "unlisted": "not in results.json's manifest",
 }
 
 _JSON_STRING_OR_CONSTANT = re.compile(r'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)')
@@ -320,13 +320,10 @@ def _check_eval_results(run_dir: Path) -> list[Finding]:
 
 def _check_manifest(run_dir: Path, results: Results) -> list[Finding]:
     """Every file of the folder must be listed in results.json's manifest with its current sha256."""
-    findings = []
-    for problem in check_manifest(run_dir, results.manifest):
-        path, _, what = problem.rpartition(": ")
-        findings.append(
-            Finding(path, None, _MANIFEST_MESSAGES.get(what, f"{what} (results.json's manifest)"))
-        )
-    return findings
+    return [
+        Finding(difference.path, None, _MANIFEST_MESSAGES[difference.kind])
+        for difference in check_manifest(run_dir, results.manifest)
+    ]
 
 
 # --- the card ----------------------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ from .results import (
     Results,
     Status,
     hash_file,
+    is_transport_path,
     run_tag,
     sha256_file,
 )
@@ -66,8 +67,6 @@ PUSH_TIMEOUT_S = 60.0
 # an overall deadline ends it.
 PUSH_DEADLINE_S = 30 * 60.0
 CONFLICT_STATUSES = frozenset({409, 412})
-# Created by the Hub in every repository; the run folder has none, and a push neither compares nor deletes it.
-GITATTRIBUTES_FILE = ".gitattributes"
 _TRANSIENT_ERRORS = (httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProtocolError)
 _SHORT_SHA = 12
 
@@ -446,7 +445,8 @@ class _Pusher:
         self._listings[revision] = {
             entry.path: entry
             for entry in entries
-            if isinstance(entry, RepoFile) and (entry.path != GITATTRIBUTES_FILE or entry.path in self.local)
+            # The Hub's own `.gitattributes` (in every repository) is neither compared nor deleted.
+            if isinstance(entry, RepoFile) and (not is_transport_path(entry.path) or entry.path in self.local)
         }
         return self._listings[revision]
 

@@ -590,15 +590,52 @@ def build_manifest(run_dir: Path) -> dict[str, str]:
     }
 
 
-def check_manifest(run_dir: Path, manifest: dict[str, str]) -> list[str]:
-    """Lists each difference between a run folder and its manifest (missing, changed or unlisted files)."""
-    actual = build_manifest(run_dir)
-    problems = [f"{path}: missing" for path in manifest if path not in actual]
-    problems += [
-        f"{path}: sha256 differs" for path in manifest if path in actual and actual[path] != manifest[path]
-    ]
-    problems += [f"{path}: not in the manifest" for path in actual if path not in manifest]
-    return problems
+@dataclass(frozen=True)
+class ManifestDifference:
+    """A file of a run folder that differs from the manifest: `missing`, `changed` or `unlisted`."""
+
+    path: str
+    kind: typing.Literal["missing", "changed", "unlisted"]
+    expected: str | None = None  # the manifest's sha256, for a missing or changed file
+    actual: str | None = None  # the file's sha256, for a changed file
+
+
+def is_transport_path(relative: str) -> bool:
+    """Whether a POSIX path of a run folder is a transport's bookkeeping (`TRANSPORT_FILES`/`_FOLDERS`)."""
+    return relative in TRANSPORT_FILES or relative.startswith(tuple(f"{f}/" for f in TRANSPORT_FOLDERS))
+
+
+def check_manifest(
+    run_dir: Path, manifest: dict[str, str], ignore_transport: bool = False
+) -> list[ManifestDifference]:
+    """Each difference between a run folder and its manifest: listed files missing or with another sha256 (in
+    path order), then files the manifest does not list. results.json and the signature are never listed.
+
+    Args:
+        run_dir: the run folder.
+        manifest: path -> sha256, as results.json holds it.
+        ignore_transport: leave out the transport's bookkeeping (a download's `.gitattributes`, `.git/`, …).
+
+    Example:
+        >>> check_manifest(Path("runs/minilm-none-sst2"), Results.load("runs/minilm-none-sst2").manifest)
+        []
+    """
+    run_dir = Path(run_dir)
+    files = (path.relative_to(run_dir).as_posix() for path in run_dir.rglob("*") if path.is_file())
+    present = {
+        relative
+        for relative in files
+        if relative not in (RESULTS_FILE, SIGNATURE_FILE)
+        and not (ignore_transport and is_transport_path(relative))
+    }
+    differences = []
+    for path in sorted(manifest):
+        if path not in present:
+            differences.append(ManifestDifference(path, "missing", expected=manifest[path]))
+        elif (actual := sha256_file(run_dir / path)) != manifest[path]:
+            differences.append(ManifestDifference(path, "changed", expected=manifest[path], actual=actual))
+    differences += [ManifestDifference(path, "unlisted") for path in sorted(present - set(manifest))]
+    return differences
 
 
 def git_commit(project_dir: Path) -> str:
@@ -682,6 +719,7 @@ __all__ = [
     "DatasetRecord",
     "Efficiency",
     "EnvironmentRecord",
+    "ManifestDifference",
     "Metrics",
     "ModelRecord",
     "ModuleRecord",
@@ -693,6 +731,7 @@ __all__ = [
     "build_manifest",
     "check_manifest",
     "hash_file",
+    "is_transport_path",
     "loads_strict",
     "run_tag",
     "sha256_file",

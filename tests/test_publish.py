@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -213,11 +214,14 @@ def test_manifest_finds_tampering(tiny_run, tmp_path):
     (copy / "config.json").write_text("{}")
     (copy / "tokenizer.json").unlink()
     (copy / "extra.bin").write_bytes(b"x")
-    assert sorted(check_manifest(copy, manifest)) == [
-        "config.json: sha256 differs",
-        "extra.bin: not in the manifest",
-        "tokenizer.json: missing",
+    differences = check_manifest(copy, manifest)
+    assert [(d.path, d.kind) for d in differences] == [
+        ("config.json", "changed"),
+        ("tokenizer.json", "missing"),
+        ("extra.bin", "unlisted"),
     ]
+    assert differences[0].expected == manifest["config.json"]
+    assert differences[0].actual == hashlib.sha256(b"{}").hexdigest()
 
 
 @pytest.mark.slow
