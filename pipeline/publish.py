@@ -52,6 +52,7 @@ from .results import (
     UsageRecord,
     Verification,
     build_manifest,
+    default_repo_name,
     sha256_file,
     utc_now,
 )
@@ -235,7 +236,7 @@ class PublishOptions:
         if self.repo_id:
             return self.repo_id.split("/")[-1]
         model = self.model if self.model in MODEL_ALIASES else resolve_model_name(self.model)[1]
-        return f"{model.split('/')[-1].lower()}-{self.module}-{self.task}"
+        return default_repo_name(model, self.module, self.task)
 
     @property
     def run_dir(self) -> Path:

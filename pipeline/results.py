@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum, StrEnum
 from importlib import metadata
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from .errors import NonFiniteNumberError, ResultsError, UnknownSchemaError
 
@@ -701,6 +701,18 @@ def run_tag(started_at: str, results_sha256: str) -> str:
     return f"{TAG_PREFIX}{stamp}-{results_sha256[:RUN_TAG_DIGEST_HEX]}"
 
 
+def default_repo_name(model: str, module: str, task: str) -> str:
+    """The name of a run's folder and Hub repository when none is given: `<model>-<module>-<task>`, the model
+    being the last part of its alias, Hub id or folder, lowercased. publish and the publish workflow's matrix
+    both name runs with it.
+
+    Example:
+        >>> default_repo_name("FacebookAI/roberta-base", "adaptive_span", "sst2")
+        'roberta-base-adaptive_span-sst2'
+    """
+    return f"{PurePosixPath(model.rstrip('/')).name.lower()}-{module}-{task}"
+
+
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -730,6 +742,7 @@ __all__ = [
     "Verification",
     "build_manifest",
     "check_manifest",
+    "default_repo_name",
     "hash_file",
     "is_transport_path",
     "loads_strict",
