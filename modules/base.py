@@ -6,7 +6,9 @@ Each module is a folder `modules/<name>/` of the same shape:
     attention.py   the attention function, `(module, query, key, value, attention_mask, *, scaling, dropout,
                    **kwargs) -> (output, None)` like transformers' `sdpa_attention_forward`, and the small
                    `nn.Module` holding a layer's learnable parameters, if any
-    model.py       `apply(model, config)`: installs the module in place and returns the model
+    model.py       `apply(model, config)`: installs the module in place and returns the model; and the
+                   module's own answers to what the pipeline asks (statistics, FLOPs, dense reference,
+                   plots, …), where it does not take [`AttentionModule`]'s defaults
     spec.md        the module's specification, printed in the card
     __init__.py    `MODULE`, an [`AttentionModule`]
 
@@ -14,10 +16,16 @@ Installing goes through transformers' `AttentionInterface`: the function is regi
 `attncard_<name>`, with `sdpa_mask` registered for the same name in `AttentionMaskInterface` (without it a
 padded batch reaches the function with `attention_mask=None`), and the model is switched to it with
 `set_attn_implementation`. The pretrained q/k/v/o projections stay where they are.
+
+The pipeline knows a module only through its [`AttentionModule`]: every hook there has a default here
+(dense FLOPs, a copy of the model on sdpa as the dense reference, the family's LoRA targets, …), so that a
+module outside this package needs only a name, a config, `apply`, its folder, what it supports and a
+citation. [`FAMILIES`] is the one table of the model families attncard supports.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -26,68 +34,30 @@ import torch
 from torch import nn
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+from transformers.pytorch_utils import Conv1D
 
 from ..pipeline.errors import UnsupportedModelError
 
 
 @dataclass(frozen=True)
-class AttentionModule:
-    """An attention module: its name, config class, installer and the facts its card states.
+class FamilyLayout:
+    """A model family attncard supports: where it keeps its self-attention, and what the pipeline must know.
 
     Attributes:
-        name: the name given to `publish --module`.
-        config_class: a dataclass; every field has `metadata={"help": ...}`.
-        apply: installs the module into a loaded model, in place, and returns the model.
-        folder: the module's folder (its `spec.md` and source files).
-        causal: works in causal (decoder) models.
-        bidirectional: works in bidirectional (encoder) models.
-        gqa: works with grouped-query attention (fewer key/value heads than query heads).
-        citation: the paper the module implements; empty for `none`.
-        trainable_modules: names of the submodules holding the module's own learnable parameters (peft's
-            `modules_to_save` matches these names).
-        learning_rates: `config -> {parameter-name fragment: learning rate}` for parameters that need their
-            own rate (adaptive_span's span logits).
-        penalty: `(model, config, step) -> scalar tensor` added to the training loss (adaptive_span's L1).
-        stats: `(model, lengths) -> dict` of JSON-ready figures about the trained module, for results.json;
-            `lengths` are the token counts of the evaluated rows.
-        lora_targets: `(family, config) -> target_modules` for LoRA when the module changes which
-            projections LoRA can adapt (svd_lowrank factorises them); None keeps the family's default.
-    """
+        attention_class: the class name of the family's self-attention module (`BertSelfAttention`).
+        q, k, v: the attribute names of the query, key and value projections on that module. GPT-2 fuses
+            them into one `c_attn`; `q`, `k` and `v` then all name it.
+        output: the output projection's path from the attention module's parent (BERT keeps it beside the
+            attention module, in `BertAttention.output.dense`) or, when it starts with `.`, from the module
+            itself.
+        decoder: the family's attention is causal, and its classifier pools the last real token (encoders
+            read the first).
+        positions_after_padding: position ids start after the padding index (RoBERTa counts from
+            `pad_token_id + 1`), so `pad_token_id + 1` of `max_position_embeddings` are never used.
 
-    name: str
-    config_class: type
-    apply: Callable[[nn.Module, object], nn.Module]
-    folder: Path
-    causal: bool
-    bidirectional: bool
-    gqa: bool
-    citation: str = ""
-    trainable_modules: tuple[str, ...] = field(default=())
-    learning_rates: Callable[[object], dict[str, float]] | None = None
-    penalty: Callable[[nn.Module, object, int], torch.Tensor] | None = None
-    stats: Callable[[nn.Module, list[int]], dict] | None = None
-    lora_targets: Callable[[str, object], list[str] | str] | None = None
-
-    @property
-    def spec(self) -> str:
-        return (self.folder / "spec.md").read_text(encoding="utf-8")
-
-    @property
-    def source_files(self) -> list[Path]:
-        return sorted(self.folder.glob("*.py"))
-
-    def config_fields(self) -> list[tuple[str, object, str]]:
-        """`(name, default, help)` of every config field, for the card's configuration table."""
-        return [(f.name, f.default, f.metadata["help"]) for f in fields(self.config_class)]
-
-
-@dataclass(frozen=True)
-class FamilyLayout:
-    """Where a model family keeps its self-attention and the projections around it.
-
-    `output` is the output projection's path from the attention module's parent (BERT keeps it beside the
-    attention module, in `BertAttention.output.dense`) or, when it starts with `.`, from the module itself.
-    GPT-2 fuses q, k and v into one `c_attn`; `q`, `k` and `v` then all name it.
+    Example:
+        >>> FAMILIES["gpt2"].lora_targets
+        ['c_attn']
     """
 
     attention_class: str
@@ -95,17 +65,62 @@ class FamilyLayout:
     k: str
     v: str
     output: str
+    decoder: bool
+    positions_after_padding: bool = False
+
+    @property
+    def lora_targets(self) -> list[str]:
+        """The module names LoRA adapts by default: the query and value projections (Hu et al., 2021
+        adapt W_q and W_v), once each (GPT-2's fused `c_attn` once)."""
+        return list(dict.fromkeys((self.q, self.v)))
 
 
+# The one table of supported families, keyed by transformers' `model_type`.
 FAMILIES: dict[str, FamilyLayout] = {
-    "bert": FamilyLayout("BertSelfAttention", "query", "key", "value", "output.dense"),
-    "roberta": FamilyLayout("RobertaSelfAttention", "query", "key", "value", "output.dense"),
-    "distilbert": FamilyLayout("DistilBertSelfAttention", "q_lin", "k_lin", "v_lin", ".out_lin"),
-    "gpt2": FamilyLayout("GPT2Attention", "c_attn", "c_attn", "c_attn", ".c_proj"),
-    "llama": FamilyLayout("LlamaAttention", "q_proj", "k_proj", "v_proj", ".o_proj"),
-    "qwen2": FamilyLayout("Qwen2Attention", "q_proj", "k_proj", "v_proj", ".o_proj"),
-    "qwen3": FamilyLayout("Qwen3Attention", "q_proj", "k_proj", "v_proj", ".o_proj"),
+    "bert": FamilyLayout("BertSelfAttention", "query", "key", "value", "output.dense", decoder=False),
+    "roberta": FamilyLayout(
+        "RobertaSelfAttention",
+        "query",
+        "key",
+        "value",
+        "output.dense",
+        decoder=False,
+        positions_after_padding=True,
+    ),
+    "distilbert": FamilyLayout(
+        "DistilBertSelfAttention", "q_lin", "k_lin", "v_lin", ".out_lin", decoder=False
+    ),
+    "gpt2": FamilyLayout("GPT2Attention", "c_attn", "c_attn", "c_attn", ".c_proj", decoder=True),
+    "llama": FamilyLayout("LlamaAttention", "q_proj", "k_proj", "v_proj", ".o_proj", decoder=True),
+    "qwen2": FamilyLayout("Qwen2Attention", "q_proj", "k_proj", "v_proj", ".o_proj", decoder=True),
+    "qwen3": FamilyLayout("Qwen3Attention", "q_proj", "k_proj", "v_proj", ".o_proj", decoder=True),
 }
+
+
+def family_layout(family: str | None) -> FamilyLayout:
+    """The [`FamilyLayout`] of a transformers `model_type`.
+
+    Args:
+        family: the `model_type` (`bert`, `gpt2`, `qwen3`, …).
+
+    Returns:
+        Its row of [`FAMILIES`].
+
+    Raises:
+        [`UnsupportedModelError`]: the family is not in the table; the message lists those that are.
+
+    Example:
+        >>> family_layout("mistral")
+        Traceback (most recent call last):
+        ...
+        attncard.pipeline.errors.UnsupportedModelError: attncard supports the model families bert, ...
+    """
+    if family not in FAMILIES:
+        raise UnsupportedModelError(
+            f"attncard supports the model families {', '.join(FAMILIES)}; this model is '{family}': pick a "
+            "model of one of those families"
+        )
+    return FAMILIES[family]
 
 
 @dataclass
@@ -139,12 +154,11 @@ def unwrap_peft(model: nn.Module) -> nn.Module:
 
 
 def model_family(model: nn.Module) -> str:
+    """The `model_type` of a model (peft-wrapped or not); raises [`UnsupportedModelError`] outside
+    [`FAMILIES`]."""
     config = getattr(unwrap_peft(model), "config", None)
     family = getattr(config, "model_type", None)
-    if family not in FAMILIES:
-        raise UnsupportedModelError(
-            f"attention modules support the families {', '.join(FAMILIES)}; this model is '{family}'"
-        )
+    family_layout(family)
     return family
 
 
@@ -220,3 +234,250 @@ def global_token_index(
         return torch.full((batch,), length - 1, dtype=torch.long, device=device)
     positions = torch.arange(length, device=device)
     return (positions * key_padding_mask).argmax(dim=-1)  # the rightmost real token
+
+
+# ----------------------------------------------------------------------------------------------------------
+# What the pipeline asks of a module: the helpers and the default of every hook of `AttentionModule`
+
+
+def attention_shape(config) -> tuple[int, int, int]:
+    """`(heads, key_value_heads, head_dim)` of a model's self-attention.
+
+    Key/value heads are `num_key_value_heads` where the config has it (grouped-query attention), else the
+    query heads; the head dimension is `head_dim` where set (Qwen3), else hidden_size / heads.
+
+    Example:
+        >>> attention_shape(BertConfig(hidden_size=384, num_attention_heads=12))
+        (12, 12, 32)
+    """
+    heads = int(config.num_attention_heads)
+    kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
+    head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // heads)
+    return heads, kv_heads, head_dim
+
+
+def projection_shape(projection: nn.Module) -> tuple[int, int]:
+    """`(in, out)` of a projection: an `nn.Linear`, a GPT-2 `Conv1D` (weight (in, out)), either inside a peft
+    layer, or any module with `in_features` and `out_features` (what a module installs in place of one).
+
+    Raises:
+        [`UnsupportedModelError`]: the projection is none of those.
+    """
+    base = projection.get_base_layer() if hasattr(projection, "get_base_layer") else projection
+    if isinstance(base, Conv1D):
+        return int(base.weight.shape[0]), int(base.weight.shape[1])
+    if hasattr(base, "in_features") and hasattr(base, "out_features"):
+        return int(base.in_features), int(base.out_features)
+    raise UnsupportedModelError(f"cannot tell the shape of a {type(base).__name__} projection")
+
+
+def distinct_projections(layer: AttentionLayer) -> list[nn.Module]:
+    """The q, k, v and o projections of a layer, each module once (GPT-2's fused `c_attn` once)."""
+    projections: dict[int, nn.Module] = {}
+    for which in "qkvo":
+        projection = layer.projection(which)
+        projections.setdefault(id(projection), projection)
+    return list(projections.values())
+
+
+def dense_attention_flops(model: nn.Module, n: int) -> float:
+    """FLOPs of dense attention in the whole model at length N: L·H·(2·N²·d [Q·Kᵀ] + 2·N²·d [P·V]).
+
+    A multiply-add counts 2; d is the head dimension, L the layers, H the query heads. Every query–key pair
+    is counted, in decoders too (a dense kernel computes the masked triangle); softmax, scaling and masks
+    are not.
+
+    Example:
+        >>> dense_attention_flops(minilm, 128)  # 6 layers, 12 heads, d = 32: 6·12·4·128²·32
+        150994944.0
+    """
+    heads, _, head_dim = attention_shape(unwrap_peft(model).config)
+    return float(len(attention_layers(model)) * heads * 4 * n * n * head_dim)
+
+
+def dense_flops(model: nn.Module, n: int) -> tuple[float, str]:
+    """The default `AttentionModule.flops`: the module computes what dense attention computes.
+
+    Returns:
+        `(dense_attention_flops(model, n), "the same attention")`.
+    """
+    return dense_attention_flops(model, n), "the same attention"
+
+
+def dense_projection_flops(model: nn.Module, n: int) -> float:
+    """FLOPs of the q, k, v and o projections at length N, each 2·N·in·out (a fused `c_attn` once), from
+    their shapes (see [`projection_shape`]). Biases and LoRA adapters are not counted.
+
+    The default `AttentionModule.projection_flops`, and the pipeline's count of the projections as loaded:
+    a projection a module replaced reports its original `in_features` and `out_features`.
+    """
+    flops = 0
+    for layer in attention_layers(model):
+        for projection in distinct_projections(layer):
+            in_features, out_features = projection_shape(projection)
+            flops += 2 * n * in_features * out_features
+    return float(flops)
+
+
+def sdpa_copy(model: nn.Module, load_base: Callable[[], nn.Module]) -> nn.Module:
+    """The default `AttentionModule.dense_reference`: a copy of `model` on transformers' sdpa attention.
+
+    The copy has the same weights (LoRA adapters included) and the module's own submodules, which are never
+    called: only the module's attention function reads them. It holds a second set of weights.
+
+    Args:
+        model: a model with a module installed, peft-wrapped or not.
+        load_base: unused here (see `AttentionModule.dense_reference`).
+
+    Returns:
+        The copy, on the model's device, its attention implementation "sdpa".
+
+    Example:
+        >>> reference = sdpa_copy(model, load_base)
+        >>> reference.config._attn_implementation
+        'sdpa'
+    """
+    reference = copy.deepcopy(model)
+    unwrap_peft(reference).set_attn_implementation("sdpa")
+    return reference
+
+
+def call_attention(
+    attention: Callable,
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    hidden_states: torch.Tensor | None,
+) -> torch.Tensor:
+    """The default `AttentionModule.layer_attention`: one call of an attention function on one layer's
+    attention module, as its forward makes it with no padding (no mask), its own `scaling` and dropout 0.
+
+    Args:
+        attention: an attention function of transformers' signature (the module's, or sdpa's).
+        module: the layer's attention module.
+        query: (B, H, N, D).
+        key: (B, H_kv, N, D).
+        value: (B, H_kv, N, D).
+        hidden_states: the layer input (B, N, hidden); unused here.
+
+    Returns:
+        The attention output (B, N, H, D).
+    """
+    output, _ = attention(module, query, key, value, None, scaling=module.scaling, dropout=0.0)
+    return output
+
+
+def family_lora_targets(family: str, config: object) -> list[str]:
+    """The default `AttentionModule.lora_targets`: the family's query and value projections.
+
+    Example:
+        >>> family_lora_targets("distilbert", None)
+        ['q_lin', 'v_lin']
+    """
+    return family_layout(family).lora_targets
+
+
+@dataclass(frozen=True)
+class AttentionModule:
+    """An attention module: everything the pipeline knows about it, and the only way it knows it.
+
+    The first seven fields are required; every other one has a default under which a module that only
+    changes the attention function works with the whole pipeline (train, evaluate, render, publish,
+    download). A hook is a plain function, called as `module.<hook>(...)`.
+
+    Attributes:
+        name: the name given to `publish --module`; the attention function is registered as
+            `attncard_<name>` ([`implementation_name`]).
+        config_class: a dataclass whose every field has a default and `metadata={"help": ...}` (the card's
+            configuration table); `config_class()` is the configuration a run uses.
+        apply: `(model, config) -> model`: installs the module into a loaded transformers model, in place,
+            before peft wraps it (usually through [`install_attention`]).
+        folder: the module's folder: its `spec.md` and `attention.py` are printed in the card, and the sha256
+            of each of its `*.py` files recorded.
+        causal: works in causal (decoder) models.
+        bidirectional: works in bidirectional (encoder) models.
+        gqa: works with grouped-query attention (fewer key/value heads than query heads).
+        citation: the paper the module implements (default ""; the card then cites none).
+        trainable_modules: names of the submodules holding the module's own learnable parameters (default
+            none); peft's `modules_to_save` trains and saves the submodules of these names.
+        learning_rates: `config -> {parameter-name fragment: learning rate}` for parameters that need their
+            own rate (default None: every parameter at the run's `lr`).
+        penalty: `(model, config, step) -> scalar tensor` added to the training loss at each optimizer step
+            (default None: no penalty).
+        stats: `(model, lengths) -> dict` of JSON-ready figures about the trained module, for results.json
+            and the card; `lengths` are the token counts of the evaluated rows (default None: no figures).
+        lora_targets: `(family, config) -> target_modules` for peft's `LoraConfig` (default
+            [`family_lora_targets`]: the family's query and value projections). A module that replaces
+            projections returns the others, or peft's `DUMMY_TARGET_MODULES` when none is left.
+        flops: `(model, n) -> (flops, formula)`: the attention FLOPs of the whole model with the module
+            installed at length N (one row, no padding, a multiply-add counting 2), and the text of the
+            formula with its numbers, which the card prints after `"<name>: "` (default [`dense_flops`]:
+            the dense count, "the same attention").
+        projection_flops: `(model, n) -> flops` of the q, k, v and o projections as installed (default
+            [`dense_projection_flops`], 2·N·in·out each). The count as loaded is always
+            `dense_projection_flops`, so a module that installs a projection in place of a pretrained one
+            keeps its `in_features` and `out_features` on the replacement.
+        dense_reference: `(model, load_base) -> reference`: the model without the module, on transformers'
+            sdpa attention and the model's device, that the scaling tables measure against; `load_base()`
+            loads the base model again (a new head, in eval mode, on the model's device) for a module whose
+            installed model cannot be turned back into the dense one (default [`sdpa_copy`]: a copy of the
+            model switched to sdpa, LoRA adapters included).
+        layer_attention: `(attention, module, query, key, value, hidden_states) -> output`: one call of
+            `attention` (the module's function, and sdpa for the dense side) on layer 0's attention module,
+            for the single-layer scaling table; q (1, H, N, D), k and v (1, H_kv, N, D), the synthetic layer
+            input `hidden_states` (1, N, hidden), output (1, N, H, D) (default [`call_attention`]: the call
+            a layer's forward makes, no mask, dropout 0). A module whose function reads more than q, k and v
+            sets that up here.
+        plots: `(stats, folder) -> [{"file", "title"}, …]`: draws figures of the module's `stats` (as
+            results.json holds them) as PNG files named `[a-z0-9_]+.png` in `folder`, with matplotlib on
+            its Agg backend, and returns them for the card; the same stats must draw the same bytes
+            (default None: no figures).
+        changes_parameter_count: `apply` adds or replaces weights, so the parameter count of the model as
+            deployed may differ from the base model's (default False; training refuses a module that
+            changes the count without saying so).
+        changes_attention: the module changes what every attention layer computes, so each counts among the
+            layers the run changed (default True; False for the identity module `none`).
+
+    Example:
+        >>> MODULE = AttentionModule(
+        ...     name="sliding_window", config_class=SlidingWindowConfig, apply=apply,
+        ...     folder=Path(__file__).parent, causal=True, bidirectional=True, gqa=True,
+        ...     citation="Beltagy, Peters and Cohan, Longformer, 2020",
+        ... )
+        >>> MODULE.flops(model, 128)[1]
+        'the same attention'
+    """
+
+    name: str
+    config_class: type
+    apply: Callable[[nn.Module, object], nn.Module]
+    folder: Path
+    causal: bool
+    bidirectional: bool
+    gqa: bool
+    citation: str = ""
+    trainable_modules: tuple[str, ...] = field(default=())
+    learning_rates: Callable[[object], dict[str, float]] | None = None
+    penalty: Callable[[nn.Module, object, int], torch.Tensor] | None = None
+    stats: Callable[[nn.Module, list[int]], dict] | None = None
+    lora_targets: Callable[[str, object], list[str] | str] = family_lora_targets
+    flops: Callable[[nn.Module, int], tuple[float, str]] = dense_flops
+    projection_flops: Callable[[nn.Module, int], float] = dense_projection_flops
+    dense_reference: Callable[[nn.Module, Callable[[], nn.Module]], nn.Module] = sdpa_copy
+    layer_attention: Callable[..., torch.Tensor] = call_attention
+    plots: Callable[[dict, Path], list[dict[str, str]]] | None = None
+    changes_parameter_count: bool = False
+    changes_attention: bool = True
+
+    @property
+    def spec(self) -> str:
+        return (self.folder / "spec.md").read_text(encoding="utf-8")
+
+    @property
+    def source_files(self) -> list[Path]:
+        return sorted(self.folder.glob("*.py"))
+
+    def config_fields(self) -> list[tuple[str, object, str]]:
+        """`(name, default, help)` of every config field, for the card's configuration table."""
+        return [(f.name, f.default, f.metadata["help"]) for f in fields(self.config_class)]

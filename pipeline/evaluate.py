@@ -28,18 +28,13 @@ from sklearn.metrics import (
 )
 from tqdm.auto import tqdm
 
-from ..modules.kernels.bench import PeakMemory
+from ..modules.base import sdpa_copy
+from ..modules.kernels.memory import PeakMemory
 from ..modules.trace import record_trace
 from .data import TaskData
 from .models import load_model, tokenize
 from .results import EVAL_TIMING_METHOD, ClassScores, Efficiency, Metrics, Parameters, TraceStep
-from .scaling import (
-    attention_flops,
-    default_lengths,
-    measure_layer_scaling,
-    measure_model_scaling,
-    reference_copy,
-)
+from .scaling import attention_flops, default_lengths, measure_layer_scaling, measure_model_scaling
 from .train import TrainResult
 
 # Whole-model scaling stops here even for models with longer positions (a 40k-position Qwen would take
@@ -84,13 +79,19 @@ def device_name(device: torch.device) -> str:
 
 def dense_reference(trained: TrainResult) -> torch.nn.Module:
     """The fine-tuned model with the model's own (sdpa) attention instead of the module, for the scaling
-    tables. svd_lowrank replaced the projections themselves, so its reference is the base model reloaded."""
-    if trained.module is not None and trained.module.name == "svd_lowrank":
+    tables: the module's `dense_reference` (by default a copy of the model on sdpa), which may load the base
+    model again when the installed model cannot be turned back into the dense one."""
+    device = next(trained.model.parameters()).device
+
+    def load_base() -> torch.nn.Module:
         reloaded = load_model(
             trained.loaded.source or trained.loaded.name, trained.model.config.id2label.values()
         )
-        return reloaded.model.to(next(trained.model.parameters()).device).eval()
-    return reference_copy(trained.model)
+        return reloaded.model.to(device).eval()
+
+    if trained.module is None:
+        return sdpa_copy(trained.model, load_base)
+    return trained.module.dense_reference(trained.model, load_base)
 
 
 def count_deployed_parameters(model: torch.nn.Module) -> int:
@@ -168,6 +169,48 @@ def predictions_sha256(predictions: list[int]) -> str:
     return hashlib.sha256(np.asarray(predictions, dtype="<i8").tobytes()).hexdigest()
 
 
+def classify(
+    model: torch.nn.Module,
+    tokenizer,
+    data: TaskData,
+    max_length: int,
+    batch_size: int = 64,
+    progress: bool = False,
+) -> tuple[torch.Tensor, list[int]]:
+    """Runs a classifier over every row of `data.validation`, in order: the one prediction loop, for
+    evaluation and for a downloaded checkpoint alike.
+
+    Args:
+        model: a sequence classifier (peft-wrapped or not); put in eval mode.
+        tokenizer: its tokenizer.
+        data: the task; its text columns are read.
+        max_length: tokens per row, longer rows truncated, as in training.
+        batch_size: rows per forward pass.
+        progress: show a progress bar.
+
+    Returns:
+        `(logits, lengths)`: float logits `(rows, labels)` on the CPU, and each row's non-padding token count.
+
+    Example:
+        >>> logits, lengths = classify(model, tokenizer, data, max_length=128)
+        >>> logits.shape
+        torch.Size([872, 2])
+    """
+    device = next(model.parameters()).device
+    model.eval()
+    validation = data.validation
+    batches, lengths = [], []
+    starts = range(0, len(validation), batch_size)
+    with torch.inference_mode():
+        for start in tqdm(starts, desc="evaluate", unit="batch", disable=not progress):
+            rows = validation[start : start + batch_size]
+            batch = tokenize(tokenizer, rows, data.spec.text_columns, max_length).to(device)
+            lengths += batch["attention_mask"].sum(dim=1).tolist()
+            batches.append(model(**batch).logits.float().cpu())
+    labels = len(data.spec.label_names)
+    return (torch.cat(batches) if batches else torch.empty(0, labels)), lengths
+
+
 def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> EvalResult:
     """Evaluates a fine-tuned model on every row of the task's validation split.
 
@@ -188,22 +231,16 @@ def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> Eval
     device = next(model.parameters()).device
     spec = data.spec
     validation = data.validation
-    model.eval()
 
-    logits_batches, tokens, lengths = [], 0, []
-    with PeakMemory(device) as memory, torch.inference_mode():
+    with PeakMemory(device) as memory:
         started = time.perf_counter()
-        for start in tqdm(range(0, len(validation), batch_size), desc="evaluate", unit="batch"):
-            rows = validation[start : start + batch_size]
-            batch = tokenize(tokenizer, rows, spec.text_columns, trained.config.max_length).to(device)
-            lengths += batch["attention_mask"].sum(dim=1).tolist()
-            tokens += int(batch["attention_mask"].sum())
-            logits_batches.append(model(**batch).logits.float().cpu())
+        max_length = trained.config.max_length
+        logits, lengths = classify(model, tokenizer, data, max_length, batch_size, progress=True)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         seconds = time.perf_counter() - started
+    tokens = sum(lengths)
 
-    logits = torch.cat(logits_batches)
     labels = list(validation["label"])
     metrics = quality_metrics(logits, labels, spec.label_names)
     y_true, y_pred = np.asarray(labels), logits.argmax(dim=-1).numpy()
@@ -223,9 +260,8 @@ def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> Eval
     reference = dense_reference(trained)
     scaling_lengths = default_lengths(model.config, cap=MAX_SCALING_POSITIONS)
     efficiency.scaling = measure_model_scaling(model, reference, lengths=scaling_lengths)
-    efficiency.layer_scaling = measure_layer_scaling(model)  # attention layer 0 at LAYER_LENGTHS
-    module_name = trained.module.name if trained.module is not None else "none"
-    efficiency.flops = [attention_flops(model, module_name, n) for n in scaling_lengths]
+    efficiency.layer_scaling = measure_layer_scaling(model, trained.module)  # layer 0 at LAYER_LENGTHS
+    efficiency.flops = [attention_flops(model, trained.module, n) for n in scaling_lengths]
     del reference
 
     after = count_deployed_parameters(model)

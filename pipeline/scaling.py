@@ -10,7 +10,10 @@ down hits both and the ratios stay meaningful.
 - [`measure_layer_scaling`]: layer 0's attention function on synthetic q, k, v, up to N = 4096 (beyond the
   model's own maximum: no position embeddings are involved).
 - [`attention_flops`]: a hand-checkable estimate of the attention FLOPs of the whole model at length N, dense
-  against the module, with the projection FLOPs that `svd_lowrank` changes.
+  against the module, with the projection FLOPs, which a module that factorises the projections changes.
+
+What is module-specific comes from the module's [`AttentionModule`]: its FLOPs count (`flops`,
+`projection_flops`), its dense reference (`dense_reference`) and its single-layer call (`layer_attention`).
 
 Peak memory is the growth during one pass: on CUDA `torch.cuda.max_memory_allocated` minus the memory
 allocated before the pass; on the CPU the growth of the process's peak resident set (Linux VmHWM, reset
@@ -19,9 +22,10 @@ through /proc/self/clear_refs after handing freed heap memory back with malloc_t
 can be read.
 
 Example:
-    >>> module_model = load_model("minilm", labels).model
-    >>> get_module("adaptive_span").apply(module_model, AdaptiveSpanConfig())
-    >>> rows = measure_model_scaling(module_model, reference_copy(module_model))
+    >>> module = get_module(name)
+    >>> module_model = module.apply(load_model("minilm", labels).model, module.config_class())
+    >>> reference = module.dense_reference(module_model, lambda: load_model("minilm", labels).model.eval())
+    >>> rows = measure_model_scaling(module_model, reference)
     >>> [(row.n, round(row.speedup, 2)) for row in rows]  # doctest: +SKIP
     [(128, 0.93), (256, 1.01), (512, 1.12)]
 """
@@ -29,9 +33,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import copy
 import functools
-import math
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -40,20 +42,23 @@ import torch
 from torch import nn
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-from transformers.pytorch_utils import Conv1D
 
-from ..modules import get_module
-from ..modules.adaptive_span.model import span_modules
-from ..modules.base import AttentionLayer, attention_layers, implementation_name, unwrap_peft
-from ..modules.kernels.bench import PeakMemory
-from ..modules.span_expanded.model import BRANCH_ATTRIBUTE, STATE_ATTRIBUTE
-from ..modules.svd_lowrank.attention import LowRankLinear
+from ..modules.base import (
+    AttentionModule,
+    attention_layers,
+    attention_shape,
+    call_attention,
+    dense_attention_flops,
+    dense_projection_flops,
+    family_layout,
+    implementation_name,
+    unwrap_peft,
+)
+from ..modules.kernels.memory import PeakMemory
 from .results import FlopsEstimate, ScalingRow
 
 SMALLEST_DEFAULT_LENGTH = 128
 LAYER_LENGTHS = (512, 1024, 2048, 4096)
-# Families whose position ids start after the padding index (RoBERTa counts from padding_idx + 1).
-PADDING_OFFSET_FAMILIES = frozenset({"roberta"})
 SPECIAL_ID_FIELDS = (
     "pad_token_id",
     "bos_token_id",
@@ -71,14 +76,18 @@ SPECIAL_ID_FIELDS = (
 def max_positions(config) -> int:
     """The longest sequence the model's position embeddings accept, without padding.
 
-    `max_position_embeddings` (GPT-2's `n_positions` under that name), less `pad_token_id + 1` for RoBERTa,
-    whose position ids start after the padding index: 514 − 2 = 512 for roberta-base.
+    `max_position_embeddings` (GPT-2's `n_positions` under that name), less `pad_token_id + 1` for families
+    whose position ids start after the padding index (`FamilyLayout.positions_after_padding`, RoBERTa):
+    514 − 2 = 512 for roberta-base.
 
     Args:
-        config: a transformers model config.
+        config: a transformers model config of a family in `modules.base.FAMILIES`.
 
     Returns:
         The largest usable N.
+
+    Raises:
+        [`UnsupportedModelError`]: the family is not in `modules.base.FAMILIES`.
 
     Example:
         >>> max_positions(RobertaConfig(max_position_embeddings=514, pad_token_id=1))
@@ -87,7 +96,7 @@ def max_positions(config) -> int:
     limit = getattr(config, "max_position_embeddings", None)
     if limit is None:
         raise ValueError(f"the {config.model_type} config has no max_position_embeddings")
-    if config.model_type in PADDING_OFFSET_FAMILIES:
+    if family_layout(config.model_type).positions_after_padding:
         limit -= config.pad_token_id + 1
     return int(limit)
 
@@ -170,18 +179,6 @@ def synthetic_input_ids(
     generator = torch.Generator().manual_seed(seed)
     picks = torch.randint(candidates.numel(), (batch_size, n), generator=generator)
     return candidates[picks].to(device)
-
-
-def attention_shape(config) -> tuple[int, int, int]:
-    """`(heads, key_value_heads, head_dim)` of the model's self-attention.
-
-    Key/value heads are `num_key_value_heads` where the config has it (grouped-query attention), else the
-    query heads; the head dimension is `head_dim` where set (Qwen3), else hidden_size / heads.
-    """
-    heads = int(config.num_attention_heads)
-    kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
-    head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // heads)
-    return heads, kv_heads, head_dim
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -285,51 +282,6 @@ def _check_lengths(lengths: Sequence[int], repeats: int) -> None:
 # Whole model
 
 
-def reference_copy(model: nn.Module) -> nn.Module:
-    """A copy of `model` computing dense attention: the same weights (LoRA adapters included) on plain sdpa.
-
-    The module's own submodules (spans, top-k state, HyLoRA branch) are copied but never called, since only
-    the attention function reads them. span_expanded's forward pre-hook still stores each layer's input on
-    the copy; as sdpa never consumes it, a forward hook drops it when the layer returns, so that it does not
-    live on and inflate the reference's peak memory. The copy holds a second set of weights.
-
-    `svd_lowrank` replaces the projections themselves, so no copy of its model is dense: load the base model
-    again (e.g. `load_model(name, labels).model`) and pass that as the reference.
-
-    Args:
-        model: a model with a module installed, peft-wrapped or not.
-
-    Returns:
-        The copy, on the model's device, its attention implementation "sdpa".
-
-    Raises:
-        ValueError: the model has factorised projections (`svd_lowrank`).
-
-    Example:
-        >>> reference = reference_copy(model)
-        >>> reference.config._attn_implementation
-        'sdpa'
-    """
-    base = unwrap_peft(model)
-    if any(isinstance(module, LowRankLinear) for module in base.modules()):
-        raise ValueError(
-            "svd_lowrank replaced the attention projections by their factorisation, so a copy of this model "
-            "is not the dense model; load the base model again and pass it as reference_model"
-        )
-    reference = copy.deepcopy(model)
-    unwrap_peft(reference).set_attn_implementation("sdpa")
-    for layer in attention_layers(unwrap_peft(reference)):
-        if hasattr(layer.module, STATE_ATTRIBUTE):
-            layer.module.register_forward_hook(_drop_captured_input)
-    return reference
-
-
-def _drop_captured_input(module: nn.Module, args: tuple, output: object) -> None:
-    """Forward hook of a reference copy: forgets the layer input span_expanded's pre-hook stored, which only
-    the module's attention function (not sdpa) would consume."""
-    getattr(module, STATE_ATTRIBUTE).hidden_states = None
-
-
 def measure_model_scaling(
     model: nn.Module,
     reference_model: nn.Module,
@@ -346,10 +298,11 @@ def measure_model_scaling(
     restored after. Per length: a warm-up pass each, one memory pass each, then `repeats` timed passes each,
     alternating (see [`measure_pair`]).
 
-    The reference must be the same base model on transformers' sdpa attention: [`reference_copy`] for every
-    module but `svd_lowrank`, for which the caller loads the base model again (its projections are
-    factorised in `model`). A peft-wrapped `model` is measured as is: with unmerged LoRA adapters, a freshly
-    loaded reference lacks their cost (reference_copy keeps them on both sides).
+    The reference must be the same base model on transformers' sdpa attention: what the module's
+    `dense_reference` gives (a copy of the model on sdpa by default; the base model loaded again for a module
+    whose installed model cannot be turned back into the dense one). A peft-wrapped `model` is measured as
+    is: with unmerged LoRA adapters, a freshly loaded reference lacks their cost (a copy keeps them on both
+    sides).
 
     Args:
         model: the model with the module installed (peft-wrapped or not).
@@ -367,7 +320,8 @@ def measure_model_scaling(
             devices.
 
     Example:
-        >>> rows = measure_model_scaling(model, reference_copy(model), lengths=[128, 256], repeats=3)
+        >>> reference = module.dense_reference(model, load_base)
+        >>> rows = measure_model_scaling(model, reference, lengths=[128, 256], repeats=3)
         >>> rows[0].speedup == rows[0].dense_seconds / rows[0].module_seconds
         True
     """
@@ -380,8 +334,8 @@ def measure_model_scaling(
     reference_implementation = unwrap_peft(reference_model).config._attn_implementation
     if reference_implementation != "sdpa":
         raise ValueError(
-            f"the reference model must use sdpa attention, not '{reference_implementation}' (reference_copy, "
-            "or load the base model again)"
+            f"the reference model must use sdpa attention, not '{reference_implementation}' (the module's "
+            "dense_reference, or the base model loaded again)"
         )
     device = next(model.parameters()).device
     if next(reference_model.parameters()).device != device:
@@ -402,39 +356,22 @@ def measure_model_scaling(
 # One attention layer
 
 
-def _call_attention(
-    attention: Callable,
-    module: nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    hidden_states: torch.Tensor | None,
-) -> torch.Tensor:
-    """One call of an attention function, as the layer's forward makes it (no mask: no padding).
-
-    span_expanded's function reads the layer input X that its forward pre-hook stores on the module for each
-    call (and consumes it); called directly, it gets `hidden_states` here, as the hook would give it.
-    """
-    state = getattr(module, STATE_ATTRIBUTE, None)
-    if state is not None and hidden_states is not None:
-        state.hidden_states = hidden_states
-    output, _ = attention(module, query, key, value, None, scaling=module.scaling, dropout=0.0)
-    return output
-
-
 def layer_attention_runs(
-    model: nn.Module, n: int, *, seed: int = 0
+    model: nn.Module, module: AttentionModule | None, n: int, *, seed: int = 0
 ) -> tuple[Callable[[], torch.Tensor], Callable[[], torch.Tensor]]:
     """The two calls [`measure_layer_scaling`] times at length N: `(module_run, dense_run)`.
 
     Both call layer 0's attention module on the same synthetic q (1, H, N, D) and k, v (1, H_kv, N, D) (H_kv
     < H under grouped-query attention), with no mask (no padding), the layer's own `scaling` and dropout 0:
-    `module_run` through the function the model's `_attn_implementation` names in transformers'
-    `AttentionInterface`, `dense_run` through transformers' `sdpa_attention_forward`. Each returns the
-    attention output (1, N, H, D). Call them in eval mode: a module may read `module.training`.
+    `module_run` through the module's `layer_attention` with the function the model's `_attn_implementation`
+    names in transformers' `AttentionInterface`, `dense_run` through [`call_attention`] with transformers'
+    `sdpa_attention_forward`. A synthetic layer input (1, N, hidden) goes with them, for a module whose
+    function reads it. Each returns the attention output (1, N, H, D). Call them in eval mode: a module may
+    read `module.training`.
 
     Args:
-        model: a model with a module installed (peft-wrapped or not), or a plain sdpa model.
+        model: a model with `module` installed (peft-wrapped or not), or a plain sdpa model.
+        module: the installed module; None for the model's own attention.
         n: the sequence length N; it may exceed the model's positions (no embeddings are involved).
         seed: the seed of the synthetic tensors.
 
@@ -445,7 +382,7 @@ def layer_attention_runs(
         ValueError: the model's attention implementation is not in `AttentionInterface` (eager).
 
     Example:
-        >>> module_run, dense_run = layer_attention_runs(model, 1024)
+        >>> module_run, dense_run = layer_attention_runs(model, get_module("none"), 1024)
         >>> module_run().shape  # MiniLM: 12 heads of 32
         torch.Size([1, 1024, 12, 32])
     """
@@ -457,9 +394,9 @@ def layer_attention_runs(
             f"model's '{implementation}' attention is not registered there (install a module, or use sdpa)"
         )
     attention = ALL_ATTENTION_FUNCTIONS[implementation]
-    module = attention_layers(base)[0].module
+    layer_module = attention_layers(base)[0].module
     heads, kv_heads, head_dim = attention_shape(base.config)
-    weight = next(module.parameters())
+    weight = next(layer_module.parameters())
     generator = torch.Generator().manual_seed(seed)
 
     def synthetic(*shape: int) -> torch.Tensor:
@@ -469,33 +406,35 @@ def layer_attention_runs(
     query = synthetic(1, heads, n, head_dim)
     key, value = synthetic(1, kv_heads, n, head_dim), synthetic(1, kv_heads, n, head_dim)
     hidden_states = synthetic(1, n, base.config.hidden_size)
-    module_run = functools.partial(_call_attention, attention, module, query, key, value, hidden_states)
-    dense_run = functools.partial(_call_attention, sdpa_attention_forward, module, query, key, value, None)
+    layer_attention = module.layer_attention if module is not None else call_attention
+    module_run = functools.partial(layer_attention, attention, layer_module, query, key, value, hidden_states)
+    dense_run = functools.partial(
+        call_attention, sdpa_attention_forward, layer_module, query, key, value, hidden_states
+    )
     return module_run, dense_run
 
 
 def measure_layer_scaling(
-    model: nn.Module, *, lengths: Sequence[int] = LAYER_LENGTHS, repeats: int = 3
+    model: nn.Module,
+    module: AttentionModule | None,
+    *,
+    lengths: Sequence[int] = LAYER_LENGTHS,
+    repeats: int = 3,
 ) -> list[ScalingRow]:
     """Time and peak memory of one attention layer's attention function against transformers' sdpa.
 
     At each N, the two calls of [`layer_attention_runs`] (layer 0, synthetic q, k, v, no mask) are measured
     in eval mode under `torch.inference_mode()` by [`measure_pair`]. Only attention is timed, not the
-    projections around it; N may exceed the model's positions. What the module side runs:
-
-    - `none`, `svd_lowrank`: transformers' sdpa itself (svd_lowrank changes the projections, not attention),
-      so the ratios are 1 up to noise.
-    - `adaptive_span`: the banded kernel over each head's learned window ⌈z_h + R⌉ − 1, with the span bias
-      and the global token (dropout is 0 at inference, so the dense-bias training path is not taken).
-    - `adaptive_sparse`: the full score matrix, top-k selection per query, softmax and the dense P·V product.
-    - `span_expanded`: sdpa over the (empty) memory and the current keys, plus the HyLoRA branch X·A·B of a
-      synthetic layer input X (1, N, hidden), which the function reads from the state its pre-hook fills.
+    projections around it; N may exceed the model's positions. The module side runs whatever the module's
+    attention function runs at inference (its own kernel; sdpa itself for a module that changes only the
+    projections, whose ratios are then 1 up to noise); the module's spec says what that is.
 
     Calling the attention function rather than the layer's forward keeps every family on one call (no rotary
     embeddings or family-specific arguments to build) and leaves the model's configuration untouched.
 
     Args:
-        model: a model with a module installed (peft-wrapped or not), or a plain sdpa model (ratios 1).
+        model: a model with `module` installed (peft-wrapped or not), or a plain sdpa model (ratios 1).
+        module: the installed module; None for the model's own attention.
         lengths: sequence lengths N.
         repeats: timed calls per side and length (the median is reported).
 
@@ -506,7 +445,7 @@ def measure_layer_scaling(
         ValueError: the model's attention implementation is not in `AttentionInterface` (eager).
 
     Example:
-        >>> rows = measure_layer_scaling(model, lengths=(512, 4096))  # MiniLM with adaptive_span
+        >>> rows = measure_layer_scaling(model, module, lengths=(512, 4096))  # MiniLM, a banded module
         >>> rows[-1].memory_ratio < 1  # doctest: +SKIP
         True
     """
@@ -516,7 +455,7 @@ def measure_layer_scaling(
     rows = []
     with _eval_mode(model), torch.inference_mode():
         for n in lengths:
-            module_run, dense_run = layer_attention_runs(model, n)
+            module_run, dense_run = layer_attention_runs(model, module, n)
             rows.append(measure_pair(n, module_run, dense_run, device, repeats))
     return rows
 
@@ -525,138 +464,64 @@ def measure_layer_scaling(
 # FLOPs
 
 
-def _linear_shape(projection: nn.Module) -> tuple[int, int]:
-    """`(in, out)` of an `nn.Linear`, a GPT-2 `Conv1D` (weight (in, out)) or either inside a peft layer."""
-    base = projection.get_base_layer() if hasattr(projection, "get_base_layer") else projection
-    if isinstance(base, nn.Linear):
-        return base.in_features, base.out_features
-    if isinstance(base, Conv1D):
-        return base.weight.shape[0], base.weight.shape[1]
-    raise TypeError(f"cannot tell the shape of a {type(base).__name__} projection")
-
-
-def projection_flops(layers: list[AttentionLayer], n: int) -> tuple[float, float]:
-    """FLOPs of the q, k, v and o projections at length N: `(as loaded, as installed)`.
-
-    Each distinct projection (GPT-2's fused c_attn once) costs 2·N·in·out; a factorised one (svd_lowrank's
-    `LowRankLinear`) 2·N·r·(in + out) once installed. Biases and LoRA adapters are not counted.
-    """
-    before = after = 0
-    for layer in layers:
-        seen: set[int] = set()
-        for which in "qkvo":
-            projection = layer.projection(which)
-            if id(projection) in seen:
-                continue
-            seen.add(id(projection))
-            if isinstance(projection, LowRankLinear):
-                in_features, out_features = projection.in_features, projection.out_features
-                after += 2 * n * projection.rank * (in_features + out_features)
-            else:
-                in_features, out_features = _linear_shape(projection)
-                after += 2 * n * in_features * out_features
-            before += 2 * n * in_features * out_features
-    return float(before), float(after)
-
-
-def attention_flops(model: nn.Module, module_name: str, n: int) -> FlopsEstimate:
+def attention_flops(model: nn.Module, module: AttentionModule | None, n: int) -> FlopsEstimate:
     """An estimate of the attention FLOPs of the whole model at length N (one row, no padding).
 
     A multiply-add counts 2 FLOPs; d is the head dimension, L the layers, H the query heads. Counted:
 
-    - dense: L·H·(2·N²·d for Q·Kᵀ + 2·N²·d for P·V) = L·H·4·N²·d. Every pair is counted, in decoders too (a
-      dense kernel computes the masked triangle). Softmax, scaling and masks are not counted.
-    - `none`: dense.
-    - `adaptive_span`: per layer and head, 4·d·(N·b_h + 2·N), b_h = min(N, 2·w_h + 1) keys per query in
-      encoders, min(N, w_h + 1) in decoders (past only), w_h the head's learned window ⌈z_h + R⌉ − 1 at N;
-      2·N for the global token's row and column (when on); capped at the head's dense 4·N²·d. This counts the
-      band itself: the torch kernel computes blocks of 32 queries against 32 + 2·max_h w_h keys (rounded up
-      to whole blocks), more than the band for short windows.
-    - `adaptive_sparse`: dense (every score is computed and P·V is a dense product, zeros included) plus the
-      top-k selection, counted as N·max(1, ⌈log₂ k⌉) comparisons per query row (k = min(top_k, N)), as if
-      they were FLOPs.
-    - `span_expanded`: dense plus the HyLoRA branch, 2·N·r·(d_in + d_out) per layer (X·A then ·B); no memory
-      keys (single rows have none).
-    - `svd_lowrank`: dense; the module changes the projections, counted in `projections_*`.
+    - dense: L·H·(2·N²·d for Q·Kᵀ + 2·N²·d for P·V) = L·H·4·N²·d ([`dense_attention_flops`]). Every pair is
+      counted, in decoders too (a dense kernel computes the masked triangle). Softmax, scaling and masks are
+      not counted.
+    - with the module: the module's own count, `module.flops(model, n)`, which also gives the formula text
+      (with its numbers) that follows `"<name>: "` in `formula`. The default is the dense count.
+    - projections, apart: q, k, v and o 2·N·in·out each (a fused c_attn once) as loaded
+      ([`dense_projection_flops`]), and as installed, `module.projection_flops(model, n)`.
 
     Args:
-        model: the model with `module_name` installed (peft-wrapped or not); for `none` any model.
-        module_name: the installed module.
+        model: the model with `module` installed (peft-wrapped or not); with `module` None, any model.
+        module: the installed module; None for the model's own attention (the dense count).
         n: the sequence length N.
 
     Returns:
         A [`FlopsEstimate`]; `ratio` is module / dense.
 
     Raises:
-        ValueError: the model has a different module installed.
+        ValueError: the model has a different attention installed.
 
     Example:
-        >>> estimate = attention_flops(model, "none", 128)  # MiniLM: 6 layers, 12 heads, d = 32
+        >>> estimate = attention_flops(model, get_module("none"), 128)  # MiniLM: 6 layers, 12 heads, d = 32
         >>> estimate.dense == 6 * 12 * 4 * 128**2 * 32
         True
     """
-    get_module(module_name)  # an unknown name raises UnknownModuleError, listing the valid ones
     base = unwrap_peft(model)
-    implementation = base.config._attn_implementation
-    if module_name != "none" and implementation != implementation_name(module_name):
-        raise ValueError(f"the model's attention is '{implementation}', not the module '{module_name}'")
+    if module is not None and base.config._attn_implementation != implementation_name(module.name):
+        raise ValueError(
+            f"the model's attention is '{base.config._attn_implementation}', not the module '{module.name}'"
+        )
     layers = attention_layers(base)
     heads, _, d = attention_shape(base.config)
-    causal = bool(getattr(layers[0].module, "is_causal", False))
-    dense_per_head = 4 * n * n * d
-    dense = len(layers) * heads * dense_per_head
-    projections_dense, projections_module = projection_flops(layers, n)
+    dense = dense_attention_flops(base, n)
+    projections_dense = dense_projection_flops(base, n)
     formula = (
         f"dense = L·H·(2·N²·d [Q·Kᵀ] + 2·N²·d [P·V]) with L = {len(layers)}, H = {heads}, N = {n}, d = {d}; "
         "every query–key pair counted (decoders too), softmax and masks not counted"
     )
-
-    if module_name in ("none", "svd_lowrank"):
-        module = dense
-        formula += f"; {module_name}: the same attention"
-    elif module_name == "adaptive_span":
-        module = 0
-        all_windows = []
-        for span in span_modules(model):
-            windows = span.windows(n).tolist()
-            all_windows.append(windows)
-            global_pairs = 2 * n if span.global_token else 0
-            for w in windows:
-                band = min(n, w + 1) if causal else min(n, 2 * w + 1)
-                module += min(dense_per_head, 4 * d * (n * band + global_pairs))
-        side = "w_h + 1 (past only)" if causal else "2·w_h + 1"
-        formula += (
-            f"; adaptive_span: Σ_layers Σ_h min(4·N²·d, 4·d·(N·min(N, {side}) + 2·N [global token row "
-            f"and column])), windows w_h = {all_windows}; band pairs only (the torch kernel computes blocks "
-            "of 32 queries against 32 + 2·max w_h keys, more)"
-        )
-    elif module_name == "adaptive_sparse":
-        top_ks = [layer.module.adaptive_sparse.top_k for layer in layers]
-        selection = sum(heads * n * n * max(1, math.ceil(math.log2(min(k, n)))) for k in top_ks)
-        module = dense + selection
-        formula += (
-            f"; adaptive_sparse: dense (all scores are computed, P·V is a dense product) + top-k selection "
-            f"L·H·N·N·max(1, ⌈log₂ min(k, N)⌉) comparisons, k = {top_ks}"
-        )
-    elif module_name == "span_expanded":
-        branches = [getattr(layer.module, BRANCH_ATTRIBUTE) for layer in layers]
-        hylora = sum(2 * n * b.rank * (b.in_features + b.out_features) for b in branches)
-        module = dense + hylora
-        formula += (
-            "; span_expanded: dense + HyLoRA Σ_layers 2·N·r·(d_in + d_out) with (r, d_in, d_out) = "
-            f"{[(b.rank, b.in_features, b.out_features) for b in branches]}; no memory keys (M = 0)"
-        )
+    if module is None:
+        module_flops, projections_module = dense, projections_dense
+        formula += "; the model's own attention: the same attention"
     else:
-        raise ValueError(f"no FLOPs estimate for the module '{module_name}'")
+        module_flops, module_formula = module.flops(model, n)
+        projections_module = float(module.projection_flops(model, n))
+        formula += f"; {module.name}: {module_formula}"
     formula += (
         f"; projections (separate): q, k, v, o 2·N·in·out each (a fused c_attn once), factorised 2·N·r·(in + "
         f"out), biases and LoRA not counted: {projections_dense:.0f} before, {projections_module:.0f} after"
     )
     return FlopsEstimate(
         n=n,
-        dense=float(dense),
-        module=float(module),
-        ratio=module / dense,
+        dense=dense,
+        module=float(module_flops),
+        ratio=module_flops / dense,
         formula=formula,
         projections_dense=projections_dense,
         projections_module=projections_module,

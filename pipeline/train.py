@@ -15,29 +15,16 @@ import torch
 from accelerate import Accelerator
 from peft import LoraConfig, PeftModel, TaskType, get_peft_model
 from peft.tuners.tuners_utils import BaseTunerLayer
-from peft.utils import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
 from peft.utils.constants import DUMMY_TARGET_MODULES
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 from transformers import get_scheduler
 
 from ..modules import AttentionModule
-from ..modules.base import attention_layers
+from ..modules.base import attention_layers, family_lora_targets
 from .data import TaskData
 from .models import LoadedModel, tokenize
 from .results import TrainConfig
-
-# The query and value projections of each family (Hu et al., 2021, adapt W_q and W_v). GPT-2 fuses q, k
-# and v into one `c_attn`. peft's own table has no entry for DistilBERT.
-LORA_TARGET_MODULES: dict[str, list[str]] = {
-    "bert": ["query", "value"],
-    "roberta": ["query", "value"],
-    "distilbert": ["q_lin", "v_lin"],
-    "gpt2": ["c_attn"],
-    "llama": ["q_proj", "v_proj"],
-    "qwen2": ["q_proj", "v_proj"],
-    "qwen3": ["q_proj", "v_proj"],
-}
 
 
 @dataclass
@@ -60,16 +47,6 @@ class TrainResult:
     module_config: object | None = None
 
 
-def lora_target_modules(family: str) -> list[str]:
-    """The attention projections LoRA adapts in a model family."""
-    targets = LORA_TARGET_MODULES.get(family) or TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING.get(
-        family
-    )
-    if not targets:
-        raise ValueError(f"no LoRA target modules known for model family '{family}'")
-    return list(targets)
-
-
 def adapted_module_names(model: PeftModel) -> list[str]:
     """The target-module names LoRA adapts in a peft model; empty when it has no LoRA layer."""
     targets = model.peft_config["default"].target_modules
@@ -84,11 +61,13 @@ def add_lora(
     module: AttentionModule | None = None,
     module_config: object | None = None,
 ) -> PeftModel:
-    """Wraps the model with LoRA adapters. peft keeps the classification head trainable (`SEQ_CLS`) and
-    trains and saves the installed attention module's own submodules (`modules_to_save`)."""
-    targets = lora_target_modules(loaded.family)
-    if module is not None and module.lora_targets is not None:
+    """Wraps the model with LoRA adapters on the module's `lora_targets` (by default the family's query and
+    value projections). peft keeps the classification head trainable (`SEQ_CLS`) and trains and saves the
+    installed attention module's own submodules (`modules_to_save`)."""
+    if module is not None:
         targets = module.lora_targets(loaded.family, module_config)
+    else:
+        targets = family_lora_targets(loaded.family, module_config)
     lora_config = LoraConfig(
         task_type=TaskType.SEQ_CLS,
         r=config.lora_r,
@@ -126,12 +105,22 @@ def train(
     Returns:
         A [`TrainResult`] holding the peft model (in eval mode) and the loss of every step.
 
+    Raises:
+        ValueError: installing the module changed the model's parameter count, but the module does not say
+            so (`AttentionModule.changes_parameter_count`).
+
     Example:
         >>> data = load_task("sst2")
         >>> result = train(load_model("minilm", data.spec.label_names), data, TrainConfig(steps=10))
         >>> len(result.losses)
         10
     """
+    installed = sum(p.numel() for p in loaded.model.parameters())
+    if module is not None and not module.changes_parameter_count and installed != loaded.parameters:
+        raise ValueError(
+            f"installing the module '{module.name}' changed the model's parameters from {loaded.parameters} "
+            f"to {installed}, but its AttentionModule has changes_parameter_count=False; set it to True"
+        )
     torch.manual_seed(config.seed)
     # bf16 autocast on GPUs that have it; fp32 on the CPU, where the loop must be bit-for-bit repeatable.
     on_gpu = torch.cuda.is_available()
@@ -213,7 +202,7 @@ def train(
         base_parameters=loaded.parameters,
         trainable_parameters=sum(p.numel() for p in trainable),
         layers_changed=sum(isinstance(layer, BaseTunerLayer) for layer in model.modules())
-        + (len(attention_layers(model)) if module and module.name != "none" else 0),
+        + (len(attention_layers(model)) if module and module.changes_attention else 0),
         device=str(accelerator.device),
         mixed_precision=mixed_precision,
         module=module,

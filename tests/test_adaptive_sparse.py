@@ -18,7 +18,6 @@ from attncard.modules.adaptive_sparse import (
 )
 from attncard.modules.base import attention_layers, implementation_name
 from attncard.modules.trace import record_trace
-from attncard.pipeline.train import lora_target_modules
 from tiny_models import FAMILIES, load_with_padded_batch
 
 
@@ -176,8 +175,11 @@ def test_k_one_in_a_padded_batch(tiny_model_dir, family):
 @pytest.mark.parametrize("family", ["bert", "qwen3"])
 def test_plain_lora_on_q_and_v_trains(tiny_model_dir, family):
     loaded, batch = load_with_padded_batch(tiny_model_dir(family))
-    MODULE.apply(loaded.model, AdaptiveSparseConfig(top_k=4, warmup_steps=1))
-    lora = LoraConfig(task_type=TaskType.SEQ_CLS, r=4, target_modules=lora_target_modules(family))
+    config = AdaptiveSparseConfig(top_k=4, warmup_steps=1)
+    MODULE.apply(loaded.model, config)
+    targets = MODULE.lora_targets(family, config)  # the family's q and v projections, as for any module
+    assert targets == {"bert": ["query", "value"], "qwen3": ["q_proj", "v_proj"]}[family]
+    lora = LoraConfig(task_type=TaskType.SEQ_CLS, r=4, target_modules=targets)
     model = get_peft_model(loaded.model, lora)
     model.train()
     for _ in range(2):

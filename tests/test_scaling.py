@@ -1,11 +1,11 @@
 """Sequence-length scaling: rows measured together and consistent, default lengths from the positions, layer
-calls for every module, and FLOPs counted by hand. Timing is noisy: no test asserts a speed-up."""
+calls for every module, each module's dense reference, and FLOPs counted by hand. Timing is noisy: no test
+asserts a speed-up."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import math
 
 import pytest
 import torch
@@ -14,19 +14,17 @@ from transformers import BertConfig, GPT2Config, RobertaConfig
 
 from attncard.modules import get_module, module_names
 from attncard.modules.adaptive_span.model import span_modules
-from attncard.modules.base import attention_layers
+from attncard.modules.base import attention_layers, attention_shape
 from attncard.pipeline import scaling
 from attncard.pipeline.models import load_model
 from attncard.pipeline.results import ScalingRow
 from attncard.pipeline.scaling import (
     attention_flops,
-    attention_shape,
     default_lengths,
     layer_attention_runs,
     max_positions,
     measure_layer_scaling,
     measure_model_scaling,
-    reference_copy,
     synthetic_input_ids,
 )
 
@@ -48,6 +46,10 @@ def _model(tiny_model_dir, family: str, module_name: str | None = None, **config
         module = get_module(module_name)
         module.apply(model, module.config_class(**config))
     return model
+
+
+def _no_reload() -> torch.nn.Module:
+    raise AssertionError("a copy of this model is its dense reference; the base model is not loaded again")
 
 
 def _check_rows(rows: list[ScalingRow], lengths: list[int]) -> None:
@@ -107,7 +109,7 @@ def test_roberta_offset_is_respected_in_a_real_model(tiny_model_dir):
     model = _model(tiny_model_dir, "roberta", "none")
     limit = max_positions(model.config)
     assert limit == 160 - model.config.pad_token_id - 1
-    reference = reference_copy(model)
+    reference = get_module("none").dense_reference(model, _no_reload)
     rows = measure_model_scaling(model, reference, lengths=[limit], repeats=1)  # the longest row fits
     _check_rows(rows, [limit])
     with pytest.raises(ValueError, match="positions"):
@@ -136,14 +138,16 @@ def test_model_scaling_rows(tiny_model_dir, family, module_name):
     model = _model(
         tiny_model_dir, family, module_name, **({"rank": 4} if module_name == "svd_lowrank" else {})
     )
-    if module_name == "svd_lowrank":
-        with pytest.raises(ValueError, match="load the base model again"):
-            reference_copy(model)
-        reference = _model(tiny_model_dir, family)  # the unfactorised base model
+    module = get_module(module_name)
+    if module_name == "svd_lowrank":  # factorised projections: no copy is dense, the base is loaded again
+        base = _model(tiny_model_dir, family)
+        reference = module.dense_reference(model, lambda: base)
+        assert reference is base
     else:
-        reference = reference_copy(model)
-        assert reference.config._attn_implementation == "sdpa"
+        reference = module.dense_reference(model, _no_reload)
+        assert reference is not model
         assert model.config._attn_implementation == "attncard_adaptive_span"
+    assert reference.config._attn_implementation == "sdpa"
     model.train()
     rows = measure_model_scaling(model, reference, lengths=[32, 128], batch_size=2, repeats=1)
     _check_rows(rows, [32, 128])
@@ -155,7 +159,7 @@ def test_model_scaling_rows(tiny_model_dir, family, module_name):
 
 def test_reference_copy_of_span_expanded_keeps_no_layer_input(tiny_model_dir):
     model = _model(tiny_model_dir, "bert", "span_expanded")
-    reference = reference_copy(model).eval()
+    reference = get_module("span_expanded").dense_reference(model, _no_reload).eval()
     model.eval()
     input_ids = synthetic_input_ids(model.config, 1, 24)
     with torch.inference_mode():
@@ -172,9 +176,11 @@ def test_peft_wrapped_model(tiny_model_dir):
         task_type=TaskType.SEQ_CLS, r=4, target_modules=["query", "value"], modules_to_save=["adaptive_span"]
     )
     peft_model = get_peft_model(model, lora)
-    _check_rows(measure_model_scaling(peft_model, reference_copy(peft_model), lengths=[64], repeats=1), [64])
-    _check_rows(measure_layer_scaling(peft_model, lengths=(64,), repeats=1), [64])
-    assert attention_flops(peft_model, "adaptive_span", 64).ratio < 1
+    module = get_module("adaptive_span")
+    reference = module.dense_reference(peft_model, _no_reload)
+    _check_rows(measure_model_scaling(peft_model, reference, lengths=[64], repeats=1), [64])
+    _check_rows(measure_layer_scaling(peft_model, module, lengths=(64,), repeats=1), [64])
+    assert attention_flops(peft_model, module, 64).ratio < 1
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -186,17 +192,18 @@ def test_peft_wrapped_model(tiny_model_dir):
 def test_layer_scaling_for_every_module(tiny_model_dir, family, module_name):
     model = _model(tiny_model_dir, family, module_name, **OPEN_CONFIGS[module_name])
     model.eval()
+    module = get_module(module_name)
     heads, kv_heads, head_dim = attention_shape(model.config)
     assert (heads, kv_heads, head_dim) == ((4, 2, 8) if family == "llama" else (4, 4, 8))  # GQA in llama
     # Open configurations compute dense attention: the module call and sdpa agree on the same tensors.
-    module_run, dense_run = layer_attention_runs(model, 48)
+    module_run, dense_run = layer_attention_runs(model, module, 48)
     with torch.inference_mode():
         module_output, dense_output = module_run(), dense_run()
     assert module_output.shape == (1, 48, heads, head_dim)
     torch.testing.assert_close(module_output, dense_output, atol=1e-5, rtol=1e-5)
     if module_name == "adaptive_span":  # short windows, so that N = 128 runs the banded kernel
         _set_spans(model, [[9.5] * heads, [9.5] * heads])
-    rows = measure_layer_scaling(model, lengths=(64, 256), repeats=1)  # beyond the 160 positions: fine
+    rows = measure_layer_scaling(model, module, lengths=(64, 256), repeats=1)  # beyond the 160 positions
     _check_rows(rows, [64, 256])
 
 
@@ -204,65 +211,91 @@ def test_layer_scaling_needs_an_attention_interface_function(tiny_model_dir):
     torch.manual_seed(0)
     eager = load_model(str(tiny_model_dir("bert")), LABELS, attn_implementation="eager").model
     with pytest.raises(ValueError, match="AttentionInterface"):
-        measure_layer_scaling(eager, lengths=(16,), repeats=1)
+        measure_layer_scaling(eager, None, lengths=(16,), repeats=1)
 
 
 # ----------------------------------------------------------------------------------------------------------
-# FLOPs, by hand. The tiny models: L = 2 layers, H = 4 heads, d = 8, hidden 32.
+# FLOPs, by hand. The tiny models: L = 2 layers, H = 4 heads, d = 8, hidden 32; N = 64 unless said.
+# Dense attention: L·H·4·N²·d = 2·4·4·64²·8 = 8·131_072 = 1_048_576.
+# Projections q, k, v, o of BERT, 32 → 32 each: L·4·2·N·32·32 = 2·4·131_072 = 1_048_576.
+
+NONE_FORMULA_AT_64 = (
+    "dense = L·H·(2·N²·d [Q·Kᵀ] + 2·N²·d [P·V]) with L = 2, H = 4, N = 64, d = 8; every query–key pair "
+    "counted (decoders too), softmax and masks not counted; none: the same attention; projections "
+    "(separate): q, k, v, o 2·N·in·out each (a fused c_attn once), factorised 2·N·r·(in + out), biases and "
+    "LoRA not counted: 1048576 before, 1048576 after"
+)
 
 
 def test_flops_dense_and_none(tiny_model_dir):
-    estimate = attention_flops(_model(tiny_model_dir, "bert", "none"), "none", 64)
-    assert estimate.dense == 2 * 4 * (2 * 64**2 * 8 + 2 * 64**2 * 8) == 1_048_576
-    assert estimate.module == estimate.dense and estimate.ratio == 1.0
-    assert estimate.projections_dense == estimate.projections_module == 2 * 4 * (2 * 64 * 32 * 32)
-    assert "L = 2, H = 4, N = 64, d = 8" in estimate.formula
+    estimate = attention_flops(_model(tiny_model_dir, "bert", "none"), get_module("none"), 64)
+    assert (estimate.n, estimate.dense, estimate.module, estimate.ratio) == (64, 1_048_576, 1_048_576, 1.0)
+    assert (estimate.projections_dense, estimate.projections_module) == (1_048_576, 1_048_576)
+    assert estimate.formula == NONE_FORMULA_AT_64
     json.dumps(dataclasses.asdict(estimate))
     with pytest.raises(ValueError, match="not the module"):
-        attention_flops(_model(tiny_model_dir, "bert", "none"), "adaptive_span", 64)
+        attention_flops(_model(tiny_model_dir, "bert", "none"), get_module("adaptive_span"), 64)
+    # The model's own attention, no module: the dense count.
+    plain = attention_flops(_model(tiny_model_dir, "bert"), None, 64)
+    assert (plain.dense, plain.module, plain.projections_module) == (1_048_576, 1_048_576, 1_048_576)
 
 
-@pytest.mark.parametrize("family", ["bert", "gpt2"])
-def test_flops_adaptive_span_counts_the_band(tiny_model_dir, family):
+@pytest.mark.parametrize(
+    ("family", "expected"),
+    [
+        # Encoder, band 2w + 1 keys: w = 12 → 25, w = 24 → 49; per head 4·d·(N·band + 2·N [global token]):
+        #   w = 12: 32·(64·25 + 128) = 32·1728 = 55_296;  w = 24: 32·(64·49 + 128) = 32·3264 = 104_448.
+        # Two heads of w = 12, six of w = 24: 2·55_296 + 6·104_448 = 110_592 + 626_688 = 737_280.
+        ("bert", 737_280),
+        # Decoder, band w + 1 keys (the past): w = 12 → 13, w = 24 → 25:
+        #   w = 12: 32·(64·13 + 128) = 32·960 = 30_720;  w = 24: 32·(64·25 + 128) = 32·1728 = 55_296.
+        # 2·30_720 + 6·55_296 = 61_440 + 331_776 = 393_216.
+        ("gpt2", 393_216),
+    ],
+)
+def test_flops_adaptive_span_counts_the_band(tiny_model_dir, family, expected):
     model = _model(tiny_model_dir, family, "adaptive_span", max_span=64, ramp=4)
     # z = 8.5 → w = ⌈8.5 + 4⌉ − 1 = 12; z = 20.5 → w = 24.
     _set_spans(model, [[8.5, 20.5, 8.5, 20.5], [20.5] * 4])
     assert [module.windows(1000).tolist() for module in span_modules(model)] == [[12, 24, 12, 24], [24] * 4]
-    n, d = 64, 8
-    estimate = attention_flops(model, "adaptive_span", n)
-    # Per head 4·d·(N·band + 2·N): band 2w + 1 keys in encoders (25, 49), w + 1 in decoders (13, 25).
-    short, long = (25, 49) if family == "bert" else (13, 25)
-    per_head = {band: 4 * d * (n * band + 2 * n) for band in (short, long)}
-    assert estimate.module == 2 * per_head[short] + 2 * per_head[long] + 4 * per_head[long]
-    assert estimate.dense == 2 * 4 * 4 * n * n * d
-    assert estimate.ratio == estimate.module / estimate.dense < 1
-    assert "[[12, 24, 12, 24], [24, 24, 24, 24]]" in estimate.formula
-    # At N = 8 every window covers the row: each head is capped at its dense count.
-    assert attention_flops(model, "adaptive_span", 8).ratio == 1.0
+    estimate = attention_flops(model, get_module("adaptive_span"), 64)
+    assert (estimate.dense, estimate.module) == (1_048_576, expected)
+    assert estimate.ratio == {"bert": 0.703125, "gpt2": 0.375}[family]  # 737_280 / 1_048_576, 393_216 / …
+    assert "; adaptive_span: Σ_layers Σ_h min(4·N²·d" in estimate.formula
+    assert "w_h = [[12, 24, 12, 24], [24, 24, 24, 24]]" in estimate.formula
+    # At N = 8 every band covers the row, 4·8·(8·8 + 16) = 2560 > the dense 4·8²·8 = 2048: capped, ratio 1.
+    assert attention_flops(model, get_module("adaptive_span"), 8).ratio == 1.0
 
 
-@pytest.mark.parametrize("family", ["bert", "gpt2"])
-def test_flops_svd_lowrank_projections(tiny_model_dir, family):
+@pytest.mark.parametrize(
+    ("family", "before", "after"),
+    [
+        # q, k, v, o 32 → 32: before 2·4·(2·64·32·32) = 1_048_576; rank 4: 2·4·(2·64·4·(32 + 32)) = 262_144.
+        ("bert", 1_048_576, 262_144),
+        # GPT-2: the fused c_attn 32 → 96 once (2·64·32·96 = 393_216) and c_proj 32 → 32 (131_072), per layer:
+        # before 2·524_288 = 1_048_576; after 2·(2·64·4·(32 + 96) + 2·64·4·(32 + 32)) = 2·(65_536 + 32_768).
+        ("gpt2", 1_048_576, 196_608),
+    ],
+)
+def test_flops_svd_lowrank_projections(tiny_model_dir, family, before, after):
     model = _model(tiny_model_dir, family, "svd_lowrank", rank=4)
-    n, r = 64, 4
-    estimate = attention_flops(model, "svd_lowrank", n)
-    assert estimate.module == estimate.dense  # attention itself is unchanged
-    if family == "bert":  # q, k, v, o: 32 → 32 each
-        before, after = 4 * 2 * n * 32 * 32, 4 * 2 * n * r * (32 + 32)
-    else:  # GPT-2: the fused c_attn 32 → 96 once, and c_proj 32 → 32
-        before = 2 * n * 32 * 96 + 2 * n * 32 * 32
-        after = 2 * n * r * (32 + 96) + 2 * n * r * (32 + 32)
-    assert estimate.projections_dense == 2 * before
-    assert estimate.projections_module == 2 * after
+    estimate = attention_flops(model, get_module("svd_lowrank"), 64)
+    assert (estimate.dense, estimate.module) == (1_048_576, 1_048_576)  # attention itself is unchanged
+    assert (estimate.projections_dense, estimate.projections_module) == (before, after)
+    assert estimate.formula.endswith(f"{before} before, {after} after")
 
 
 def test_flops_span_expanded_and_adaptive_sparse(tiny_model_dir):
-    n, d = 64, 8
-    dense = 2 * 4 * 4 * n * n * d
     expanded = attention_flops(
-        _model(tiny_model_dir, "bert", "span_expanded", hylora_rank=8), "span_expanded", n
+        _model(tiny_model_dir, "bert", "span_expanded", hylora_rank=8), get_module("span_expanded"), 64
     )
-    assert expanded.module == dense + 2 * (2 * n * 8 * (32 + 32))  # HyLoRA X·A·B per layer
-    sparse = attention_flops(_model(tiny_model_dir, "bert", "adaptive_sparse", top_k=8), "adaptive_sparse", n)
-    assert sparse.module == dense + 2 * 4 * n * n * math.ceil(math.log2(8))  # top-k comparisons
-    assert "all scores are computed" in sparse.formula
+    # Dense + HyLoRA X·A·B per layer, 2·N·r·(d_in + d_out) = 2·64·8·(32 + 32) = 65_536, two layers:
+    # 1_048_576 + 131_072.
+    assert expanded.module == 1_179_648
+    assert "(r, d_in, d_out) = [(8, 32, 32), (8, 32, 32)]" in expanded.formula
+    sparse = attention_flops(
+        _model(tiny_model_dir, "bert", "adaptive_sparse", top_k=8), get_module("adaptive_sparse"), 64
+    )
+    # Dense + top-k comparisons L·H·N·N·⌈log₂ 8⌉ = 2·4·64·64·3 = 98_304: 1_048_576 + 98_304.
+    assert sparse.module == 1_146_880
+    assert "all scores are computed" in sparse.formula and "k = [8, 8]" in sparse.formula

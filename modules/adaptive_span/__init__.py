@@ -4,7 +4,7 @@ from pathlib import Path
 
 from ..base import AttentionModule
 from .config import AdaptiveSpanConfig
-from .model import apply, mean_span, module_stats, span_penalty
+from .model import apply, attention_flops, mean_span, module_stats, plot_spans, span_penalty
 
 MODULE = AttentionModule(
     name="adaptive_span",
@@ -19,6 +19,9 @@ MODULE = AttentionModule(
     learning_rates=lambda config: {"span_logits": config.span_lr},
     penalty=span_penalty,
     stats=module_stats,
+    flops=attention_flops,
+    plots=plot_spans,
+    changes_parameter_count=True,  # the span logits, one per head and layer
 )
 
 __all__ = ["MODULE", "AdaptiveSpanConfig", "mean_span", "module_stats", "span_penalty"]

@@ -1,9 +1,14 @@
+"""Installing `adaptive_span`, its penalty and statistics, and what the pipeline asks of it: FLOPs and a plot
+of the learned spans."""
+
 from __future__ import annotations
+
+from pathlib import Path
 
 import torch
 from torch import nn
 
-from ..base import attention_layers, install_attention
+from ..base import attention_layers, attention_shape, install_attention, unwrap_peft
 from .attention import AdaptiveSpan, adaptive_span_attention
 from .config import AdaptiveSpanConfig
 
@@ -82,3 +87,84 @@ def module_stats(model: nn.Module, lengths: list[int] | None = None) -> dict:
     if lengths:
         stats["skipped_pair_share"] = skipped_pair_share(model, lengths, causal)
     return stats
+
+
+def attention_flops(model: nn.Module, n: int) -> tuple[float, str]:
+    """`MODULE.flops`: the attention FLOPs of the whole model at length N over the learned bands.
+
+    Per layer and head, 4·d·(N·b_h + 2·N): b_h = min(N, 2·w_h + 1) keys per query in encoders, min(N, w_h + 1)
+    in decoders (past only), w_h the head's learned window ⌈z_h + R⌉ − 1 at N; 2·N for the global token's
+    row and column (when on); capped at the head's dense 4·N²·d. This counts the band itself: the torch
+    kernel computes blocks of 32 queries against 32 + 2·max_h w_h keys (rounded up to whole blocks), more
+    than the band for short windows.
+
+    Args:
+        model: a model with adaptive_span installed (peft-wrapped or not).
+        n: the sequence length N.
+
+    Returns:
+        `(flops, formula)`, the formula naming every window.
+
+    Example:
+        >>> flops, formula = attention_flops(model, 64)  # encoder, d = 8, w_h [[12, 24, 12, 24], [24] * 4]
+        >>> flops == 2 * 32 * (64 * 25 + 2 * 64) + 6 * 32 * (64 * 49 + 2 * 64)  # bands 2·12 + 1, 2·24 + 1
+        True
+    """
+    _, _, d = attention_shape(unwrap_peft(model).config)
+    causal = bool(getattr(attention_layers(model)[0].module, "is_causal", False))
+    dense_per_head = 4 * n * n * d
+    flops = 0
+    all_windows = []
+    for span in span_modules(model):
+        windows = span.windows(n).tolist()
+        all_windows.append(windows)
+        global_pairs = 2 * n if span.global_token else 0
+        for w in windows:
+            band = min(n, w + 1) if causal else min(n, 2 * w + 1)
+            flops += min(dense_per_head, 4 * d * (n * band + global_pairs))
+    side = "w_h + 1 (past only)" if causal else "2·w_h + 1"
+    formula = (
+        f"Σ_layers Σ_h min(4·N²·d, 4·d·(N·min(N, {side}) + 2·N [global token row and column])), windows "
+        f"w_h = {all_windows}; band pairs only (the torch kernel computes blocks of 32 queries against "
+        "32 + 2·max w_h keys, more)"
+    )
+    return float(flops), formula
+
+
+def _is_matrix(value: object) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) > 0
+        and all(
+            isinstance(row, list) and row and all(isinstance(x, int | float) for x in row) for row in value
+        )
+    )
+
+
+def plot_spans(stats: dict, folder: Path) -> list[dict[str, str]]:
+    """`MODULE.plots`: the learned span of every layer and head as a heat map, `spans.png`.
+
+    Args:
+        stats: the module's statistics as results.json holds them ([`module_stats`]): `spans`, a layer ×
+            head matrix, and `mean_span`.
+        folder: where the PNG is written.
+
+    Returns:
+        `[{"file": "spans.png", "title": ...}]`, or nothing when the stats hold no span matrix.
+    """
+    from matplotlib import pyplot
+
+    spans = stats.get("spans")
+    mean = stats.get("mean_span")
+    if not _is_matrix(spans) or not isinstance(mean, int | float):
+        return []
+    figure, axis = pyplot.subplots(figsize=(1.0 + 0.5 * len(spans[0]), 1.0 + 0.45 * len(spans)))
+    image = axis.imshow(spans, cmap="viridis", aspect="auto")
+    axis.set_xlabel("head")
+    axis.set_ylabel("layer")
+    axis.set_title(f"learned span z (tokens), mean {mean:.2f}")
+    figure.colorbar(image, ax=axis)
+    figure.tight_layout()
+    figure.savefig(folder / "spans.png", dpi=100)
+    pyplot.close(figure)
+    return [{"file": "spans.png", "title": "Learned span per layer and head"}]

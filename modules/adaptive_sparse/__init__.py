@@ -5,7 +5,7 @@ from pathlib import Path
 from ..base import AttentionModule
 from .attention import AdaptiveSparseState, adaptive_sparse_attention, select_top_k
 from .config import AdaptiveSparseConfig
-from .model import apply, module_stats
+from .model import apply, attention_flops, module_stats
 
 MODULE = AttentionModule(
     name="adaptive_sparse",
@@ -20,6 +20,7 @@ MODULE = AttentionModule(
         "Explicit Selection, arXiv:1912.11637, 2019"
     ),
     stats=lambda model, lengths: module_stats(model),
+    flops=attention_flops,
 )
 
 __all__ = [

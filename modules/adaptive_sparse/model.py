@@ -1,10 +1,12 @@
-"""`adaptive_sparse`: installs top-k attention in every attention layer, and reports on it."""
+"""`adaptive_sparse`: installs top-k attention in every attention layer, reports on it, counts its FLOPs."""
 
 from __future__ import annotations
 
+import math
+
 from torch import nn
 
-from ..base import attention_layers, install_attention
+from ..base import attention_layers, attention_shape, dense_attention_flops, install_attention, unwrap_peft
 from .attention import AdaptiveSparseState, adaptive_sparse_attention
 from .config import AdaptiveSparseConfig
 
@@ -65,3 +67,32 @@ def module_stats(model: nn.Module) -> dict:
             }
         )
     return {"top_k": layers[0]["top_k"], "warmup_steps": layers[0]["warmup_steps"], "layers": layers}
+
+
+def attention_flops(model: nn.Module, n: int) -> tuple[float, str]:
+    """`MODULE.flops`: dense attention plus the top-k selection, at length N.
+
+    Every score is computed and P·V is a dense product (zeros included), so the dense count stands; the
+    top-k selection adds N·max(1, ⌈log₂ k⌉) comparisons per query row and head (k = min(top_k, N)), counted
+    as if they were FLOPs.
+
+    Args:
+        model: a model with adaptive_sparse installed (peft-wrapped or not).
+        n: the sequence length N.
+
+    Returns:
+        `(flops, formula)`, the formula naming each layer's k.
+
+    Example:
+        >>> flops, formula = attention_flops(model, 64)  # 2 layers, 4 heads, d = 8, top_k = 8
+        >>> flops == 2 * 4 * 4 * 64**2 * 8 + 2 * 4 * 64 * 64 * 3
+        True
+    """
+    heads, _, _ = attention_shape(unwrap_peft(model).config)
+    top_ks = [layer.module.adaptive_sparse.top_k for layer in attention_layers(model)]
+    selection = sum(heads * n * n * max(1, math.ceil(math.log2(min(k, n)))) for k in top_ks)
+    formula = (
+        "dense (all scores are computed, P·V is a dense product) + top-k selection "
+        f"L·H·N·N·max(1, ⌈log₂ min(k, N)⌉) comparisons, k = {top_ks}"
+    )
+    return dense_attention_flops(model, n) + selection, formula

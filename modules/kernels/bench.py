@@ -12,18 +12,15 @@ Peak memory is the growth of the process's peak RSS during one call on CPU (Linu
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import gc
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from .banded import banded_attention_torch
+from .memory import PeakMemory
 from .reference import dense_banded_reference
 
 # The dense reference holds about three (B, H, N, N) float32 tensors at once; skipped beyond this budget.
@@ -62,8 +59,17 @@ def run_attention_benchmark(
         need more than ``REFERENCE_MEMORY_BUDGET_BYTES``.
 
     Example:
-        >>> records = run_attention_benchmark(ns=(256, 512), heads=2, repeats=1, backward_n=None)
-        >>> print(format_table(records))  # doctest: +SKIP
+        >>> records = run_attention_benchmark(ns=(64,), span=8, heads=2, head_dim=16, backward_n=None)
+        >>> [(r["n"], r["impl"]) for r in records]
+        [(64, 'sdpa_dense'), (64, 'dense_reference'), (64, 'banded')]
+        >>> print(format_table(records))
+        mode                   N  impl               seconds   peak MB  speed-up   memory
+        ---------------------------------------------------------------------------------
+        forward               64  sdpa_dense         ...      1.0x ...
+        forward               64  dense_reference    ...
+        forward               64  banded             ...
+        speed-up: baseline seconds / seconds; memory: peak MB / baseline peak MB
+        (baseline: sdpa_dense for forward, dense_bias for forward_backward)
     """
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     scaling = head_dim**-0.5
@@ -182,73 +188,6 @@ def _measure(run: Callable[[], object], device: str, repeats: int) -> tuple[floa
             torch.cuda.synchronize()
         seconds.append(time.perf_counter() - start)
     return statistics.median(seconds), peak_mb
-
-
-def _malloc_trim() -> None:
-    """Hand freed heap memory back to the OS (glibc), so that reusing it counts as growth of the peak RSS."""
-    with contextlib.suppress(OSError, AttributeError):  # not glibc: reused heap memory may then go uncounted
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-
-
-def _status_kb(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise OSError(f"/proc/self/status has no {field}")
-
-
-def _lifetime_peak_kb() -> int:
-    import resource  # Unix only; Windows has neither this nor /proc
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-
-
-class PeakMemory:
-    """Peak memory growth of a block, in MB: CUDA max allocated, or the growth of the CPU peak RSS.
-
-    On Linux the kernel's high-water mark (VmHWM) is reset through `/proc/self/clear_refs` (after
-    `malloc_trim`, so that reusing freed heap memory counts as growth), so the peak is that of the block
-    alone. Elsewhere the CPU peak is the growth of `getrusage`'s lifetime peak, which misses a block that
-    stays below an earlier peak: `block_only` is then False.
-
-    Example:
-        >>> with PeakMemory(torch.device("cpu")) as memory:
-        ...     x = torch.ones(2**20)  # 4 MiB of float32
-        >>> memory.peak_mb, memory.block_only
-        (4.0..., True)
-    """
-
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-        self.peak_mb = 0.0
-        self.block_only = True
-
-    def __enter__(self) -> PeakMemory:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-            torch.cuda.reset_peak_memory_stats(self.device)
-            self._start = torch.cuda.memory_allocated(self.device)
-            return self
-        # The young generations hold what earlier passes left; a full collection would also walk every
-        # object of the libraries (400k with transformers loaded, half a second) for nothing.
-        gc.collect(1)
-        _malloc_trim()
-        try:
-            Path("/proc/self/clear_refs").write_text("5")  # 5: reset the peak RSS to the current RSS
-            self._start = _status_kb("VmRSS")
-        except OSError:
-            self._start = _lifetime_peak_kb()
-            self.block_only = False
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-            self.peak_mb = (torch.cuda.max_memory_allocated(self.device) - self._start) / 2**20
-        elif self.block_only:
-            self.peak_mb = (_status_kb("VmHWM") - self._start) / 1024
-        else:
-            self.peak_mb = (_lifetime_peak_kb() - self._start) / 1024
 
 
 def format_table(records: list[dict]) -> str:

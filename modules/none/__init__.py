@@ -14,4 +14,5 @@ MODULE = AttentionModule(
     causal=True,
     bidirectional=True,
     gqa=True,
+    changes_attention=False,  # the model's own attention
 )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..base import AttentionModule
 from .config import SpanExpandedConfig
-from .model import apply, module_stats, segment_memory
+from .model import apply, attention_flops, dense_reference, layer_attention, module_stats, segment_memory
 
 MODULE = AttentionModule(
     name="span_expanded",
@@ -23,6 +23,10 @@ MODULE = AttentionModule(
     ),
     trainable_modules=("span_expanded",),
     stats=lambda model, lengths: module_stats(model),
+    flops=attention_flops,
+    dense_reference=dense_reference,
+    layer_attention=layer_attention,
+    changes_parameter_count=True,  # the HyLoRA branch of every layer
 )
 
 __all__ = ["MODULE", "SpanExpandedConfig", "apply", "module_stats", "segment_memory"]

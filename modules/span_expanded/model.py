@@ -1,4 +1,5 @@
-"""Installing `span_expanded`, segment-wise processing with memory, and the module's statistics.
+"""Installing `span_expanded`, segment-wise processing with memory, the module's statistics, and what the
+pipeline asks of it: FLOPs, the dense reference and the single-layer call.
 
 Example:
     >>> model = apply(loaded.model, SpanExpandedConfig(memory_length=64))
@@ -11,30 +12,26 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import torch
 from torch import nn
-from transformers.pytorch_utils import Conv1D
 
-from ...pipeline.errors import UnsupportedModelError
-from ..base import attention_layers, install_attention
+from ..base import (
+    attention_layers,
+    call_attention,
+    dense_attention_flops,
+    install_attention,
+    projection_shape,
+    sdpa_copy,
+    unwrap_peft,
+)
 from .attention import SpanExpandedBranch, SpanExpandedState, span_expanded_attention
 from .config import SpanExpandedConfig
 
 BRANCH_ATTRIBUTE = "span_expanded"  # the submodule peft's `modules_to_save` names
 STATE_ATTRIBUTE = "span_expanded_state"
-
-
-def _input_width(projection: nn.Module) -> int:
-    """The input width of a linear projection (an `nn.Linear`, GPT-2's `Conv1D`, or either inside peft)."""
-    base = projection.get_base_layer() if hasattr(projection, "get_base_layer") else projection
-    if isinstance(base, nn.Linear):
-        return base.in_features
-    if isinstance(base, Conv1D):  # weight is (in, out)
-        return base.weight.shape[0]
-    raise UnsupportedModelError(f"cannot tell the input width of a {type(base).__name__} projection")
 
 
 def _capture_hidden_states(module: nn.Module, args: tuple, kwargs: dict) -> None:
@@ -70,7 +67,7 @@ def apply(model: nn.Module, config: SpanExpandedConfig) -> nn.Module:
         The same model.
 
     Raises:
-        UnsupportedModelError: the model's family is not supported.
+        UnsupportedModelError: the model's family is not supported, or a projection's shape is unknown.
         ValueError: the module is already installed.
 
     Example:
@@ -85,8 +82,8 @@ def apply(model: nn.Module, config: SpanExpandedConfig) -> nn.Module:
     for layer in layers:
         weight = next(layer.projection("q").parameters())
         branch = SpanExpandedBranch(
-            _input_width(layer.projection("q")),
-            _input_width(layer.projection("o")),  # H·D, which need not equal the hidden size (Qwen3)
+            projection_shape(layer.projection("q"))[0],
+            projection_shape(layer.projection("o"))[0],  # H·D, which need not equal the hidden size (Qwen3)
             rank=config.hylora_rank,
             alpha=config.hylora_alpha,
             dropout=config.hylora_dropout,
@@ -191,3 +188,75 @@ def module_stats(model: nn.Module) -> dict:
         "ab_frobenius_norm": norms,
         "parameters_added": sum(branch.A.weight.numel() + branch.B.weight.numel() for branch in branches),
     }
+
+
+def attention_flops(model: nn.Module, n: int) -> tuple[float, str]:
+    """`MODULE.flops`: dense attention plus the HyLoRA branch, 2·N·r·(d_in + d_out) per layer (X·A then
+    ·B), at length N. No memory keys: single rows have none (M = 0).
+
+    Args:
+        model: a model with span_expanded installed (peft-wrapped or not).
+        n: the sequence length N.
+
+    Returns:
+        `(flops, formula)`, the formula naming each layer's (r, d_in, d_out).
+
+    Example:
+        >>> flops, formula = attention_flops(model, 64)  # 2 layers, 4 heads, d = 8, hidden 32, r = 8
+        >>> flops == 2 * 4 * 4 * 64**2 * 8 + 2 * (2 * 64 * 8 * (32 + 32))
+        True
+    """
+    # peft's ModulesToSaveWrapper forwards attribute access to the copy of the active adapter.
+    branches = [getattr(module, BRANCH_ATTRIBUTE) for module in _installed_layers(model)]
+    hylora = sum(2 * n * b.rank * (b.in_features + b.out_features) for b in branches)
+    formula = (
+        "dense + HyLoRA Σ_layers 2·N·r·(d_in + d_out) with (r, d_in, d_out) = "
+        f"{[(b.rank, b.in_features, b.out_features) for b in branches]}; no memory keys (M = 0)"
+    )
+    return dense_attention_flops(model, n) + hylora, formula
+
+
+def _drop_captured_input(module: nn.Module, args: tuple, output: object) -> None:
+    """Forward hook of a dense reference: forgets the layer input the pre-hook stored, which only
+    span_expanded's attention function (not sdpa) would consume."""
+    getattr(module, STATE_ATTRIBUTE).hidden_states = None
+
+
+def dense_reference(model: nn.Module, load_base: Callable[[], nn.Module]) -> nn.Module:
+    """`MODULE.dense_reference`: a copy of the model on sdpa ([`sdpa_copy`]) that keeps no layer input.
+
+    The copy keeps the forward pre-hook that stores each layer's input for span_expanded's attention
+    function; sdpa never consumes it, so a forward hook drops it when the layer returns, and it does not
+    live on to inflate the reference's peak memory.
+
+    Args:
+        model: a model with span_expanded installed (peft-wrapped or not).
+        load_base: unused (the copy is the dense model: the branch is only called by the module's function).
+
+    Returns:
+        The copy, on the model's device, its attention implementation "sdpa".
+    """
+    reference = sdpa_copy(model, load_base)
+    for module in _installed_layers(unwrap_peft(reference)):
+        module.register_forward_hook(_drop_captured_input)
+    return reference
+
+
+def layer_attention(
+    attention: Callable,
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    hidden_states: torch.Tensor | None,
+) -> torch.Tensor:
+    """`MODULE.layer_attention`: one call of `attention` on one layer, as its forward makes it.
+
+    span_expanded's function reads the layer input X that the forward pre-hook stores on the module for
+    each call (and consumes it): called directly, it gets `hidden_states` here, as the hook would give it.
+    It then runs sdpa over the (empty) memory and the current keys, plus the branch X·A·B.
+    """
+    state = getattr(module, STATE_ATTRIBUTE, None)
+    if state is not None and hidden_states is not None:
+        state.hidden_states = hidden_states
+    return call_attention(attention, module, query, key, value, hidden_states)

@@ -5,7 +5,7 @@ from pathlib import Path
 from ..base import AttentionModule
 from .attention import LowRankLinear, factorised_parameter_count, rank_for_energy
 from .config import SvdLowRankConfig
-from .model import apply, lora_target_modules, module_stats
+from .model import apply, dense_reference, lora_target_modules, module_stats, projection_flops
 
 MODULE = AttentionModule(
     name="svd_lowrank",
@@ -22,6 +22,9 @@ MODULE = AttentionModule(
     trainable_modules=("svd_down", "svd_up"),
     stats=lambda model, lengths: module_stats(model),
     lora_targets=lora_target_modules,
+    projection_flops=projection_flops,
+    dense_reference=dense_reference,
+    changes_parameter_count=True,  # the factors replace the projections
 )
 
 __all__ = [

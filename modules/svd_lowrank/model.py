@@ -1,11 +1,22 @@
-"""`svd_lowrank`: installs truncated-SVD factorisations of the attention projections, and reports on them."""
+"""`svd_lowrank`: installs truncated-SVD factorisations of the attention projections, reports on them, and
+what the pipeline asks of it: LoRA targets, the projections' FLOPs and the dense reference."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from peft.utils.constants import DUMMY_TARGET_MODULES
 from torch import nn
 
-from ..base import FAMILIES, attention_layers, install_attention, model_family, unwrap_peft
+from ..base import (
+    attention_layers,
+    distinct_projections,
+    family_layout,
+    install_attention,
+    model_family,
+    projection_shape,
+    unwrap_peft,
+)
 from .attention import LowRankLinear, factorised_parameter_count, svd_lowrank_attention
 from .config import SvdLowRankConfig
 
@@ -79,9 +90,9 @@ def lora_target_modules(family: str, config: SvdLowRankConfig) -> list[str] | st
         >>> lora_target_modules("bert", SvdLowRankConfig(projections=("k", "o")))
         ['query', 'value']
     """
-    layout = FAMILIES[family]
+    layout = family_layout(family)
     factorised = {getattr(layout, which) for which in config.projections if which != "o"}
-    plain = [name for name in dict.fromkeys((layout.q, layout.v)) if name not in factorised]
+    plain = [name for name in layout.lora_targets if name not in factorised]
     return plain or DUMMY_TARGET_MODULES
 
 
@@ -109,7 +120,7 @@ def module_stats(model: nn.Module) -> dict:
     counts = getattr(base, "attncard_svd_lowrank_parameters", None)
     if counts is None:
         raise ValueError("svd_lowrank is not installed in this model; call apply first")
-    family = model_family(base)
+    layout = family_layout(model_family(base))
     layers = []
     total_before = total_after = 0
     for layer in attention_layers(base):
@@ -125,7 +136,7 @@ def module_stats(model: nn.Module) -> dict:
             before = low.in_features * low.out_features + (low.out_features if bias else 0)
             after = factorised_parameter_count(low.in_features, low.out_features, low.rank, bias)
             projections["".join(names)] = {
-                "module": FAMILIES[family].output if names[0] == "o" else getattr(FAMILIES[family], names[0]),
+                "module": layout.output if names[0] == "o" else getattr(layout, names[0]),
                 "source": low.source,
                 "in_features": low.in_features,
                 "out_features": low.out_features,
@@ -145,3 +156,35 @@ def module_stats(model: nn.Module) -> dict:
         "model_parameters_after": counts["after"],
         "compression": round(counts["before"] / counts["after"], 6),
     }
+
+
+def projection_flops(model: nn.Module, n: int) -> float:
+    """`MODULE.projection_flops`: the q, k, v and o projections as installed, at length N.
+
+    A factorised projection ([`LowRankLinear`]) costs 2·N·r·(in + out) (x·down then ·up), any other
+    2·N·in·out; GPT-2's fused `c_attn` is counted once. Biases and LoRA adapters are not counted.
+
+    Example:
+        >>> projection_flops(model, 64)  # tiny BERT, 2 layers, q, k, v, o 32 → 32 at rank 4: 2·4·2·64·4·64
+        262144.0
+    """
+    flops = 0
+    for layer in attention_layers(model):
+        for projection in distinct_projections(layer):
+            in_features, out_features = projection_shape(projection)
+            if isinstance(projection, LowRankLinear):
+                flops += 2 * n * projection.rank * (in_features + out_features)
+            else:
+                flops += 2 * n * in_features * out_features
+    return float(flops)
+
+
+def dense_reference(model: nn.Module, load_base: Callable[[], nn.Module]) -> nn.Module:
+    """`MODULE.dense_reference`: the base model loaded again.
+
+    The module replaced the projections themselves by their factors, so no copy of the installed model
+    computes the dense model; the reference is the base model reloaded (with a new head, which does not
+    change its cost). A peft-wrapped `model` with unmerged LoRA adapters carries their cost, the reference
+    does not.
+    """
+    return load_base()

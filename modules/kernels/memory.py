@@ -1,0 +1,79 @@
+"""Peak memory growth of a block of code, in MB: on a GPU CUDA's max allocated, on the CPU the growth of the
+process's peak resident set. One home for the evaluation's, the scaling tables' and the benchmark's figures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+from pathlib import Path
+
+import torch
+
+
+def _malloc_trim() -> None:
+    """Hand freed heap memory back to the OS (glibc), so that reusing it counts as growth of the peak RSS."""
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: reused heap memory may then go uncounted
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+def _status_kb(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise OSError(f"/proc/self/status has no {field}")
+
+
+def _lifetime_peak_kb() -> int:
+    import resource  # Unix only; Windows has neither this nor /proc
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+class PeakMemory:
+    """Peak memory growth of a block, in MB: CUDA max allocated, or the growth of the CPU peak RSS.
+
+    On Linux the kernel's high-water mark (VmHWM) is reset through `/proc/self/clear_refs` (after
+    `malloc_trim`, so that reusing freed heap memory counts as growth), so the peak is that of the block
+    alone. Elsewhere the CPU peak is the growth of `getrusage`'s lifetime peak, which misses a block that
+    stays below an earlier peak: `block_only` is then False.
+
+    Example:
+        >>> with PeakMemory(torch.device("cpu")) as memory:
+        ...     x = torch.ones(2**20)  # 4 MiB of float32
+        >>> memory.peak_mb, memory.block_only
+        (4.0..., True)
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.peak_mb = 0.0
+        self.block_only = True
+
+    def __enter__(self) -> PeakMemory:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self._start = torch.cuda.memory_allocated(self.device)
+            return self
+        # The young generations hold what earlier passes left; a full collection would also walk every
+        # object of the libraries (400k with transformers loaded, half a second) for nothing.
+        gc.collect(1)
+        _malloc_trim()
+        try:
+            Path("/proc/self/clear_refs").write_text("5")  # 5: reset the peak RSS to the current RSS
+            self._start = _status_kb("VmRSS")
+        except OSError:
+            self._start = _lifetime_peak_kb()
+            self.block_only = False
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            self.peak_mb = (torch.cuda.max_memory_allocated(self.device) - self._start) / 2**20
+        elif self.block_only:
+            self.peak_mb = (_status_kb("VmHWM") - self._start) / 1024
+        else:
+            self.peak_mb = (_lifetime_peak_kb() - self._start) / 1024

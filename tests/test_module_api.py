@@ -1,0 +1,140 @@
+"""The module API: a module that gives only the required fields of `AttentionModule` gets defaults under
+which every pipeline step that asks a module something works, and the family table is the one place the
+pipeline learns about a model family. Figures are worked out by hand for the tiny models (L = 2 layers,
+H = 4 heads, d = 8, hidden 32)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import MistralConfig, RobertaConfig
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+from attncard.modules.base import (
+    FAMILIES,
+    AttentionModule,
+    attention_layers,
+    install_attention,
+)
+from attncard.pipeline.errors import UnsupportedModelError
+from attncard.pipeline.models import load_model
+from attncard.pipeline.results import TrainConfig
+from attncard.pipeline.scaling import (
+    attention_flops,
+    max_positions,
+    measure_layer_scaling,
+    measure_model_scaling,
+)
+from attncard.pipeline.train import train
+
+LABELS = ["negative", "positive"]
+
+
+class MinimalConfig:
+    """A module with nothing to configure."""
+
+
+def _apply_minimal(model: torch.nn.Module, config: MinimalConfig) -> torch.nn.Module:
+    install_attention(model, "minimal_api_test", sdpa_attention_forward)
+    return model
+
+
+def _apply_with_a_hidden_parameter(model: torch.nn.Module, config: MinimalConfig) -> torch.nn.Module:
+    for layer in attention_layers(model):
+        layer.module.minimal_gate = torch.nn.Linear(1, 1)  # 2 parameters a layer, and not declared
+    install_attention(model, "minimal_api_test_gate", sdpa_attention_forward)
+    return model
+
+
+MINIMAL = AttentionModule(
+    name="minimal_api_test",
+    config_class=MinimalConfig,
+    apply=_apply_minimal,
+    folder=Path(__file__).parent,
+    causal=True,
+    bidirectional=True,
+    gqa=True,
+)
+
+
+def _installed(tiny_model_dir, family: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return MINIMAL.apply(load_model(str(tiny_model_dir(family)), LABELS).model, MinimalConfig())
+
+
+def test_the_defaults_of_a_minimal_module():
+    assert (MINIMAL.citation, MINIMAL.trainable_modules) == ("", ())
+    assert MINIMAL.learning_rates is MINIMAL.penalty is MINIMAL.stats is MINIMAL.plots is None
+    assert MINIMAL.changes_parameter_count is False
+    assert MINIMAL.lora_targets("bert", MinimalConfig()) == ["query", "value"]
+    assert MINIMAL.lora_targets("gpt2", MinimalConfig()) == ["c_attn"]  # q, k and v fused: once
+    assert MINIMAL.lora_targets("distilbert", MinimalConfig()) == ["q_lin", "v_lin"]
+
+
+def test_a_minimal_module_is_counted_as_dense(tiny_model_dir):
+    model = _installed(tiny_model_dir, "gpt2")
+    estimate = attention_flops(model, MINIMAL, 64)
+    # Dense attention 2·4·4·64²·8 = 1_048_576. GPT-2's projections per layer: c_attn 32 → 96 once,
+    # 2·64·32·96 = 393_216, and c_proj 32 → 32, 2·64·32·32 = 131_072: 2·524_288 = 1_048_576 for two layers.
+    assert (estimate.dense, estimate.module, estimate.ratio) == (1_048_576, 1_048_576, 1.0)
+    assert (estimate.projections_dense, estimate.projections_module) == (1_048_576, 1_048_576)
+    assert "; minimal_api_test: the same attention; " in estimate.formula
+
+
+def test_a_minimal_module_is_measured_against_a_copy_on_sdpa(tiny_model_dir):
+    model = _installed(tiny_model_dir, "bert")
+
+    def no_reload() -> torch.nn.Module:
+        raise AssertionError("the default dense reference is a copy; nothing is loaded again")
+
+    reference = MINIMAL.dense_reference(model, no_reload)
+    assert reference is not model
+    assert (model.config._attn_implementation, reference.config._attn_implementation) == (
+        "attncard_minimal_api_test",
+        "sdpa",
+    )
+    for (name, weight), (_, copied) in zip(
+        model.state_dict().items(), reference.state_dict().items(), strict=True
+    ):
+        assert torch.equal(weight, copied), name
+    rows = measure_model_scaling(model, reference, lengths=[32], repeats=1)
+    rows += measure_layer_scaling(model, MINIMAL, lengths=(32,), repeats=1)
+    assert [row.n for row in rows] == [32, 32]
+    json.dumps([row.speedup for row in rows])
+
+
+def test_training_refuses_an_undeclared_change_of_the_parameter_count(tiny_model_dir):
+    module = AttentionModule(
+        name="minimal_api_test_gate",
+        config_class=MinimalConfig,
+        apply=_apply_with_a_hidden_parameter,
+        folder=Path(__file__).parent,
+        causal=True,
+        bidirectional=True,
+        gqa=True,
+    )
+    torch.manual_seed(0)
+    loaded = load_model(str(tiny_model_dir("bert")), LABELS)
+    module.apply(loaded.model, MinimalConfig())
+    # Two layers, a 1 → 1 linear each (weight and bias): 4 parameters more, found before any data is read.
+    message = rf"from {loaded.parameters} to {loaded.parameters + 4}, .*changes_parameter_count=False"
+    with pytest.raises(ValueError, match=message):
+        train(loaded, None, TrainConfig(steps=1), module, MinimalConfig())
+
+
+def test_the_family_table_is_the_one_the_pipeline_reads(tiny_model_dir, tmp_path):
+    assert sorted(FAMILIES) == ["bert", "distilbert", "gpt2", "llama", "qwen2", "qwen3", "roberta"]
+    decoders = [family for family, layout in FAMILIES.items() if layout.decoder]
+    assert decoders == ["gpt2", "llama", "qwen2", "qwen3"]
+    # RoBERTa's positions start after the padding index: 514 − (1 + 1) usable.
+    assert max_positions(RobertaConfig(max_position_embeddings=514, pad_token_id=1)) == 512
+    with pytest.raises(UnsupportedModelError, match="this model is 'mistral'"):
+        max_positions(MistralConfig())
+    # A family outside the table is refused by name when the model is loaded, before its weights are read.
+    MistralConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=4).save_pretrained(tmp_path)
+    (tmp_path / "model.safetensors").write_bytes(b"not read")
+    with pytest.raises(UnsupportedModelError, match="supports the model families bert, roberta, distilbert"):
+        load_model(str(tmp_path), LABELS)
