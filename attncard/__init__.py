@@ -9,7 +9,7 @@ results.json with `attncard.pipeline.results`) does not import torch and every m
 
 Example:
     >>> from attncard import load_verified
-    >>> verified = load_verified("attncard/minilm-none-sst2")
+    >>> verified = load_verified("loopback-user/tiny-gpt2-none-sst2", base_model="tiny-gpt2")
     >>> verified.results.verification.status
     <Status.PASS_NO_COMPRESSION: 'PASS_NO_COMPRESSION'>
 """

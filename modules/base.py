@@ -247,6 +247,7 @@ def attention_shape(config) -> tuple[int, int, int]:
     query heads; the head dimension is `head_dim` where set (Qwen3), else hidden_size / heads.
 
     Example:
+        >>> from transformers import BertConfig
         >>> attention_shape(BertConfig(hidden_size=384, num_attention_heads=12))
         (12, 12, 32)
     """
@@ -333,9 +334,12 @@ def sdpa_copy(model: nn.Module, load_base: Callable[[], nn.Module]) -> nn.Module
         The copy, on the model's device, its attention implementation "sdpa".
 
     Example:
+        >>> from attncard.modules import get_module
+        >>> module = get_module("adaptive_sparse")
+        >>> model = module.apply(model, module.config_class())
         >>> reference = sdpa_copy(model, load_base)
-        >>> reference.config._attn_implementation
-        'sdpa'
+        >>> reference.config._attn_implementation, model.config._attn_implementation
+        ('sdpa', 'attncard_adaptive_sparse')
     """
     reference = copy.deepcopy(model)
     unwrap_peft(reference).set_attn_implementation("sdpa")
@@ -440,13 +444,16 @@ class AttentionModule:
             layers the run changed (default True; False for the identity module `none`).
 
     Example:
-        >>> MODULE = AttentionModule(
+        >>> # with examples/sliding_window installed
+        >>> from attncard_sliding_window import SlidingWindowConfig, apply
+        >>> from attncard.modules import contract_problems
+        >>> module = AttentionModule(
         ...     name="sliding_window", config_class=SlidingWindowConfig, apply=apply,
-        ...     folder=Path(__file__).parent, causal=True, bidirectional=True, gqa=True,
+        ...     folder=Path("plugins/attncard_sliding_window"), causal=True, bidirectional=True, gqa=True,
         ...     citation="Beltagy, Peters and Cohan, Longformer, 2020",
         ... )
-        >>> MODULE.flops(model, 128)[1]
-        'the same attention'
+        >>> contract_problems(module), module.flops(model, 128)[1]  # no `flops` given: the dense count
+        ([], 'the same attention')
     """
 
     name: str

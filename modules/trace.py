@@ -5,9 +5,11 @@ forward hooks; the steps inside an attention function are recorded by the functi
 [`trace_step`], which costs one context-variable lookup when no trace is running.
 
 Example:
+    >>> from attncard.modules import get_module
+    >>> model = get_module("none").apply(model, get_module("none").config_class())  # a BERT
     >>> steps = record_trace(model, tokenizer(["a fine film ."], return_tensors="pt"))
-    >>> [step.stage for step in steps][:3]
-    ['q projection', 'k projection', 'v projection']
+    >>> [step.stage for step in steps]
+    ['q projection', 'k projection', 'v projection', 'attention', 'output projection']
 """
 
 from __future__ import annotations

@@ -132,7 +132,7 @@ class DataSource:
     POSIX form, and its sha256: nothing of the publisher's disk is published.
 
     Example:
-        >>> load_task("sst2", "/data/glue").source.files["validation"]["path"]
+        >>> load_task("sst2", "glue").source.files["validation"]["path"]
         'SST-2/dev.tsv'
     """
 
@@ -189,9 +189,9 @@ def read_glue_tsv(path: Path, spec: TaskSpec) -> datasets.Dataset:
         names the file (and the line for a bad row).
 
     Example:
-        >>> ds = read_glue_tsv(Path("glue/sst2/dev.tsv"), TASKS["sst2"])
+        >>> ds = read_glue_tsv(Path("glue/SST-2/dev.tsv"), TASKS["sst2"])
         >>> len(ds), ds.features["label"].names
-        (872, ['negative', 'positive'])
+        (40, ['negative', 'positive'])
     """
     if not path.is_file():
         raise DataError(f"{path}: file not found; the {spec.name} folder needs {path.name}")
@@ -253,8 +253,8 @@ def check_data_dir(spec: TaskSpec, data_dir: str | os.PathLike) -> Path:
         [`DataError`]: `data_dir` is missing or not a folder, or has no folder for the task.
 
     Example:
-        >>> check_data_dir(TASKS["sst2"], "/data/glue")
-        PosixPath('/data/glue/SST-2')
+        >>> check_data_dir(TASKS["sst2"], "glue")
+        PosixPath('.../glue/SST-2')
     """
     data_dir = Path(data_dir).expanduser().resolve()
     if not data_dir.is_dir():
@@ -332,9 +332,9 @@ def load_task(name: str, data_dir: str | os.PathLike | None = None) -> TaskData:
         [`DataError`]: a file is missing or malformed, or the Hub cannot be reached.
 
     Example:
-        >>> data = load_task("sst2", data_dir="../shared/data/glue")
-        >>> len(data.validation)
-        872
+        >>> data = load_task("sst2", data_dir="glue")
+        >>> len(data.train), len(data.validation)
+        (64, 40)
     """
     spec = get_task(name)
     data_dir = data_dir or os.environ.get("GLUE_DIR") or None

@@ -62,7 +62,7 @@ from transformers import (
 )
 from transformers.utils import logging as transformers_logging
 
-from ..modules import AttentionModule, get_module, module_names
+from ..modules import BUILTIN_PACKAGE, AttentionModule, get_module, module_names, module_provenance
 from .data import TaskData
 from .errors import (
     DataError,
@@ -71,12 +71,14 @@ from .errors import (
     IncompatibleRunError,
     IntegrityError,
     ModelLoadError,
+    ModuleNotInstalledError,
     ResultsError,
     UnknownModuleError,
     UnknownSchemaError,
     UnsafeFormatError,
     first_line,
 )
+from .evaluate import classify
 from .hub_io import fetch_run
 from .integrity import (
     ADAPTER_CONFIG_FILE,
@@ -87,7 +89,8 @@ from .integrity import (
     lora_config,
     recorded_figure_problems,
 )
-from .models import MODEL_ALIASES, folder_revision, minilm_folder, tokenize
+from .models import MODEL_ALIASES, folder_revision, minilm_folder, pad_on_the_right
+from .render import install_line
 from .results import (
     CARD_FILE,
     COMMIT_RE,
@@ -228,12 +231,16 @@ def download_verified(
         [`IntegrityError`]: a file is missing, changed, not in the manifest or not one a run folder holds;
             results.json is not the expected one; its figures disagree with their recomputation or the card.
         [`FailedCheckpointError`]: the recomputed status is FAIL and `allow_failed` is False.
+        [`ModuleNotInstalledError`]: the run's attention module comes from a package that is not installed
+            here; the message names the package and version (nothing is installed).
+        [`IncompatibleRunError`]: attncard has no such module, or the installed one has another source sha256
+            than the recorded one.
         [`SignatureError`]: a required signature is missing, by another signer, or does not match the files.
         [`InsecureEndpointError`]: the endpoint is plain http to a host other than this machine.
         [`HubDeadlineError`]: the download outlasted `deadline`.
 
     Example:
-        >>> files = download_verified("attncard/minilm-none-sst2", revision="v1")
+        >>> files = download_verified("loopback-user/tiny-gpt2-none-sst2", revision="v1")
         >>> files.results.verification.status, len(files.revision)
         (<Status.PASS_NO_COMPRESSION: 'PASS_NO_COMPRESSION'>, 40)
     """
@@ -488,11 +495,14 @@ def load_verified(
     Raises:
         The errors of [`download_verified`], and
         [`IncompatibleRunError`]: the base model, module or adapter do not match the record (other weights,
-        an unknown module, missing adapter weights).
+        an unknown module, a module with other source, missing adapter weights); [`ModuleNotInstalledError`]
+        when the module's package is not installed.
         [`ModelLoadError`]: the base model cannot be had (offline and not cached).
 
     Example:
-        >>> verified = load_verified("attncard/minilm-none-sst2")
+        >>> from attncard.pipeline.data import load_task
+        >>> from attncard.pipeline.evaluate import predictions_sha256
+        >>> verified = load_verified("loopback-user/tiny-gpt2-none-sst2", base_model="tiny-gpt2")
         >>> predictions = predict(verified, load_task("sst2", "glue"))
         >>> predictions_sha256(predictions) == verified.results.metrics.predictions_sha256
         True
@@ -588,29 +598,64 @@ def _rebuild(
     model.eval()
 
     tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
-    tokenizer.padding_side = "right"
-    if tokenizer.pad_token is None:
-        # As pipeline.models.load_model: decoders pad with EOS, and pool the last non-pad token.
-        if tokenizer.eos_token is None:
-            raise IncompatibleRunError(
-                f"{where}: the tokenizer has neither a pad nor an EOS token, so batches cannot be padded; "
-                "the run folder is inconsistent, publish it again"
-            )
-        tokenizer.pad_token = tokenizer.eos_token
-    model.config.pad_token_id = tokenizer.pad_token_id
+    if not pad_on_the_right(tokenizer, model):  # as publish loaded it
+        raise IncompatibleRunError(
+            f"{where}: the tokenizer has neither a pad nor an EOS token, so batches cannot be padded; "
+            "the run folder is inconsistent, publish it again"
+        )
     return model, tokenizer, base_parameters
 
 
 def _module_and_config(results: Results, where: str) -> tuple[AttentionModule, object]:
-    """The recorded attention module and its config, rebuilt from `results.module`."""
-    name = results.module.name
+    """The recorded attention module and its config, rebuilt from `results.module`.
+
+    The module must be installed (attncard never installs a package) and its source must have the sha256
+    results.json records, when it records one.
+
+    Raises:
+        [`ModuleNotInstalledError`]: the module comes from a package that is not installed; the message names
+            the package and version.
+        [`IncompatibleRunError`]: attncard has no such module, the installed one has other source, or its
+            config class does not know a recorded field.
+        [`ModulePluginError`]: the installed package providing the module is broken.
+    """
+    name, record = results.module.name, results.module
+    plugin = record.package not in ("", BUILTIN_PACKAGE)
     try:
         module = get_module(name)
     except UnknownModuleError:
+        if plugin:
+            raise ModuleNotInstalledError(
+                f"{where}: the run's attention module '{name}' comes from the package {record.package} "
+                f"{record.package_version}, which is not installed here; install it (pip install "
+                f'"{record.package}=={record.package_version}", after checking that this package is the one '
+                "you expect: the name comes from the run) and load the run again; attncard installs nothing"
+            ) from None
         raise IncompatibleRunError(
             f"{where}: the run uses the attention module '{name}', which this attncard does not have "
             f"(it has {', '.join(module_names())}); install attncard {results.environment.attncard_version}"
         ) from None
+    if record.source_sha256:
+        installed = module_provenance(name)
+        if installed.source_sha256 != record.source_sha256:
+            install = (
+                f'pip install "{record.package}=={record.package_version}"'
+                if plugin
+                else install_line(results).removeprefix("# ").split("  # ")[0]
+            )
+            changed = [
+                file
+                for file in sorted({*record.source, *(path.name for path in module.source_files)})
+                if record.source.get(file) != _file_sha256(module.folder / file)
+            ]
+            raise IncompatibleRunError(
+                f"{where}: the attention module '{name}' installed here ({installed.package} "
+                f"{installed.version}, source sha256 {installed.source_sha256[:SHA_PREFIX]}…) is not the one "
+                f"the run was trained with ({record.package} {record.package_version}, source sha256 "
+                f"{record.source_sha256[:SHA_PREFIX]}…"
+                + (f"; {', '.join(changed)} differ" if changed else "")
+                + f"); install the recorded one ({install}) and load the run again"
+            )
     config_class = module.config_class
     hints = typing.get_type_hints(config_class)
     known = {f.name for f in dataclasses.fields(config_class)}
@@ -626,6 +671,11 @@ def _module_and_config(results: Results, where: str) -> tuple[AttentionModule, o
         for key, value in recorded.items()
     }
     return module, config_class(**values)
+
+
+def _file_sha256(path: Path) -> str | None:
+    """The sha256 of a file, or None when it is not there."""
+    return sha256_file(path) if path.is_file() else None
 
 
 def _load_base_model(
@@ -753,9 +803,11 @@ def predict(verified: VerifiedModel, data: TaskData, batch_size: int = 64) -> li
         [`DataError`]: the task's labels are not the run's.
 
     Example:
-        >>> verified = load_verified("runs/minilm-none-sst2")
-        >>> predict(verified, load_task("sst2", "glue"))[:5]
-        [1, 0, 1, 1, 0]
+        >>> from attncard.pipeline.data import load_task
+        >>> verified = load_verified("runs/tiny-gpt2-none-sst2", base_model="tiny-gpt2")
+        >>> predictions = predict(verified, load_task("sst2", "glue"))
+        >>> len(predictions), sorted(set(predictions))
+        (40, [0, 1])
     """
     labels = list(verified.results.dataset.label_names)
     if list(data.spec.label_names) != labels:
@@ -774,17 +826,9 @@ def predict_logits(verified: VerifiedModel, data: TaskData, batch_size: int = 64
             f"task {data.spec.name} has labels {list(data.spec.label_names)}, the model predicts {labels}; "
             f"pass the task it was trained on ({verified.results.dataset.task})"
         )
-    model, tokenizer = verified.model, verified.tokenizer
     max_length = verified.results.training.hyperparameters.max_length
-    device = next(model.parameters()).device
-    model.eval()
-    batches = []
-    with torch.inference_mode():
-        for start in range(0, len(data.validation), batch_size):
-            rows = data.validation[start : start + batch_size]
-            batch = tokenize(tokenizer, rows, data.spec.text_columns, max_length).to(device)
-            batches.append(model(**batch).logits.float().cpu())
-    return torch.cat(batches) if batches else torch.empty(0, len(labels))
+    logits, _ = classify(verified.model, verified.tokenizer, data, max_length, batch_size)
+    return logits
 
 
 def download_to(
@@ -807,9 +851,9 @@ def download_to(
         [`DownloadError`]: `output` is there and not an empty folder, or any error of [`download_verified`].
 
     Example:
-        >>> files, folder = download_to("attncard/minilm-none-sst2", "v1", False, Path("runs/minilm"), {})
-        >>> folder
-        PosixPath('runs/minilm')
+        >>> files, folder = download_to("loopback-user/tiny-gpt2-none-sst2", "v1", False, Path("my-run"), {})
+        >>> folder, files.folder == folder.resolve(), (folder / "results.json").is_file()
+        (PosixPath('my-run'), True, True)
     """
     output = output.expanduser()
     if output.exists() and (not output.is_dir() or any(output.iterdir())):

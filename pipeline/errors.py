@@ -9,7 +9,7 @@ def first_line(error: BaseException) -> str:
     """The first line of an error's message (its class name when it has none), for one-line messages.
 
     Example:
-        >>> first_line(ValueError("bad header\nmore detail"))
+        >>> first_line(ValueError("bad header\\nmore detail"))
         'bad header'
     """
     lines = str(error).strip().splitlines()
@@ -41,6 +41,12 @@ class UnknownModuleError(UnknownNameError):
 
     def __init__(self, name: str, valid: list[str]):
         super().__init__("module", name, valid)
+
+
+class ModulePluginError(AttncardError):
+    """A module an installed package registers (entry-point group `attncard.modules`) cannot be used: it does
+    not import, is not an [`AttentionModule`], is registered under another name than its own, breaks the
+    module contract, or two packages register the same name. Raised only when that module is asked for."""
 
 
 class UnsupportedModelError(AttncardError, ValueError):
@@ -104,6 +110,11 @@ class UnsafeFormatError(DownloadError):
 
 class IncompatibleRunError(DownloadError):
     """The run cannot be rebuilt here: its base model, module or adapter differ from what this machine has."""
+
+
+class ModuleNotInstalledError(IncompatibleRunError):
+    """The run's attention module comes from a package that is not installed here; the message names the
+    package and version to install. attncard never installs anything itself."""
 
 
 # --- signing a run folder ----------------------------------------------------------------------------------

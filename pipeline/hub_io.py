@@ -166,9 +166,17 @@ def redacted(token: str | None) -> Iterator[None]:
         token: the token to hide; nothing is done when it is empty.
 
     Example:
+        >>> import sys
+        >>> logger = logging.getLogger("attncard.example")
+        >>> logger.addHandler(logging.StreamHandler(sys.stdout))
         >>> with redacted("hf_abc"):
-        ...     logging.getLogger("pipeline.publish").warning("the server said: Bearer hf_abc")
+        ...     logger.warning("the server said: Bearer hf_abc")
         the server said: Bearer <token>
+        >>> with redacted("hf_abc"):
+        ...     raise ValueError("401 Unauthorized for token hf_abc")
+        Traceback (most recent call last):
+        ...
+        ValueError: 401 Unauthorized for token <token>
     """
     if not token:
         yield
@@ -372,8 +380,8 @@ def hub_client_timeout(
         endpoint: the Hub's URL; the token goes to its origin (scheme, host, port) only.
 
     Example:
-        >>> with hub_client_timeout(30, Deadline(600), endpoint="https://huggingface.co"):
-        ...     len(HfApi().model_info("sentence-transformers/all-MiniLM-L6-v2").sha)
+        >>> with hub_client_timeout(30, Deadline(600)):
+        ...     len(HfApi().model_info("loopback-user/tiny-gpt2-none-sst2").sha)
         40
     """
     # huggingface_hub has a setter for the factory but no getter: the one in place is read from its module.
@@ -509,7 +517,7 @@ def fetch_run(
         [`DownloadError`]: an unsafe or malformed listing, an HTTP error, a full disk.
 
     Example:
-        >>> run = fetch_run("attncard/minilm-none-sst2", "v1")
+        >>> run = fetch_run("loopback-user/tiny-gpt2-none-sst2", "v1")
         >>> run.folder.name == run.commit, (run.folder / "results.json").is_file()
         (True, True)
     """

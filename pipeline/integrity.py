@@ -316,7 +316,7 @@ def recorded_figure_problems(results: Results) -> list[str]:
     counts; empty when they agree.
 
     Example:
-        >>> recorded_figure_problems(Results.load("runs/minilm-none-sst2"))
+        >>> recorded_figure_problems(Results.load("runs/tiny-gpt2-none-sst2"))
         []
     """
     recorded = results.verification

@@ -39,10 +39,13 @@ files that every loader reads, and nothing that changed after results.json took 
 5. **Manifest**: `check_manifest(run_dir, results.manifest)`: files missing, changed, or not listed.
 
 Example:
-    >>> for finding in lint_run_folder("runs/minilm-none-sst2"):
+    >>> card = Path("runs/tiny-gpt2-none-sst2/README.md")
+    >>> with card.open("a") as text:
+    ...     print("Results on the test split: TBD", file=text)
+    >>> for finding in lint_run_folder("runs/tiny-gpt2-none-sst2"):
     ...     print(finding)
-    README.md:42: placeholder 'TBD'
-    adapter_model.safetensors: sha256 differs from results.json's manifest
+    README.md: sha256 differs from results.json's manifest
+    README.md:...: placeholder 'TBD'
 """
 
 from __future__ import annotations
@@ -161,7 +164,7 @@ def lint_run_folder(run_dir: str | Path) -> list[Finding]:
         `AttncardError`: `run_dir` is not a folder, or has no results.json.
 
     Example:
-        >>> lint_run_folder("runs/minilm-none-sst2")
+        >>> lint_run_folder("runs/tiny-gpt2-none-sst2")
         []
     """
     run_dir = Path(run_dir)
@@ -194,8 +197,8 @@ def renderings(value: int | float) -> set[str]:
     """Every way the card may print a number: the texts a table figure is compared with.
 
     The card's own Jinja filters are used, so the lint follows the template's formats: `pct` (100·x, two
-    decimals, `%`), `num(d)` for d in 0..4, `sci` (three digits), plus `str()` and, for integers, the integer
-    with and without thousands separators.
+    decimals, `%`), `num(d)` for d in `FIXED_DECIMALS` (1, 2 and 4), `sci` (three digits), plus `str()` and,
+    for integers, the integer with and without thousands separators.
 
     Args:
         value: a numeric leaf of results.json.
@@ -205,7 +208,7 @@ def renderings(value: int | float) -> set[str]:
 
     Example:
         >>> sorted(renderings(0.5))
-        ['0', '0.5', '0.50', '0.500', '0.5000', '5.000e-01', '50.00%']
+        ['0.5', '0.50', '0.5000', '5.000e-01', '50.00%']
     """
     filters = _card_filters()
     texts = {str(value), filters["pct"](value), filters["sci"](value)}

@@ -106,10 +106,11 @@ def check_model_folder(folder: Path) -> None:
         [`ModelLoadError`]: the file that is missing, and how to make the folder.
 
     Example:
+        >>> Path("checkpoints/empty").mkdir(parents=True)
         >>> check_model_folder(Path("checkpoints/empty"))
         Traceback (most recent call last):
         ...
-        pipeline.errors.ModelLoadError: checkpoints/empty: model folder without config.json; ...
+        attncard.pipeline.errors.ModelLoadError: checkpoints/empty: model folder without config.json; ...
     """
     if not (folder / "config.json").is_file():
         missing = "config.json"
@@ -162,8 +163,10 @@ def resolve_model_name(name: str) -> tuple[str, str, str | None]:
         [`ModelLoadError`]: the name is empty, or names a folder without a config or weights.
 
     Example:
-        >>> resolve_model_name("/data/models/tiny-gpt2")
-        ('/data/models/tiny-gpt2', 'tiny-gpt2', None)
+        >>> resolve_model_name("tiny-gpt2")  # a folder here
+        ('.../tiny-gpt2', 'tiny-gpt2', None)
+        >>> resolve_model_name("bert")  # an alias
+        ('google-bert/bert-base-uncased', 'google-bert/bert-base-uncased', 'apache-2.0')
     """
     if not name.strip():
         raise ModelLoadError(

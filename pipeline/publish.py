@@ -28,7 +28,7 @@ from pathlib import Path
 
 import transformers
 
-from ..modules import get_module
+from ..modules import get_module, module_provenance
 from .data import TaskData, load_task
 from .errors import (
     AttncardError,
@@ -136,8 +136,8 @@ def write_run_folder(evaluation: EvalResult, results: Results, run_dir: str | os
         The run folder.
 
     Example:
-        >>> write_run_folder(evaluation, results, "runs/minilm-none-sst2")
-        PosixPath('runs/minilm-none-sst2')
+        >>> write_run_folder(evaluation, results, "runs/tiny-gpt2-none-sst2")
+        PosixPath('runs/tiny-gpt2-none-sst2')
     """
     run_dir = Path(run_dir)
     run_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -260,9 +260,14 @@ class PublishOptions:
             data_from_folder: whether the rows were read from a GLUE folder rather than the Hub.
 
         Example:
+            >>> options = PublishOptions(
+            ...     model="tiny-gpt2", module="none", task="sst2",
+            ...     train=TrainConfig(steps=10, batch_size=8, lr=3e-2),
+            ...     data_dir=Path("glue"), output=Path("runs"), repo_id=None, push=False,
+            ... )
             >>> options.command(data_from_folder=True)
-            'publish --model ./tiny-gpt2 --module none --task sst2 --steps 10 --batch-size 8 --lr 0.03 \
---max-length 128 --seed 0 --data-dir "$GLUE_DIR"'
+            'publish --model ./tiny-gpt2 --module none --task sst2 --steps 10 --batch-size 8 --lr 0.03
+             --max-length 128 --seed 0 --data-dir "$GLUE_DIR"'
         """
         model = self.model
         if model not in MODEL_ALIASES:
@@ -313,10 +318,11 @@ def check_output_folder(folder: Path, destination: Path, option: str) -> None:
         [`AttncardError`]: what stands in the way, naming the option and the path.
 
     Example:
-        >>> check_output_folder(Path("notes.txt/runs"), Path("notes.txt/runs/minilm-none-sst2"), "--output")
+        >>> _ = Path("notes.txt").write_text("a file, not a folder")
+        >>> check_output_folder(Path("notes.txt/runs"), Path("notes.txt/runs/tiny-gpt2-none-sst2"), "-o")
         Traceback (most recent call last):
         ...
-        pipeline.errors.AttncardError: --output notes.txt/runs: notes.txt is not a folder; ...
+        attncard.pipeline.errors.AttncardError: -o notes.txt/runs: notes.txt is not a folder; ...
     """
     existing = _nearest_existing(folder)
     if not existing.is_dir():
@@ -350,10 +356,12 @@ def run_publish(options: PublishOptions) -> Path:
             push that failed; nothing half-written is left.
 
     Example:
-        >>> options = PublishOptions(model="minilm", module="none", task="sst2", train=TrainConfig(steps=20),
-        ...                          data_dir=None, output=Path("runs"), repo_id=None, push=False)
+        >>> options = PublishOptions(
+        ...     model="tiny-gpt2", module="none", task="sst2", train=TrainConfig(steps=2, batch_size=8),
+        ...     data_dir=Path("glue"), output=Path("new-runs"), repo_id=None, push=False,
+        ... )
         >>> run_publish(options)
-        PosixPath('runs/minilm-none-sst2')
+        PosixPath('new-runs/tiny-gpt2-none-sst2')
     """
     transformers.logging.set_verbosity_error()  # the head is new by design; its load report is noise here
     # Library noise: peft asks transformers a deprecated question; GPT-2's Conv1D is handled by peft itself.
@@ -378,6 +386,7 @@ def run_publish(options: PublishOptions) -> Path:
     trained = train(loaded, data, options.train, module, module_config)
     evaluation = evaluate(trained, data)
     verification = verify(evaluation, data.spec.label_names)
+    provenance = module_provenance(module.name)
     results = collect_results(
         repo_name=options.repo_name,
         repo_id=options.repo_id,
@@ -390,6 +399,9 @@ def run_publish(options: PublishOptions) -> Path:
             config_help={name: help_text for name, _, help_text in module.config_fields()},
             citation=module.citation,
             source={path.name: sha256_file(path) for path in module.source_files},
+            package=provenance.package,
+            package_version=provenance.version,
+            source_sha256=provenance.source_sha256,
             stats=evaluation.module_stats,
             trace=evaluation.trace,
         ),

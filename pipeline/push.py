@@ -124,8 +124,8 @@ def push_tag(run_dir: str | os.PathLike) -> str:
         [`ResultsError`]: results.json is missing or unreadable.
 
     Example:
-        >>> push_tag("runs/minilm-none-sst2")
-        'run-20250114T093012Z-3f1c2a9e0b7d4c6a8e5f1b2c3d4e5f60'
+        >>> push_tag("runs/tiny-gpt2-none-sst2")
+        'run-...T...Z-...'
     """
     run_dir = Path(run_dir)
     return run_tag(Results.load(run_dir).started_at, sha256_file(run_dir / RESULTS_FILE))
@@ -151,8 +151,14 @@ def check_pushable(run_dir: str | os.PathLike, repo_id: str, allow_fail: bool = 
         [`PushRefusedError`]: the folder may not be pushed; the message says why.
 
     Example:
-        >>> check_pushable("runs/minilm-none-sst2", "attncard/minilm-none-sst2").verification.status
+        >>> results = check_pushable("runs/tiny-gpt2-none-sst2", "loopback-user/tiny-gpt2-none-sst2")
+        >>> results.verification.status
         <Status.PASS_NO_COMPRESSION: 'PASS_NO_COMPRESSION'>
+        >>> check_pushable("runs/tiny-gpt2-none-sst2", "someone-else/tiny-gpt2-none-sst2")
+        Traceback (most recent call last):
+        ...
+        attncard.pipeline.errors.PushRefusedError: runs/tiny-gpt2-none-sst2: its card was rendered for
+        loopback-user/tiny-gpt2-none-sst2, ...
     """
     run_dir = Path(run_dir)
     try:
@@ -265,9 +271,11 @@ def push_run_folder(
         [`HubDeadlineError`]: the push ran past `deadline`; the repository is as for a [`PushError`].
 
     Example:
-        >>> result = push_run_folder("runs/minilm-none-sst2", "attncard/minilm-none-sst2")
-        >>> result.tag, result.created_commit
-        ('run-20250114T093012Z-3f1c2a9e', True)
+        >>> result = push_run_folder("runs/tiny-gpt2-none-sst2", "loopback-user/tiny-gpt2-none-sst2")
+        >>> result.tag, result.created_commit, result.created_tag
+        ('run-...T...Z-...', True, True)
+        >>> push_run_folder("runs/tiny-gpt2-none-sst2", "loopback-user/tiny-gpt2-none-sst2").created_commit
+        False
     """
     run_dir = Path(run_dir)
     hub = hub_endpoint(endpoint)
@@ -333,8 +341,10 @@ def sign_and_push(
         The [`PushResult`].
 
     Example:
-        >>> sign_and_push("runs/minilm-none-sst2", "attncard/minilm-none-sst2", sign_key="key.pem").tag
-        'run-20250114T093012Z-3f1c2a9e0b7d4c6a8e5f1b2c3d4e5f60'
+        >>> run_dir, repo_id = "runs/tiny-gpt2-none-sst2", "loopback-user/tiny-gpt2-none-sst2"
+        >>> result = sign_and_push(run_dir, repo_id, sign_key="signing-key.pem")
+        >>> result.tag == push_tag(run_dir), "model.sig" in HfApi().list_repo_files(repo_id)
+        (True, True)
     """
     if sign_key is not None:
         check_pushable(run_dir, repo_id, allow_fail)

@@ -161,7 +161,11 @@ def split_module_stats(stats: dict) -> tuple[list, list, list]:
 
 
 def write_plots(results: Results, run_dir: Path) -> list[dict[str, str]]:
-    """Draws the run's figures as PNG files in the run folder; returns `{"file", "title"}` for each."""
+    """Draws the run's figures as PNG files in the run folder; returns `{"file", "title"}` for each.
+
+    The scaling figure is drawn here; the module's own figures by its `plots`, from its statistics as
+    results.json holds them.
+    """
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
@@ -189,18 +193,9 @@ def write_plots(results: Results, run_dir: Path) -> list[dict[str, str]]:
         figure.savefig(run_dir / "scaling.png", dpi=100)
         pyplot.close(figure)
         plots.append({"file": "scaling.png", "title": "Time and peak memory against sequence length"})
-    spans = results.module.stats.get("spans")
-    if _is_matrix(spans):
-        figure, axis = pyplot.subplots(figsize=(1.0 + 0.5 * len(spans[0]), 1.0 + 0.45 * len(spans)))
-        image = axis.imshow(spans, cmap="viridis", aspect="auto")
-        axis.set_xlabel("head")
-        axis.set_ylabel("layer")
-        axis.set_title(f"learned span z (tokens), mean {results.module.stats['mean_span']:.2f}")
-        figure.colorbar(image, ax=axis)
-        figure.tight_layout()
-        figure.savefig(run_dir / "spans.png", dpi=100)
-        pyplot.close(figure)
-        plots.append({"file": "spans.png", "title": "Learned span per layer and head"})
+    module = get_module(results.module.name)
+    if module.plots is not None:
+        plots += module.plots(results.module.stats, run_dir)
     return plots
 
 
@@ -252,11 +247,14 @@ def usage_snippet(results: Results, location: str, example: list[str], base_mode
 
     Example:
         >>> print(usage_snippet(results, "attncard/tiny-gpt2-none-sst2", ["a gorgeous movie ."]))
-        # pip install "attncard @ git+https://github.com/attncard/attncard@64a03f0…"
+        # pip install "attncard @ git+https://github.com/attncard/attncard@...
         from attncard import load_verified
         <BLANKLINE>
-        verified = load_verified('attncard/tiny-gpt2-none-sst2', base_model='./tiny-gpt2')  # checks …
-        …
+        verified = load_verified('attncard/tiny-gpt2-none-sst2', base_model='./gpt2')  # checks every ...
+        inputs = verified.tokenizer(['a gorgeous movie .'], return_tensors="pt")
+        label_id = int(verified.model(**inputs).logits.argmax(-1))
+        print(verified.model.config.id2label[label_id])
+        <BLANKLINE>
     """
     arguments = [repr(location)]
     if base_model_is_local(results):
@@ -264,9 +262,10 @@ def usage_snippet(results: Results, location: str, example: list[str], base_mode
     if results.verification.status.value == "FAIL":
         arguments.append("allow_failed=True")
     texts = ", ".join(repr([text]) for text in example)
+    installs = [line for line in (install_line(results), module_install_line(results)) if line]
     return (
-        f"{install_line(results)}\n"
-        "from attncard import load_verified\n"
+        "".join(f"{line}\n" for line in installs)
+        + "from attncard import load_verified\n"
         "\n"
         f"verified = load_verified({', '.join(arguments)})  # checks every file's sha256 and the status\n"
         f'inputs = verified.tokenizer({texts}, return_tensors="pt")\n'
@@ -281,7 +280,7 @@ def install_line(results: Results) -> str:
 
     Example:
         >>> install_line(results)
-        '# pip install "attncard @ git+https://github.com/attncard/attncard@64a03f0…"'
+        '# pip install "attncard @ git+https://github.com/attncard/attncard@...'
     """
     environment = results.environment
     commit, dirty = environment.git_commit.removesuffix("+dirty"), environment.git_commit.endswith("+dirty")
@@ -291,6 +290,24 @@ def install_line(results: Results) -> str:
     if environment.attncard_version != "unknown":
         return f'# pip install "attncard=={environment.attncard_version}"'
     return "# pip install attncard"
+
+
+def module_install_line(results: Results) -> str:
+    """The usage snippet's second line, for a run whose module comes from a package other than attncard: a
+    comment with the `pip install` of that package at the recorded version; "" for a built-in module.
+
+    Example:
+        >>> module_install_line(results)  # a run of the built-in `none`
+        ''
+        >>> results.module.name = "sliding_window"  # as a run of the example plugin records it
+        >>> results.module.package, results.module.package_version = "attncard-sliding-window", "0.1.0"
+        >>> module_install_line(results)
+        '# pip install "attncard-sliding-window==0.1.0"  # the attention module sliding_window'
+    """
+    module = results.module
+    if module.package in ("", "attncard"):
+        return ""
+    return f'# pip install "{module.package}=={module.package_version}"  # the attention module {module.name}'
 
 
 def run_usage_snippet(code: str) -> str:
@@ -315,9 +332,9 @@ def render_card(results: Results, plots: list[dict[str, str]] | None = None) -> 
         `ValueError`: a figure in the metadata is not finite.
 
     Example:
-        >>> card = render_card(Results.load("runs/minilm-none-sst2"))
-        >>> card.startswith("---")
-        True
+        >>> card = render_card(Results.load("runs/tiny-gpt2-none-sst2"))
+        >>> card.startswith("---"), "**Status: PASS_NO_COMPRESSION**" in card
+        (True, True)
     """
     if not all(math.isfinite(v) for v in (results.metrics.accuracy, results.metrics.f1_macro)):
         raise ValueError("accuracy and F1 must be finite to be written into the card's model-index")

@@ -270,6 +270,12 @@ class ModuleRecord:
     config_help: dict[str, str] = field(default_factory=dict)  # field -> its help text, for the card
     citation: str = ""
     source: dict[str, str] = field(default_factory=dict)  # the module's source files -> sha256
+    # Where the module came from: `attncard` for a built-in one, else the package registering it (entry-point
+    # group `attncard.modules`), its version, and the sha256 of its source (`modules.source_sha256`: the
+    # `*.py` files and spec.md of its folder). Empty in runs written before attncard recorded them.
+    package: str = ""
+    package_version: str = ""
+    source_sha256: str = ""
     stats: dict[str, typing.Any] = field(default_factory=dict)  # learned spans, ranks, … of the run
     trace: list[TraceStep] = field(default_factory=list)  # attention layer 0 in one real forward pass
 
@@ -387,7 +393,7 @@ class Results:
         """Reads a results.json file (or the one in a run folder).
 
         Example:
-            >>> results = Results.load("runs/minilm-none-sst2")
+            >>> results = Results.load("runs/tiny-gpt2-none-sst2")
             >>> results.verification.status
             <Status.PASS_NO_COMPRESSION: 'PASS_NO_COMPRESSION'>
         """
@@ -410,6 +416,10 @@ _REVISION_RE = re.compile(r"^(sha256:[0-9a-f]{64}|[0-9a-f]{40})$")
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _GIT_COMMIT_RE = re.compile(r"^([0-9a-f]{40}(\+dirty)?|unknown)$")
 _REPOSITORY_RE = re.compile(r"^(https://[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*)?$")
+_OPTIONAL_SHA256_RE = re.compile(r"^([0-9a-f]{64})?$")
+# A distribution name (PEP 508) and a version as pip prints them, or "" when not recorded.
+_PACKAGE_RE = re.compile(r"^([A-Za-z0-9]([A-Za-z0-9._-]{0,98}[A-Za-z0-9])?)?$")
+_VERSION_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9.+!_-]{0,63})?$")
 # A file of a run folder: a relative POSIX path of at most four plain names (no `.`, `..`, empty or absolute
 # part); which files a run may hold is pipeline.integrity's to say.
 _PATH_PART = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}"
@@ -430,6 +440,9 @@ def _check_formats(results: Results) -> None:
         *((f"manifest key {path!r}", path, _RUN_PATH_RE) for path in results.manifest),
         *((f"manifest.{path}", digest, _SHA256_RE) for path, digest in results.manifest.items()),
         *((f"module.source.{name}", digest, _SHA256_RE) for name, digest in results.module.source.items()),
+        ("module.package", results.module.package, _PACKAGE_RE),
+        ("module.package_version", results.module.package_version, _VERSION_RE),
+        ("module.source_sha256", results.module.source_sha256, _OPTIONAL_SHA256_RE),
     ]
     for where, value, pattern in checks:
         if not pattern.match(value):
@@ -449,6 +462,9 @@ _FORMAT_NAMES = {
     _RUN_PATH_RE: "a file of a run folder",
     _GIT_COMMIT_RE: "a commit sha (with +dirty) or unknown",
     _REPOSITORY_RE: "an https URL",
+    _OPTIONAL_SHA256_RE: "a sha256 (64 lowercase hex digits) or empty",
+    _PACKAGE_RE: "a package name (letters, digits, . _ -)",
+    _VERSION_RE: "a package version",
 }
 
 
@@ -564,7 +580,9 @@ def hash_file(path: Path, *digests: typing.Any) -> None:
 
     Example:
         >>> sha256, sha1 = hashlib.sha256(), hashlib.sha1()
-        >>> hash_file(Path("results.json"), sha256, sha1)
+        >>> hash_file(Path("runs/tiny-gpt2-none-sst2/results.json"), sha256, sha1)
+        >>> sha256.hexdigest() == sha256_file(Path("runs/tiny-gpt2-none-sst2/results.json"))
+        True
     """
     with Path(path).open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -617,8 +635,12 @@ def check_manifest(
         ignore_transport: leave out the transport's bookkeeping (a download's `.gitattributes`, `.git/`, …).
 
     Example:
-        >>> check_manifest(Path("runs/minilm-none-sst2"), Results.load("runs/minilm-none-sst2").manifest)
+        >>> run_dir = Path("runs/tiny-gpt2-none-sst2")
+        >>> check_manifest(run_dir, Results.load(run_dir).manifest)
         []
+        >>> _ = (run_dir / "config.json").write_text("{}")  # an edit after publishing
+        >>> check_manifest(run_dir, Results.load(run_dir).manifest)
+        [ManifestDifference(path='config.json', kind='changed', expected='...', actual='44136fa3...')]
     """
     run_dir = Path(run_dir)
     files = (path.relative_to(run_dir).as_posix() for path in run_dir.rglob("*") if path.is_file())
@@ -707,8 +729,8 @@ def default_repo_name(model: str, module: str, task: str) -> str:
     both name runs with it.
 
     Example:
-        >>> default_repo_name("FacebookAI/roberta-base", "adaptive_span", "sst2")
-        'roberta-base-adaptive_span-sst2'
+        >>> default_repo_name("FacebookAI/roberta-base", "none", "sst2")
+        'roberta-base-none-sst2'
     """
     return f"{PurePosixPath(model.rstrip('/')).name.lower()}-{module}-{task}"
 

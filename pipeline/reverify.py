@@ -145,9 +145,9 @@ def reverify(
         recorded data.
 
     Example:
-        >>> check = reverify("attncard/minilm-none-sst2", data_dir="glue")
-        >>> check.matches, check.recomputed_accuracy
-        (True, 0.7912844036697247)
+        >>> check = reverify("loopback-user/tiny-gpt2-none-sst2", data_dir="glue", base_model="tiny-gpt2")
+        >>> check.matches, check.recomputed_status, check.problems
+        (True, <Status.PASS_NO_COMPRESSION: 'PASS_NO_COMPRESSION'>, [])
     """
     with contextlib.ExitStack() as stack:
         if cache_dir is None and not Path(os.fspath(repo_or_path)).expanduser().is_dir():

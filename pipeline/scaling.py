@@ -22,12 +22,13 @@ through /proc/self/clear_refs after handing freed heap memory back with malloc_t
 can be read.
 
 Example:
-    >>> module = get_module(name)
-    >>> module_model = module.apply(load_model("minilm", labels).model, module.config_class())
-    >>> reference = module.dense_reference(module_model, lambda: load_model("minilm", labels).model.eval())
-    >>> rows = measure_model_scaling(module_model, reference)
-    >>> [(row.n, round(row.speedup, 2)) for row in rows]  # doctest: +SKIP
-    [(128, 0.93), (256, 1.01), (512, 1.12)]
+    >>> from attncard.modules import get_module
+    >>> module = get_module("adaptive_sparse")
+    >>> model = module.apply(model, module.config_class(top_k=8))  # a tiny BERT of 160 positions
+    >>> reference = module.dense_reference(model, load_base)  # the same model on sdpa
+    >>> rows = measure_model_scaling(model, reference, lengths=[64, 128], repeats=1)
+    >>> [row.n for row in rows], [row.speedup == row.dense_seconds / row.module_seconds for row in rows]
+    ([64, 128], [True, True])
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ def max_positions(config) -> int:
         [`UnsupportedModelError`]: the family is not in `modules.base.FAMILIES`.
 
     Example:
+        >>> from transformers import RobertaConfig
         >>> max_positions(RobertaConfig(max_position_embeddings=514, pad_token_id=1))
         512
     """
@@ -112,6 +114,7 @@ def default_lengths(config, cap: int | None = None) -> list[int]:
         The lengths, increasing; the maximum alone when it is below 128.
 
     Example:
+        >>> from transformers import BertConfig
         >>> default_lengths(BertConfig(max_position_embeddings=512))
         [128, 256, 512]
     """
@@ -164,6 +167,7 @@ def synthetic_input_ids(
         A long tensor (batch_size, n).
 
     Example:
+        >>> from transformers import BertConfig
         >>> synthetic_input_ids(BertConfig(), 1, 4)
         tensor([[11998,  6261, 10877, 25588]])
     """
@@ -320,10 +324,13 @@ def measure_model_scaling(
             devices.
 
     Example:
+        >>> from attncard.modules import get_module
+        >>> module = get_module("none")
+        >>> model = module.apply(model, module.config_class())  # a tiny BERT
         >>> reference = module.dense_reference(model, load_base)
-        >>> rows = measure_model_scaling(model, reference, lengths=[128, 256], repeats=3)
-        >>> rows[0].speedup == rows[0].dense_seconds / rows[0].module_seconds
-        True
+        >>> rows = measure_model_scaling(model, reference, lengths=[64, 128], repeats=3)
+        >>> rows[0].n, rows[0].speedup == rows[0].dense_seconds / rows[0].module_seconds
+        (64, True)
     """
     config = unwrap_peft(model).config
     lengths = list(lengths) if lengths is not None else default_lengths(config)
@@ -382,9 +389,12 @@ def layer_attention_runs(
         ValueError: the model's attention implementation is not in `AttentionInterface` (eager).
 
     Example:
-        >>> module_run, dense_run = layer_attention_runs(model, get_module("none"), 1024)
-        >>> module_run().shape  # MiniLM: 12 heads of 32
-        torch.Size([1, 1024, 12, 32])
+        >>> from attncard.modules import get_module
+        >>> module = get_module("none")
+        >>> minilm = module.apply(minilm, module.config_class())
+        >>> module_run, dense_run = layer_attention_runs(minilm, module, 1024)
+        >>> module_run().shape, dense_run().shape  # MiniLM: 12 heads of 32
+        (torch.Size([1, 1024, 12, 32]), torch.Size([1, 1024, 12, 32]))
     """
     base = unwrap_peft(model)
     implementation = base.config._attn_implementation
@@ -445,9 +455,12 @@ def measure_layer_scaling(
         ValueError: the model's attention implementation is not in `AttentionInterface` (eager).
 
     Example:
-        >>> rows = measure_layer_scaling(model, module, lengths=(512, 4096))  # MiniLM, a banded module
-        >>> rows[-1].memory_ratio < 1  # doctest: +SKIP
-        True
+        >>> from attncard.modules import get_module
+        >>> module = get_module("adaptive_span")
+        >>> model = module.apply(model, module.config_class(max_span=32))  # a tiny BERT; banded attention
+        >>> rows = measure_layer_scaling(model, module, lengths=(256, 1024), repeats=1)
+        >>> [row.n for row in rows], all(row.module_seconds > 0 and row.dense_seconds > 0 for row in rows)
+        ([256, 1024], True)
     """
     lengths = list(lengths)
     _check_lengths(lengths, repeats)
@@ -489,9 +502,12 @@ def attention_flops(model: nn.Module, module: AttentionModule | None, n: int) ->
         ValueError: the model has a different attention installed.
 
     Example:
-        >>> estimate = attention_flops(model, get_module("none"), 128)  # MiniLM: 6 layers, 12 heads, d = 32
-        >>> estimate.dense == 6 * 12 * 4 * 128**2 * 32
-        True
+        >>> from attncard.modules import get_module
+        >>> module = get_module("none")
+        >>> minilm = module.apply(minilm, module.config_class())
+        >>> estimate = attention_flops(minilm, module, 128)  # MiniLM: 6 layers, 12 heads, d = 32
+        >>> estimate.dense == 6 * 12 * 4 * 128**2 * 32, estimate.ratio
+        (True, 1.0)
     """
     base = unwrap_peft(model)
     if module is not None and base.config._attn_implementation != implementation_name(module.name):

@@ -64,8 +64,9 @@ class SignatureReport:
         issuer: the OIDC issuer of a Sigstore certificate; "" otherwise.
 
     Example:
-        >>> print(SignatureReport(True, "key", "sha256:2faa16…", verified=False))
-        signed by key sha256:2faa16… as model.sig claims, NOT verified: check it against the public key
+        >>> print(SignatureReport(True, "key", key_fingerprint("signing-key.pub"), verified=False))
+        signed by key sha256:00ee72ac81e472819da786afad1a08a54f716b66b4000cc5cd968b64eb5dd210
+        as model.sig claims, NOT verified: check it against the public key
     """
 
     signed: bool
@@ -109,8 +110,8 @@ def sign_run_folder(run_dir: str | Path, private_key: str | Path, *, password: b
             the right password or not elliptic-curve, or a folder that cannot be hashed (a symlink in it).
 
     Example:
-        >>> sign_run_folder("runs/minilm-none-sst2", "signing-key.pem")
-        PosixPath('runs/minilm-none-sst2/model.sig')
+        >>> sign_run_folder("runs/tiny-gpt2-none-sst2", "signing-key.pem")
+        PosixPath('runs/tiny-gpt2-none-sst2/model.sig')
     """
     run_dir, private_key = Path(run_dir), Path(private_key)
     if not (run_dir / RESULTS_FILE).is_file():
@@ -168,8 +169,9 @@ def verify_run_signature(
             public key or Sigstore's trust root cannot be read.
 
     Example:
-        >>> print(verify_run_signature("runs/minilm-none-sst2", public_key="signing-key.pub"))
-        signed by key sha256:2faa1665a17912f1eb0b6fe20e4ce1be4e42a8059b69057c7eaf4ca15fa70dba, verified
+        >>> signature = sign_run_folder("runs/tiny-gpt2-none-sst2", "signing-key.pem")
+        >>> print(verify_run_signature("runs/tiny-gpt2-none-sst2", public_key="signing-key.pub"))
+        signed by key sha256:00ee72ac81e472819da786afad1a08a54f716b66b4000cc5cd968b64eb5dd210, verified
     """
     folder = Path(folder)
     if public_key is not None and identity is not None:
@@ -236,7 +238,7 @@ def key_fingerprint(public_key: str | Path) -> str:
 
     Example:
         >>> key_fingerprint("signing-key.pub")
-        'sha256:2faa1665a17912f1eb0b6fe20e4ce1be4e42a8059b69057c7eaf4ca15fa70dba'
+        'sha256:00ee72ac81e472819da786afad1a08a54f716b66b4000cc5cd968b64eb5dd210'
     """
     try:
         key = serialization.load_pem_public_key(Path(public_key).read_bytes())

@@ -110,10 +110,13 @@ def train(
             so (`AttentionModule.changes_parameter_count`).
 
     Example:
-        >>> data = load_task("sst2")
-        >>> result = train(load_model("minilm", data.spec.label_names), data, TrainConfig(steps=10))
-        >>> len(result.losses)
-        10
+        >>> from attncard.pipeline.data import load_task
+        >>> from attncard.pipeline.models import load_model
+        >>> data = load_task("sst2", "glue")
+        >>> loaded = load_model("tiny-gpt2", data.spec.label_names)
+        >>> result = train(loaded, data, TrainConfig(steps=2, batch_size=8))
+        >>> len(result.losses), result.model.training
+        (2, False)
     """
     installed = sum(p.numel() for p in loaded.model.parameters())
     if module is not None and not module.changes_parameter_count and installed != loaded.parameters:

@@ -82,8 +82,8 @@ def verify(evaluation: EvalResult, label_names: list[str] | tuple[str, ...]) -> 
 
     Example:
         >>> verification = verify(evaluation, ["negative", "positive"])
-        >>> verification.status
-        <Status.PASS_NO_COMPRESSION: 'PASS_NO_COMPRESSION'>
+        >>> verification.status, verification.n
+        (<Status.PASS_NO_COMPRESSION: 'PASS_NO_COMPRESSION'>, 40)
     """
     counts = Counter(evaluation.labels)
     correct = sum(int(t == p) for t, p in zip(evaluation.labels, evaluation.predictions, strict=True))

@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -102,7 +103,7 @@ def test_modules_command(capsys):
     out = capsys.readouterr().out
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[1:]}
     assert sorted(rows) == ["adaptive_span", "adaptive_sparse", "none", "span_expanded", "svd_lowrank"]
-    assert rows["none"] == ["yes", "yes", "yes"]
+    assert rows["none"] == ["yes", "yes", "yes", "attncard", metadata.version("attncard")]
 
 
 def test_console_script_exit_code(tmp_path):

@@ -18,6 +18,7 @@ import pytest
 import torch
 from huggingface_hub import HfApi, constants
 
+from attncard.modules import module_provenance
 from attncard.pipeline.cli import main
 from attncard.pipeline.data import load_task
 from attncard.pipeline.download import load_verified, predict
@@ -175,18 +176,22 @@ def test_pickle_adapter_is_refused_unopened(
 
 
 @pytest.mark.parametrize(
-    ("module", "message"),
+    ("module", "with_its_source", "message"),
     [
-        ("linformer", "module 'linformer', which this attncard does not have"),
+        ("linformer", False, "module 'linformer', which this attncard does not have"),
+        # The record still holds the source sha256 of `none`: the module installed here is another.
+        ("adaptive_span", False, r"'adaptive_span' installed here \(attncard .*\) is not the one the run"),
         # The adapter has no span parameters: they would keep their initial values.
-        ("adaptive_span", r"adapter_config\.json does not save adaptive_span, the trained parameters of"),
+        ("adaptive_span", True, r"adapter_config\.json does not save adaptive_span, the trained parameters"),
     ],
 )
 def test_a_module_the_adapter_does_not_fit_is_refused(
-    gpt2_base, tiny_gpt2_run, tmp_path: Path, module, message
+    gpt2_base, tiny_gpt2_run, tmp_path: Path, module, with_its_source, message
 ) -> None:
     def rename(data: dict) -> None:
         data["module"]["name"] = module
+        if with_its_source:
+            data["module"]["source_sha256"] = module_provenance(module).source_sha256
 
     copy = copy_run(tiny_gpt2_run[0], tmp_path, rename)
     with pytest.raises(IncompatibleRunError, match=message):

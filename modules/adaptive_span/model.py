@@ -19,8 +19,8 @@ def apply(model: nn.Module, config: AdaptiveSpanConfig) -> nn.Module:
 
     Example:
         >>> model = apply(model, AdaptiveSpanConfig(max_span=64))
-        >>> mean_span(model)  # every head starts open
-        62.87...
+        >>> mean_span(model)  # every head starts open: 64·σ(4)
+        62.84...
     """
     for layer in attention_layers(model):
         heads = model.config.num_attention_heads
@@ -106,8 +106,9 @@ def attention_flops(model: nn.Module, n: int) -> tuple[float, str]:
         `(flops, formula)`, the formula naming every window.
 
     Example:
-        >>> flops, formula = attention_flops(model, 64)  # encoder, d = 8, w_h [[12, 24, 12, 24], [24] * 4]
-        >>> flops == 2 * 32 * (64 * 25 + 2 * 64) + 6 * 32 * (64 * 49 + 2 * 64)  # bands 2·12 + 1, 2·24 + 1
+        >>> model = apply(model, AdaptiveSpanConfig(max_span=16))  # z_h = 16·σ(4) = 15.7, w_h = ⌈z_h + 8⌉ − 1
+        >>> flops, formula = attention_flops(model, 64)  # a BERT encoder: 2 layers of 4 heads, d = 8
+        >>> flops == 2 * 4 * 4 * 8 * (64 * (2 * 23 + 1) + 2 * 64)  # every w_h = 23: bands of 47 keys
         True
     """
     _, _, d = attention_shape(unwrap_peft(model).config)

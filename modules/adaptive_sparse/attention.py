@@ -126,8 +126,13 @@ def adaptive_sparse_attention(
     (B, H, N, N), zero outside the kept keys. A query with no allowed key at all gets output 0.
 
     Example:
-        >>> attention.adaptive_sparse = AdaptiveSparseState(top_k=8)  # `apply` does this for every layer
-        >>> output, probabilities = adaptive_sparse_attention(attention, q, k, v, mask, scaling=0.125)
+        >>> attention = nn.Module()  # stands for a layer's attention module, here of an encoder
+        >>> attention.is_causal = False
+        >>> attention.adaptive_sparse = AdaptiveSparseState(top_k=2)  # `apply` does this for every layer
+        >>> q = k = v = torch.randn(1, 4, 6, 8)  # (B, H, N, D)
+        >>> output, probabilities = adaptive_sparse_attention(attention, q, k, v, None, scaling=8**-0.5)
+        >>> output.shape, (probabilities > 0).sum(-1).unique().tolist()  # 2 keys kept per query
+        (torch.Size([1, 6, 4, 8]), [2])
     """
     state: AdaptiveSparseState = module.adaptive_sparse
     groups = query.shape[1] // key.shape[1]  # grouped-query attention: H / H_kv query heads per key head

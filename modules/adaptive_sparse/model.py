@@ -50,8 +50,10 @@ def module_stats(model: nn.Module) -> dict:
         "warmup_done"}`.
 
     Example:
-        >>> module_stats(model)["layers"][0]["training_forward_passes"]
-        200
+        >>> model = apply(model, AdaptiveSparseConfig(top_k=8, warmup_steps=2))
+        >>> logits = model.train()(**batch).logits  # one training forward pass
+        >>> module_stats(model)["layers"][0]
+        {'index': 0, 'top_k': 8, 'warmup_steps': 2, 'training_forward_passes': 1, 'warmup_done': False}
     """
     layers = []
     for layer in attention_layers(model):
@@ -84,7 +86,8 @@ def attention_flops(model: nn.Module, n: int) -> tuple[float, str]:
         `(flops, formula)`, the formula naming each layer's k.
 
     Example:
-        >>> flops, formula = attention_flops(model, 64)  # 2 layers, 4 heads, d = 8, top_k = 8
+        >>> model = apply(model, AdaptiveSparseConfig(top_k=8))
+        >>> flops, formula = attention_flops(model, 64)  # a tiny BERT: 2 layers, 4 heads, d = 8
         >>> flops == 2 * 4 * 4 * 64**2 * 8 + 2 * 4 * 64 * 64 * 3
         True
     """

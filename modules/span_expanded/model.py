@@ -2,12 +2,13 @@
 pipeline asks of it: FLOPs, the dense reference and the single-layer call.
 
 Example:
-    >>> model = apply(loaded.model, SpanExpandedConfig(memory_length=64))
+    >>> model = apply(model, SpanExpandedConfig(memory_length=8))  # a BERT of 2 layers
+    >>> ids = torch.randint(1000, 2000, (1, 24))  # a long text's token ids
     >>> with segment_memory(model) as memory:
-    ...     first = model(**segment_1)  # no memory yet; stores its last 64 real positions per layer
-    ...     second = model(**segment_2, position_ids=continuing_positions)  # attends to [memory ‖ segment 2]
+    ...     first = model(input_ids=ids[:, :12])  # no memory yet; stores its last 8 real positions per layer
+    ...     second = model(input_ids=ids[:, 12:], position_ids=torch.arange(12, 24)[None])  # [memory ‖ 12:24]
     ...     memory.sizes()
-    [64, 64]
+    [8, 8]
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def apply(model: nn.Module, config: SpanExpandedConfig) -> nn.Module:
         ValueError: the module is already installed.
 
     Example:
-        >>> model = apply(loaded.model, SpanExpandedConfig(hylora_rank=8))
+        >>> model = apply(model, SpanExpandedConfig(hylora_rank=8))
         >>> type(attention_layers(model)[0].module.span_expanded).__name__
         'SpanExpandedBranch'
     """
@@ -139,9 +140,15 @@ def segment_memory(model: nn.Module) -> Iterator[SegmentMemory]:
         RuntimeError: a `segment_memory` block is already open on this model.
 
     Example:
+        >>> model = apply(model, SpanExpandedConfig(memory_length=8))
+        >>> ids = torch.randint(1000, 2000, (1, 24))  # a long text's token ids
         >>> with segment_memory(model) as memory:
-        ...     model(input_ids=ids[:, :64])
-        ...     out = model(input_ids=ids[:, 64:], position_ids=torch.arange(64, 128)[None])
+        ...     first = model(input_ids=ids[:, :12])
+        ...     second = model(input_ids=ids[:, 12:], position_ids=torch.arange(12, 24)[None])
+        ...     memory.sizes()
+        [8, 8]
+        >>> memory.sizes()  # emptied when the block ends
+        [0, 0]
     """
     states = [getattr(module, STATE_ATTRIBUTE) for module in _installed_layers(model)]
     if any(state.recording for state in states):
@@ -171,7 +178,8 @@ def module_stats(model: nn.Module) -> dict:
         "parameters_added"}`.
 
     Example:
-        >>> module_stats(model)["ab_frobenius_norm"]
+        >>> model = apply(model, SpanExpandedConfig())
+        >>> module_stats(model)["ab_frobenius_norm"]  # B starts at zero
         [0.0, 0.0]
     """
     modules = _installed_layers(model)
@@ -202,7 +210,8 @@ def attention_flops(model: nn.Module, n: int) -> tuple[float, str]:
         `(flops, formula)`, the formula naming each layer's (r, d_in, d_out).
 
     Example:
-        >>> flops, formula = attention_flops(model, 64)  # 2 layers, 4 heads, d = 8, hidden 32, r = 8
+        >>> model = apply(model, SpanExpandedConfig(hylora_rank=8))
+        >>> flops, formula = attention_flops(model, 64)  # a tiny BERT: 2 layers, 4 heads, d = 8, hidden 32
         >>> flops == 2 * 4 * 4 * 64**2 * 8 + 2 * (2 * 64 * 8 * (32 + 32))
         True
     """

@@ -44,7 +44,7 @@ def apply(model: nn.Module, config: SvdLowRankConfig) -> nn.Module:
         ValueError: a projection is already factorised (the module was applied twice).
 
     Example:
-        >>> model = apply(model, SvdLowRankConfig(rank=96))
+        >>> model = apply(model, SvdLowRankConfig(rank=4))  # a tiny BERT: projections of 32 → 32
         >>> type(attention_layers(model)[0].projection("q")).__name__
         'LowRankLinear'
     """
@@ -113,8 +113,9 @@ def module_stats(model: nn.Module) -> dict:
             `compression`: model parameters before / after.
 
     Example:
+        >>> model = apply(model, SvdLowRankConfig(rank=4))
         >>> module_stats(model)["layers"][0]["projections"]["q"]["rank"]
-        96
+        4
     """
     base = unwrap_peft(model)
     counts = getattr(base, "attncard_svd_lowrank_parameters", None)
@@ -165,7 +166,9 @@ def projection_flops(model: nn.Module, n: int) -> float:
     2·N·in·out; GPT-2's fused `c_attn` is counted once. Biases and LoRA adapters are not counted.
 
     Example:
-        >>> projection_flops(model, 64)  # tiny BERT, 2 layers, q, k, v, o 32 → 32 at rank 4: 2·4·2·64·4·64
+        >>> projection_flops(model, 64)  # a tiny BERT: 2 layers, q, k, v, o 32 → 32: 2·4·2·64·32·32
+        1048576.0
+        >>> projection_flops(apply(model, SvdLowRankConfig(rank=4)), 64)  # rank 4: 2·4·2·64·4·64
         262144.0
     """
     flops = 0

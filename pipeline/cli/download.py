@@ -84,19 +84,6 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _run_options(args: argparse.Namespace) -> dict:
-    """The keyword arguments of download_verified / reverify that `_add_run_arguments` parsed."""
-    return {
-        "endpoint": args.hub_endpoint,
-        "expected_sha256": args.expect_sha256,
-        "require_signer": args.require_signer,
-        "signer_issuer": args.signer_issuer,
-        "require_key": args.require_key,
-        "timeout": args.hub_timeout,
-        "deadline": args.hub_deadline,
-    }
-
-
 def run_options(args: argparse.Namespace) -> dict:
     """The keyword arguments of download_verified / reverify that `add_run_arguments` parsed."""
     return {
