@@ -143,7 +143,7 @@ def rescan_modules() -> None:
     Example:
         >>> "sliding_window" in module_names()
         False
-        >>> import sys  # `pip install --target plugins examples/sliding_window` installed a module there
+        >>> import sys  # after `pip install --target plugins examples/sliding_window`:
         >>> sys.path.append("plugins")
         >>> rescan_modules()
         >>> "sliding_window" in module_names()

@@ -444,11 +444,10 @@ class AttentionModule:
             layers the run changed (default True; False for the identity module `none`).
 
     Example:
-        >>> # with examples/sliding_window installed
-        >>> from attncard_sliding_window import SlidingWindowConfig, apply
+        >>> import attncard_sliding_window as plugin  # with examples/sliding_window installed
         >>> from attncard.modules import contract_problems
         >>> module = AttentionModule(
-        ...     name="sliding_window", config_class=SlidingWindowConfig, apply=apply,
+        ...     name="sliding_window", config_class=plugin.SlidingWindowConfig, apply=plugin.apply,
         ...     folder=Path("plugins/attncard_sliding_window"), causal=True, bidirectional=True, gqa=True,
         ...     citation="Beltagy, Peters and Cohan, Longformer, 2020",
         ... )

@@ -38,7 +38,7 @@ import pytest
 from huggingface_hub import constants
 from huggingface_hub.utils import _http as hf_http
 
-from attncard.pipeline import hub_io, publish
+from attncard.pipeline import hub_io, push
 from attncard.pipeline.cli import main
 from attncard.pipeline.download import download_verified
 from attncard.pipeline.errors import (
@@ -79,8 +79,8 @@ def published(hostile: HostileHub, tiny_gpt2_run) -> str:
 
 @pytest.fixture
 def short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(publish, "PUSH_BACKOFF_BASE_S", 0.05)
-    monkeypatch.setattr(publish, "PUSH_BACKOFF_MAX_S", 0.2)
+    monkeypatch.setattr(push, "PUSH_BACKOFF_BASE_S", 0.05)
+    monkeypatch.setattr(push, "PUSH_BACKOFF_MAX_S", 0.2)
 
 
 def tree_state(root: Path, skip: Path) -> dict[str, str]:
