@@ -6,6 +6,7 @@ H = 4 heads, d = 8, hidden 32)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,21 @@ def test_the_family_table_is_the_one_the_pipeline_reads(tiny_model_dir, tmp_path
     (tmp_path / "model.safetensors").write_bytes(b"not read")
     with pytest.raises(UnsupportedModelError, match="supports the model families bert, roberta, distilbert"):
         load_model(str(tmp_path), LABELS)
+
+
+def test_the_pipeline_never_names_a_module():
+    """`grep -rnwE "adaptive_span|span_expanded|adaptive_sparse|svd_lowrank" pipeline/` prints nothing: what
+    the pipeline needs from a module, it asks the module object (the identity module `none` may be named)."""
+    from attncard.modules import BUILTIN_MODULES
+    from conftest import REPO_ROOT
+
+    names = sorted(set(BUILTIN_MODULES) - {"none"})
+    assert names == ["adaptive_span", "adaptive_sparse", "span_expanded", "svd_lowrank"]
+    pattern = re.compile(rf"\b({'|'.join(names)})\b")
+    found = [
+        f"{path.relative_to(REPO_ROOT)}:{number}: {line.strip()}"
+        for path in sorted((REPO_ROOT / "pipeline").rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert found == []
