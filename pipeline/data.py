@@ -20,6 +20,7 @@ from .errors import DataError, UnknownNameError
 from .results import sha256_file
 
 HUB_DATASET_ID = "nyu-mll/glue"
+GLUE_LANGUAGE = "en"  # every GLUE task is English (ISO 639-1, as the Hub's `language` metadata wants)
 
 # A sentence in SST-2 or QNLI can be longer than csv's default field limit allows.
 csv.field_size_limit(1 << 24)

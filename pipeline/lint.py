@@ -16,7 +16,9 @@ files that every loader reads, and nothing that changed after results.json took 
    huggingface_hub's `ModelCard` and `metadata_load` must read it, and it must have a `model-index`);
    `config.json` (strict JSON, then `transformers.AutoConfig.from_pretrained`); `adapter_config.json` (a
    strict JSON object); results.json (strict JSON, then `Results.load`); every `.eval_results/*.yaml` or
-   `*.yml` (YAML holding a list or a mapping). Strict JSON rejects `NaN` and `Infinity`.
+   `*.yml` (YAML holding a list or a mapping). Strict JSON rejects `NaN` and `Infinity`. Front matter
+   the Hub refuses or computes itself: a `base_model` that is not a Hub repository `ORG/NAME` (a path),
+   a model-index metric with `verified`, a model-index dataset `revision` that is not a git commit sha.
 3. **Table figures not traceable to results.json**. Every Markdown table of the card body (a `|` row
    followed by a `|---|` delimiter row; tables inside code blocks are not tables) is read row by row.
    Skipped: the first cell of a row (its label: "Wilson 95% interval" names a figure, it is not one) and
@@ -62,11 +64,13 @@ from typing import Any
 
 import yaml
 from huggingface_hub import ModelCard
+from huggingface_hub.errors import HFValidationError
 from huggingface_hub.repocard import REGEX_YAML_BLOCK, metadata_load
+from huggingface_hub.utils import validate_repo_id
 
 from .errors import AttncardError, NonFiniteNumberError, ResultsError
 from .render import template_environment
-from .results import RESULTS_FILE, Results, check_manifest, loads_strict
+from .results import COMMIT_RE, RESULTS_FILE, Results, check_manifest, loads_strict
 
 CARD_FILE = "README.md"
 CONFIG_FILE = "config.json"
@@ -185,6 +189,7 @@ def lint_run_folder(run_dir: str | Path) -> list[Finding]:
         if results is not None and results_data is not None:
             findings += _check_model_index(card, results)
             findings += _check_table_figures(card, results_data)
+        findings += _check_hub_metadata(card)
     findings += _check_config(run_dir)
     findings += _check_adapter_config(run_dir)
     findings += _check_eval_results(run_dir)
@@ -421,6 +426,49 @@ def _check_model_index(card: _Card, results: Results) -> list[Finding]:
             Finding(CARD_FILE, card.front_matter_line, f"model-index has no {metric_type} metric")
         )
     return findings
+
+
+def _check_hub_metadata(card: _Card) -> list[Finding]:
+    """What the Hub refuses, or computes itself, in the front matter (hub-docs `modelcard.md`):
+
+    - `base_model` must name Hub repositories, `ORG/NAME`: the Hub refuses a README whose base model is a
+      path (`"base_model" with value "/…" is not valid`), so a push would fail at its very end;
+    - a model-index metric must not set `verified`: the Hub computes it;
+    - a model-index dataset `revision` must be a git commit sha of the dataset (40 hex digits).
+    """
+    if card.metadata is None or card.front_matter is None:
+        return []  # already reported by the front matter check
+    root = yaml.compose(card.front_matter)
+    findings = []
+
+    def finding(node: yaml.Node, message: str) -> None:
+        findings.append(Finding(CARD_FILE, card.front_matter_line + node.start_mark.line, message))
+
+    base_model = _mapping_get(root, "base_model")
+    for node in _sequence(base_model) if isinstance(base_model, yaml.SequenceNode) else [base_model]:
+        if node is not None and not (isinstance(node, yaml.ScalarNode) and _is_hub_repo_id(node.value)):
+            shown = node.value if isinstance(node, yaml.ScalarNode) else "a nested value"
+            finding(node, f"base_model {shown!r} is not a Hub repository ORG/NAME; the Hub refuses the card")
+    for model in _sequence(_mapping_get(root, "model-index")):
+        for result in _sequence(_mapping_get(model, "results")):
+            revision = _mapping_get(_mapping_get(result, "dataset"), "revision")
+            if revision is not None and not (
+                isinstance(revision, yaml.ScalarNode) and COMMIT_RE.fullmatch(revision.value)
+            ):
+                shown = revision.value if isinstance(revision, yaml.ScalarNode) else "a nested value"
+                finding(revision, f"model-index dataset revision {shown!r} is not a git commit sha")
+            for metric in _sequence(_mapping_get(result, "metrics")):
+                if (verified := _mapping_get(metric, "verified")) is not None:
+                    finding(verified, "model-index metric sets 'verified', which the Hub computes")
+    return findings
+
+
+def _is_hub_repo_id(text: str) -> bool:
+    try:
+        validate_repo_id(text)
+    except HFValidationError:
+        return False
+    return "/" in text
 
 
 def _model_index_metrics(root: yaml.Node) -> Iterator[tuple[str, yaml.Node]]:

@@ -20,8 +20,8 @@ import yaml
 from huggingface_hub import EvalResult, EvalResultEntry, ModelCard, ModelCardData, eval_result_entries_to_yaml
 
 from ..modules import get_module
-from .data import GLUE_CITATION, HUB_DATASET_ID, TASKS
-from .results import Results, TrainConfig
+from .data import GLUE_CITATION, GLUE_LANGUAGE, HUB_DATASET_ID, TASKS
+from .results import COMMIT_RE, Results, TrainConfig
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 CARD_TEMPLATE = "model_card.md.j2"
@@ -80,22 +80,40 @@ def template_environment() -> jinja2.Environment:
 
 
 def card_data(results: Results) -> ModelCardData:
-    """The card's YAML metadata, with the model-index holding the measured accuracy and F1."""
+    """The card's YAML metadata, to the Hub's model-card spec, with the model-index holding the measured
+    accuracy and F1.
+
+    - `base_model` (with `base_model_relation: adapter` and the tag `base_model:adapter:<id>`, on which the
+      Hub and inference providers match adapters) only when the base model is a Hub id: a local folder is
+      no repository, and the Hub refuses a path there.
+    - The model-index sets no `verified` (the Hub computes it), passes macro averaging as the metric's `args`
+      (`config` names a metric-loading configuration), and gives the dataset's `revision` only when it is a
+      Hub commit (a local TSV is recorded by its sha256, which is no revision of `nyu-mll/glue`).
+    """
     task_title = TASK_TITLES.get(results.dataset.task, results.dataset.task)
     dataset = {
         "dataset_type": HUB_DATASET_ID,
         "dataset_name": task_title,
         "dataset_config": results.dataset.config,
         "dataset_split": results.dataset.split,
-        "dataset_revision": results.dataset.revision,
+        # A local TSV is recorded by its sha256, which is no revision of the Hub dataset.
+        "dataset_revision": revision if COMMIT_RE.fullmatch(revision := results.dataset.revision) else None,
     }
     task = {"task_type": "text-classification", "task_name": "Text Classification"}
+    hub_base_model = None if base_model_is_local(results) else results.model.model_id
+    adapter = {"base_model": hub_base_model, "base_model_relation": "adapter"} if hub_base_model else {}
+    tags = ["attncard", "peft", "lora", "transformers", f"attention-{results.module.name}"]
+    tags.append(results.dataset.task)
+    if hub_base_model:
+        tags.append(f"base_model:adapter:{hub_base_model}")
     return ModelCardData(
         model_name=results.repo_name,
         license=results.model.license,
-        base_model=results.model.model_id,
+        **adapter,
         datasets=[HUB_DATASET_ID],
-        tags=["attncard", "peft", "lora", f"attention-{results.module.name}", results.dataset.task],
+        language=[GLUE_LANGUAGE],
+        metrics=["accuracy", "f1"],
+        tags=tags,
         pipeline_tag="text-classification",
         library_name="peft",
         eval_results=[
@@ -105,7 +123,6 @@ def card_data(results: Results) -> ModelCardData:
                 metric_type="accuracy",
                 metric_name="Accuracy",
                 metric_value=results.metrics.accuracy,
-                verified=False,
             ),
             EvalResult(
                 **task,
@@ -113,8 +130,7 @@ def card_data(results: Results) -> ModelCardData:
                 metric_type="f1",
                 metric_name="F1 (macro)",
                 metric_value=results.metrics.f1_macro,
-                metric_config="macro",
-                verified=False,
+                metric_args={"average": "macro"},
             ),
         ],
     )

@@ -338,3 +338,35 @@ def test_main_exit_codes_and_output(run, tmp_path, capsys):
         and captured.err.startswith("error: ")
         and "not a folder" in captured.err
     )
+
+
+# --- front matter the Hub refuses or computes itself (hub-docs modelcard.md) --------------------------------
+
+
+def test_a_local_path_as_base_model_is_refused_like_the_hub_does(run):
+    line = _edit_card(run, "datasets:\n", "base_model: /home/me/models/tiny-gpt2\ndatasets:\n")
+    path = "/home/me/models/tiny-gpt2"
+    message = f"base_model {path!r} is not a Hub repository ORG/NAME; the Hub refuses the card"
+    assert lint_run_folder(run) == [Finding("README.md", line, message)]
+
+
+def test_a_hub_id_as_base_model_passes(run):
+    _edit_card(run, "datasets:\n", "base_model: openai-community/gpt2\ndatasets:\n")
+    assert lint_run_folder(run) == []
+
+
+def test_a_model_index_metric_must_not_set_verified(run):
+    line = _edit_card(run, "      name: Accuracy\n", "      name: Accuracy\n      verified: false\n")
+    assert lint_run_folder(run) == [
+        Finding("README.md", line + 1, "model-index metric sets 'verified', which the Hub computes")
+    ]
+
+
+def test_a_model_index_dataset_revision_must_be_a_commit(run):
+    digest = Results.load(run).dataset.revision
+    assert digest.startswith("sha256:")  # a local TSV: the card gives no revision at all
+    split = "      split: validation\n"
+    line = _edit_card(run, split, f"{split}      revision: {digest}\n")
+    assert lint_run_folder(run) == [
+        Finding("README.md", line + 1, f"model-index dataset revision {digest!r} is not a git commit sha")
+    ]

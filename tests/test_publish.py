@@ -24,6 +24,7 @@ from attncard.pipeline.data import load_task
 from attncard.pipeline.lint import lint_run_folder
 from attncard.pipeline.models import folder_revision, minilm_folder, tokenize
 from attncard.pipeline.publish import copy_to_cards
+from attncard.pipeline.render import card_data
 from attncard.pipeline.results import Results, Status, build_manifest, check_manifest
 
 RUN_FILES = {
@@ -133,11 +134,27 @@ def test_results_json_is_strict_and_round_trips(tiny_run):
     assert results.to_json() == text
 
 
+def test_a_hub_base_model_is_named_as_the_adapter_s_base_to_the_hub_spec():
+    """base_model, base_model_relation and the base_model:adapter tag for a Hub base model; no `verified`,
+    macro averaging as metric args, and a dataset revision only when it is a commit of the Hub dataset."""
+    results = Results.load(Path(__file__).parent / "fixtures" / "tiny_results.json")
+    results.model.model_id, results.model.revision = "openai-community/gpt2", "a" * 40
+    results.dataset.revision = "b" * 40
+    data = card_data(results).to_dict()
+    assert data["base_model"] == "openai-community/gpt2" and data["base_model_relation"] == "adapter"
+    assert "base_model:adapter:openai-community/gpt2" in data["tags"]
+    assert {"peft", "lora", "transformers"} <= set(data["tags"])
+    assert (data["language"], data["metrics"]) == (["en"], ["accuracy", "f1"])
+    accuracy, f1 = data["model-index"][0]["results"][0]["metrics"]
+    assert "verified" not in accuracy and f1["args"] == {"average": "macro"} and "config" not in f1
+    assert data["model-index"][0]["results"][0]["dataset"]["revision"] == "b" * 40
+
+
 def test_card_parses_and_shows_only_recorded_figures(tiny_run):
     run_dir, _ = tiny_run
     results = Results.load(run_dir)
     card = ModelCard.load(run_dir / "README.md")
-    assert card.data.base_model == results.model.model_id
+    assert card.data.base_model is None  # a local folder: no Hub repository to name
     assert card.data.library_name == "peft"
     assert card.data.pipeline_tag == "text-classification"
     accuracy, f1 = card.data.eval_results
@@ -401,7 +418,7 @@ def test_model_data_and_command_are_recorded_by_name_and_hash(pathless_run):
         f'--max-length 128 --seed 0 --data-dir "$GLUE_DIR" --repo-id {PATHLESS_REPO}'
     )
     card = (run_dir / "README.md").read_text()
-    assert "base_model: tiny-gpt2\n" in card
+    assert "base_model" not in card.split("\n---\n")[0]  # the front matter names no local folder
     assert f"load_verified('{PATHLESS_REPO}', base_model='./tiny-gpt2'" in card
 
 
