@@ -46,7 +46,7 @@ class TaskSpec:
 
 GLUE_CITATION = (
     "Wang et al., GLUE: A Multi-Task Benchmark and Analysis Platform for Natural Language Understanding, "
-    "ICLR 2019"
+    "ICLR 2019, https://arxiv.org/abs/1804.07461"
 )
 
 TASKS: dict[str, TaskSpec] = {
@@ -68,7 +68,10 @@ TASKS: dict[str, TaskSpec] = {
             folder="CoLA",
             tsv_columns={"sentence": 3, "label": 1},
             tsv_has_header=False,
-            citation="Warstadt, Singh and Bowman, Neural Network Acceptability Judgments, TACL 2019",
+            citation=(
+                "Warstadt, Singh and Bowman, Neural Network Acceptability Judgments, TACL 2019, "
+                "https://arxiv.org/abs/1805.12471"
+            ),
         ),
         TaskSpec(
             name="mrpc",

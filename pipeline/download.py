@@ -78,7 +78,7 @@ from .errors import (
     UnsafeFormatError,
     first_line,
 )
-from .evaluate import classify
+from .evaluate import classify, evaluate_stock
 from .hub_io import fetch_run
 from .integrity import (
     ADAPTER_CONFIG_FILE,
@@ -88,6 +88,7 @@ from .integrity import (
     check_run_files,
     lora_config,
     recorded_figure_problems,
+    stock_problems,
 )
 from .models import MODEL_ALIASES, folder_revision, minilm_folder, pad_on_the_right
 from .render import install_line
@@ -100,6 +101,7 @@ from .results import (
     SIGNATURE_FILE,
     Results,
     Status,
+    StockLoad,
     check_manifest,
     is_transport_path,
     run_tag,
@@ -259,7 +261,7 @@ def download_verified(
     check_run_files(folder, [*results.manifest, RESULTS_FILE], where)
     module, _ = _module_and_config(results, where)
     lora_config(folder, where, results.training.lora_target_modules, list(module.trainable_modules))
-    problems = recorded_figure_problems(results)
+    problems = recorded_figure_problems(results) + stock_problems(results, module.changes_attention)
     if problems:
         raise IntegrityError(
             f"{where}: {RESULTS_FILE} contradicts itself: {problems[0]}"
@@ -671,6 +673,46 @@ def _module_and_config(results: Results, where: str) -> tuple[AttentionModule, o
         for key, value in recorded.items()
     }
     return module, config_class(**values)
+
+
+def stock_load_files(
+    files: VerifiedFiles,
+    data: TaskData,
+    base_model: str | os.PathLike | None = None,
+    batch_size: int = 64,
+) -> StockLoad:
+    """The stock-loader fact of checked files, measured again: the adapter loaded by peft into the recorded
+    base model with transformers' own attention, without the run's module, and evaluated on `data` (see
+    [`pipeline.evaluate.stock_load`], which measured it at publish time).
+
+    Args:
+        files: a run from [`download_verified`].
+        data: the recorded task, checked against the record by the caller.
+        base_model: for a run trained on a local folder, that folder: see [`load_verified`].
+        batch_size: rows per forward pass.
+
+    Returns:
+        A [`StockLoad`]: `same_model` for a module that keeps the model's own attention, else the accuracy
+        and predictions hash with stock attention, or the error stock peft raised.
+    """
+    results, folder, where = files.results, files.folder, files.source
+    module, _ = _module_and_config(results, where)
+    if not module.changes_attention:
+        return StockLoad(same_model=True)
+    # adapter_config.json checked field by field, as the attncard loader reads it; stock peft reads the same.
+    adapter_config = lora_config(
+        folder, where, results.training.lora_target_modules, list(module.trainable_modules)
+    )
+    config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
+    with torch.random.fork_rng(devices=[]), _transformers_errors_only(), warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning
+        )
+        base = _load_base_model(results, config, where, base_model)
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+        pad_on_the_right(tokenizer, base)
+        max_length = results.training.hyperparameters.max_length
+        return evaluate_stock(base.eval(), folder, tokenizer, data, max_length, batch_size, adapter_config)
 
 
 def _file_sha256(path: Path) -> str | None:

@@ -4,7 +4,8 @@ Quality: accuracy, F1 (macro and weighted), precision and recall (macro), loss, 
 per-class scores (scikit-learn). Efficiency: peak memory during evaluation (CUDA's max allocated on a GPU;
 on the CPU the growth of the process's peak resident set), throughput in non-padding tokens per second,
 evaluation time. Parameters: before fine-tuning, after (as deployed, LoRA merged), trainable, layers
-changed, and the compression factor before/after.
+changed, and the compression factor before/after. For a module that changes attention, also the accuracy of
+the adapter as stock tools load it, with the model's own attention ([`stock_load`]).
 """
 
 from __future__ import annotations
@@ -13,12 +14,16 @@ import copy
 import hashlib
 import platform
 import re
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+from peft import PeftModel
+from peft.utils import get_peft_model_state_dict
+from safetensors import safe_open
 from sklearn.metrics import (
     confusion_matrix,
     f1_score,
@@ -32,8 +37,17 @@ from ..modules.base import sdpa_copy
 from ..modules.kernels.memory import PeakMemory
 from ..modules.trace import record_trace
 from .data import TaskData
+from .errors import first_line
 from .models import load_model, tokenize
-from .results import EVAL_TIMING_METHOD, ClassScores, Efficiency, Metrics, Parameters, TraceStep
+from .results import (
+    EVAL_TIMING_METHOD,
+    ClassScores,
+    Efficiency,
+    Metrics,
+    Parameters,
+    StockLoad,
+    TraceStep,
+)
 from .scaling import attention_flops, default_lengths, measure_layer_scaling, measure_model_scaling
 from .train import TrainResult
 
@@ -55,6 +69,7 @@ class EvalResult:
     module_stats: dict  # what the trained module reports about itself (learned spans, ranks, …)
     example: dict[str, str]  # the text columns of the first evaluated row, for the card's usage snippet
     trace: list[TraceStep]  # one real forward pass through attention layer 0
+    stock: StockLoad | None = None  # the adapter as stock tools load it (see `stock_load`)
 
 
 def _memory_method(memory: PeakMemory) -> str:
@@ -92,6 +107,89 @@ def dense_reference(trained: TrainResult) -> torch.nn.Module:
     if trained.module is None:
         return sdpa_copy(trained.model, load_base)
     return trained.module.dense_reference(trained.model, load_base)
+
+
+def stock_load(trained: TrainResult, data: TaskData, batch_size: int = 64) -> StockLoad:
+    """Loads the trained adapter as stock tools do and evaluates it on `data.validation`: what a user gets
+    from the Hub's "Use in PEFT" or `PeftModel.from_pretrained` on the base model.
+
+    The adapter is saved as publish saves it and loaded by peft ([`evaluate_stock`]) into the base model
+    freshly loaded as [`pipeline.models.load_model`] loads it (same labels, transformers' own sdpa
+    attention), without the attncard module. For a module that keeps the model's own attention
+    (`changes_attention` False, as `none`) the stock model is the evaluated one: nothing is loaded and the
+    record says `same_model`.
+
+    Args:
+        trained: the result of [`pipeline.train.train`].
+        data: the task; its validation split is evaluated in order, as [`evaluate`] does.
+        batch_size: rows per forward pass.
+
+    Returns:
+        A [`StockLoad`].
+
+    Example:
+        >>> stock_load(trained, data).same_model  # trained with `none`, the model's own attention
+        True
+    """
+    module = trained.module
+    if module is None or not module.changes_attention:
+        return StockLoad(same_model=True)
+    device = next(trained.model.parameters()).device
+    # The base model's new head draws random values (overwritten by the adapter's): the caller's random
+    # state is left as it was.
+    with tempfile.TemporaryDirectory(prefix="attncard-stock-") as folder, torch.random.fork_rng(devices=[]):
+        trained.model.save_pretrained(folder, save_embedding_layers=False)
+        base = load_model(
+            trained.loaded.source or trained.loaded.name, list(trained.model.config.id2label.values())
+        ).model.to(device)
+        tokenizer, max_length = trained.loaded.tokenizer, trained.config.max_length
+        return evaluate_stock(base, Path(folder), tokenizer, data, max_length, batch_size)
+
+
+def evaluate_stock(
+    base: torch.nn.Module,
+    folder: Path,
+    tokenizer,
+    data: TaskData,
+    max_length: int,
+    batch_size: int = 64,
+    adapter_config: object | None = None,
+) -> StockLoad:
+    """Loads the adapter in a run folder into `base` with peft's `PeftModel.from_pretrained`, as stock tools
+    do, and evaluates the result on `data.validation`.
+
+    peft loads a saved weight into nothing, silently, when the model lacks its submodule (the attncard
+    module's own `modules_to_save`): those are counted in `ignored_weights`. When peft raises instead, the
+    first line of its error is recorded and nothing is measured.
+
+    Args:
+        base: the base model with transformers' own attention and the run's labels, in eval mode.
+        folder: holds `adapter_model.safetensors` and `adapter_config.json`.
+        tokenizer, max_length: as the run evaluated, see [`classify`].
+        data: the task; its validation split is evaluated in order.
+        batch_size: rows per forward pass.
+        adapter_config: the adapter's config, when already read (and checked) from the folder.
+
+    Returns:
+        A [`StockLoad`] with the accuracy and predictions hash, or the error.
+    """
+    with safe_open(folder / "adapter_model.safetensors", framework="pt") as handle:
+        stored = set(handle.keys())
+    try:
+        stock = PeftModel.from_pretrained(base, str(folder), config=adapter_config, is_trainable=False)
+    except Exception as error:  # whatever stock peft raises is the fact measured, not a bug here
+        return StockLoad(adapter_weights=len(stored), error=first_line(error))
+    loaded = set(get_peft_model_state_dict(stock, save_embedding_layers=False))
+    logits, _ = classify(stock, tokenizer, data, max_length, batch_size)
+    metrics = label_metrics(
+        list(data.validation["label"]), logits.argmax(dim=-1).tolist(), data.spec.label_names
+    )
+    return StockLoad(
+        accuracy=metrics.accuracy,
+        predictions_sha256=metrics.predictions_sha256,
+        adapter_weights=len(stored),
+        ignored_weights=len(stored - loaded),
+    )
 
 
 def count_deployed_parameters(model: torch.nn.Module) -> int:
@@ -257,12 +355,14 @@ def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> Eval
         batch_size=batch_size,
         timing_method=EVAL_TIMING_METHOD,
     )
-    reference = dense_reference(trained)
     scaling_lengths = default_lengths(model.config, cap=MAX_SCALING_POSITIONS)
-    efficiency.scaling = measure_model_scaling(model, reference, lengths=scaling_lengths)
-    efficiency.layer_scaling = measure_layer_scaling(model, trained.module)  # layer 0 at LAYER_LENGTHS
+    if trained.module is not None and trained.module.changes_attention:
+        # A module that keeps the model's own attention would be timed against itself: noise, not a result.
+        reference = dense_reference(trained)
+        efficiency.scaling = measure_model_scaling(model, reference, lengths=scaling_lengths)
+        efficiency.layer_scaling = measure_layer_scaling(model, trained.module)  # layer 0 at LAYER_LENGTHS
+        del reference
     efficiency.flops = [attention_flops(model, trained.module, n) for n in scaling_lengths]
-    del reference
 
     after = count_deployed_parameters(model)
     parameters = Parameters(
@@ -285,4 +385,5 @@ def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> Eval
         module_stats=module.stats(model, lengths) if module is not None and module.stats else {},
         trace=record_trace(model, dict(first_rows)) if module is not None else [],
         example={column: validation[0][column] for column in spec.text_columns},
+        stock=stock_load(trained, data, batch_size),
     )

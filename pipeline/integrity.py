@@ -343,6 +343,47 @@ def recorded_figure_problems(results: Results) -> list[str]:
     return sorted(problems, key=lambda problem: not problem.startswith("verification.status "))
 
 
+def stock_problems(results: Results, changes_attention: bool) -> list[str]:
+    """Every way results.json's stock-loader record (`stock`) contradicts itself or the run's module; empty
+    when it agrees, or when the run records none (written before it was measured).
+
+    Args:
+        results: the run.
+        changes_attention: whether the run's module changes attention (`AttentionModule.changes_attention`):
+            only then is the stock model another model, and measured.
+
+    Example:
+        >>> results = Results.load("runs/tiny-gpt2-none-sst2")  # `none`: stock tools build the same model
+        >>> stock_problems(results, changes_attention=False)
+        []
+        >>> stock_problems(results, changes_attention=True)
+        ["stock.same_model is True but the module 'none' changes attention"]
+    """
+    stock = results.stock
+    if stock is None:
+        return []
+    problems = []
+    if stock.same_model == changes_attention:
+        what = "changes attention" if changes_attention else "keeps the model's own attention"
+        problems.append(
+            f"stock.same_model is {stock.same_model!r} but the module '{results.module.name}' {what}"
+        )
+    measured = not stock.same_model and not stock.error
+    if (stock.accuracy is not None) != measured or bool(stock.predictions_sha256) != measured:
+        recorded = f"{stock.accuracy!r} with predictions_sha256 {stock.predictions_sha256[:12]!r}"
+        expected = "a stock load that ran has both" if measured else "nothing was measured"
+        problems.append(f"stock.accuracy is {recorded}, but {expected}")
+    n = results.verification.n
+    share = stock.accuracy
+    if share is not None and not (0 <= share <= 1 and n > 0 and round(share * n) / n == share):
+        problems.append(f"stock.accuracy is {stock.accuracy!r}, which is no share of {n} rows")
+    if not 0 <= stock.ignored_weights <= stock.adapter_weights:
+        problems.append(
+            f"stock.ignored_weights is {stock.ignored_weights} of {stock.adapter_weights} adapter weights"
+        )
+    return problems
+
+
 def card_problems(results: Results, folder: Path) -> list[str]:
     """Every way the run's card and plots differ from the ones results.json renders; empty when equal.
 
@@ -383,4 +424,5 @@ __all__ = [
     "metrics_from_confusion",
     "recomputed_verification",
     "recorded_figure_problems",
+    "stock_problems",
 ]

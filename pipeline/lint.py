@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from huggingface_hub import ModelCard
+from huggingface_hub import ModelCard, parse_eval_result_entries
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.repocard import REGEX_YAML_BLOCK, metadata_load
 from huggingface_hub.utils import validate_repo_id
@@ -83,6 +83,8 @@ DESCRIPTIVE_HEADERS = frozenset({"meaning", "description", "help", "file", "pack
 # Info strings of the fenced code blocks where Python's value words are code.
 PYTHON_FENCES = frozenset({"python", "py", "python3", "pycon", "ipython"})
 # The card's fixed-decimal formats (`num(d)`) that a figure may be written in.
+# `.eval_results` notes are a setup label ("no-tools", "chain-of-thought"), not a sentence.
+MAX_EVAL_NOTES = 40
 FIXED_DECIMALS = (1, 2, 4)  # the card's num() precisions
 
 _VALUE_WORDS = re.compile(r"(?<!\w)(None|nan|NaN|inf|Infinity)(?!\w)")
@@ -321,9 +323,41 @@ def _check_eval_results(run_dir: Path) -> list[Finding]:
             line, message = _yaml_problem(error)
             findings.append(Finding(name, line, f"not valid YAML: {message}"))
             continue
-        if not isinstance(data, list | dict):
-            findings.append(Finding(name, None, f"must hold a list or a mapping, not {type(data).__name__}"))
+        if not isinstance(data, list):
+            findings.append(Finding(name, None, f"must hold a list of results, not {type(data).__name__}"))
+            continue
+        findings += [Finding(name, None, problem) for problem in eval_results_problems(data)]
     return findings
+
+
+def eval_results_problems(data: list) -> list[str]:
+    """What the Hub would not show of a `.eval_results/*.yaml` list (hub-docs `eval-results.md`).
+
+    Every entry must parse with huggingface_hub's `parse_eval_result_entries` (dataset `id` and `task_id`, a
+    `value`, a `source` only with its `url`), and hold a numeric value, a dataset `revision` only as a commit
+    sha, and `notes` as a short setup label (`MAX_EVAL_NOTES` characters at most), not a sentence.
+
+    Example:
+        >>> eval_results_problems([{"dataset": {"id": "nyu-mll/glue", "task_id": "sst2"}, "value": 0.9}])
+        []
+        >>> eval_results_problems([{"dataset": {"id": "nyu-mll/glue"}, "value": 0.9}])
+        ["entry 1 does not parse: 'task_id'"]
+    """
+    problems = []
+    for number, item in enumerate(data, start=1):
+        try:
+            (entry,) = parse_eval_result_entries([item])
+        except (KeyError, TypeError, ValueError) as error:
+            problems.append(f"entry {number} does not parse: {_one_line(error)}")
+            continue
+        if not _is_number(entry.value):
+            problems.append(f"entry {number}: value {entry.value!r} is not a number")
+        if entry.dataset_revision is not None and not COMMIT_RE.fullmatch(str(entry.dataset_revision)):
+            revision = entry.dataset_revision
+            problems.append(f"entry {number}: dataset revision {revision!r} is not a commit sha")
+        if entry.notes is not None and len(entry.notes) > MAX_EVAL_NOTES:
+            problems.append(f"entry {number}: notes of {len(entry.notes)} characters, not a short label")
+    return problems
 
 
 def _check_manifest(run_dir: Path, results: Results) -> list[Finding]:

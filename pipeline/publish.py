@@ -121,6 +121,7 @@ def collect_results(
         verification=verification,
         environment=EnvironmentRecord.capture(),
         repo_id=repo_id,
+        stock=evaluation.stock,
     )
 
 

@@ -24,7 +24,7 @@ import httpx2
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, RepoFile, constants, get_token
 from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.repocard import REGEX_YAML_BLOCK
-from huggingface_hub.utils import http_backoff, parse_ratelimit_headers
+from huggingface_hub.utils import get_session, hf_raise_for_status, http_backoff, parse_ratelimit_headers
 
 from .errors import (
     AttncardError,
@@ -402,6 +402,7 @@ class _Pusher:
             ) from None
 
     def _push(self) -> PushResult:
+        self._validate_card()
         url = str(
             self._retried(
                 "creating the repository", lambda: self.api.create_repo(self.repo_id, exist_ok=True)
@@ -429,6 +430,38 @@ class _Pusher:
             created_tag=created_tag,
             url=url,
         )
+
+    def _validate_card(self) -> None:
+        """Asks the Hub's own card validation (`POST /api/validate-yaml`, what huggingface_hub's
+        `RepoCard.validate` calls) before anything is written, on this push's endpoint: a refusal (400) is a
+        [`PushRefusedError`] quoting the Hub, and each warning it gives is logged."""
+        card = (self.run_dir / CARD_FILE).read_text(encoding="utf-8")
+
+        def validate() -> httpx2.Response:
+            response = get_session().post(
+                f"{self.hub}/api/validate-yaml",
+                json={"repoType": "model", "content": card},
+                headers={"Accept": "application/json"},
+            )
+            if response.status_code != 400:  # a refusal is an answer, not a failure to retry
+                hf_raise_for_status(response)
+            return response
+
+        response = self._retried("validating the card", validate)
+        if response.status_code == 400:
+            raise PushRefusedError(
+                f"{self.hub} refuses the card of {self.run_dir}: {first_line(ValueError(response.text))}; "
+                "nothing was pushed: fix what it names (attncard lint checks the same rules it knows), "
+                "then push again"
+            )
+        try:
+            answer = response.json()
+        except ValueError:
+            answer = {}
+        warnings = answer.get("warnings", []) if isinstance(answer, dict) else []
+        for warning in warnings if isinstance(warnings, list) else []:
+            message = warning.get("message", warning) if isinstance(warning, dict) else warning
+            logger.warning("the Hub warns about the card of %s: %s", self.run_dir, str(message)[:500])
 
     # -- reading the repository
 

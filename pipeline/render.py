@@ -21,7 +21,7 @@ from huggingface_hub import EvalResult, EvalResultEntry, ModelCard, ModelCardDat
 
 from ..modules import get_module
 from .data import GLUE_CITATION, GLUE_LANGUAGE, HUB_DATASET_ID, TASKS
-from .results import COMMIT_RE, Results, TrainConfig
+from .results import COMMIT_RE, RESULTS_FILE, Results, TrainConfig
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 CARD_TEMPLATE = "model_card.md.j2"
@@ -57,6 +57,26 @@ def _ratio(value: float | None) -> str:
     return "not measurable" if value is None else f"{value:.2f}"
 
 
+def _seconds(row, side: str) -> str:
+    """One side's time of a scaling row: its median, then its fastest and slowest pass in brackets."""
+    median, fastest, slowest = (getattr(row, f"{side}_seconds{end}") for end in ("", "_min", "_max"))
+    return f"{_sci(median)} ({_sci(fastest)} – {_sci(slowest)})"
+
+
+def _speedup(row) -> str:
+    """A scaling row's speed-up and its range; "no measurable difference" when the range contains 1.
+
+    Example:
+        >>> from types import SimpleNamespace as Row
+        >>> _speedup(Row(speedup=1.52, speedup_low=1.4, speedup_high=1.61))
+        '1.52 (1.40 – 1.61)'
+        >>> _speedup(Row(speedup=0.93, speedup_low=0.81, speedup_high=1.07))
+        'no measurable difference (0.81 – 1.07)'
+    """
+    figure = "no measurable difference" if row.speedup_low <= 1 <= row.speedup_high else _num(row.speedup, 2)
+    return f"{figure} ({_num(row.speedup_low, 2)} – {_num(row.speedup_high, 2)})"
+
+
 def _tensor(spec) -> str:
     return f"{spec.dtype}[{', '.join(map(str, spec.shape))}]"
 
@@ -74,7 +94,15 @@ def template_environment() -> jinja2.Environment:
         autoescape=False,  # Markdown, not HTML
     )
     environment.filters.update(
-        pct=_pct, num=_num, sci=_sci, capitalize_first=_capitalize_first, tensor=_tensor, mb=_mb, ratio=_ratio
+        pct=_pct,
+        num=_num,
+        sci=_sci,
+        capitalize_first=_capitalize_first,
+        tensor=_tensor,
+        mb=_mb,
+        ratio=_ratio,
+        seconds=_seconds,
+        speedup=_speedup,
     )
     return environment
 
@@ -179,8 +207,9 @@ def split_module_stats(stats: dict) -> tuple[list, list, list]:
 def write_plots(results: Results, run_dir: Path) -> list[dict[str, str]]:
     """Draws the run's figures as PNG files in the run folder; returns `{"file", "title"}` for each.
 
-    The scaling figure is drawn here; the module's own figures by its `plots`, from its statistics as
-    results.json holds them.
+    The scaling figure is drawn here, medians with the fastest and slowest pass as error bars, and only
+    when results.json holds scaling rows (none for a module that keeps the model's own attention); the
+    module's own figures by its `plots`, from its statistics as results.json holds them.
     """
     import matplotlib
 
@@ -192,8 +221,12 @@ def write_plots(results: Results, run_dir: Path) -> list[dict[str, str]]:
     if scaling:
         figure, (time_axis, memory_axis) = pyplot.subplots(1, 2, figsize=(9, 3.5))
         n = [row.n for row in scaling]
-        time_axis.plot(n, [row.module_seconds for row in scaling], "o-", label=results.module.name)
-        time_axis.plot(n, [row.dense_seconds for row in scaling], "s--", label="dense")
+        for side, style, label in (("module", "o-", results.module.name), ("dense", "s--", "dense")):
+            times = [[getattr(row, f"{side}_seconds{e}") for e in ("", "_min", "_max")] for row in scaling]
+            medians = [median for median, _, _ in times]
+            spread = [[mid - low for mid, low, _ in times], [high - mid for mid, _, high in times]]
+            # Error bars from the fastest to the slowest pass.
+            time_axis.errorbar(n, medians, yerr=spread, fmt=style, capsize=3, label=label)
         time_axis.set(xlabel="sequence length N", ylabel="seconds per pass", title="time", xscale="log")
         measured = [
             row for row in scaling if row.module_peak_mb is not None and row.dense_peak_mb is not None
@@ -208,7 +241,8 @@ def write_plots(results: Results, run_dir: Path) -> list[dict[str, str]]:
         figure.tight_layout()
         figure.savefig(run_dir / "scaling.png", dpi=100)
         pyplot.close(figure)
-        plots.append({"file": "scaling.png", "title": "Time and peak memory against sequence length"})
+        title = "Time (median, bars from the fastest to the slowest pass) and peak memory against N"
+        plots.append({"file": "scaling.png", "title": title})
     module = get_module(results.module.name)
     if module.plots is not None:
         plots += module.plots(results.module.stats, run_dir)
@@ -219,19 +253,27 @@ EVAL_RESULTS_DIR = ".eval_results"
 
 
 def write_eval_results(results: Results, run_dir: Path) -> Path:
-    """Writes `.eval_results/<task>.yaml` in huggingface_hub's `EvalResultEntry` format (the Hub shows it
-    on the model page and the benchmark's leaderboard)."""
-    hub_revision = results.dataset.dataset_id == HUB_DATASET_ID  # a local TSV has a file hash, not a commit
+    """Writes `.eval_results/<task>.yaml` in huggingface_hub's `EvalResultEntry` format.
+
+    The Hub shows such an entry on the model page and the benchmark's leaderboard only when the dataset is a
+    registered benchmark (an `eval.yaml` in its repository, allow-listed by the Hub) and `task_id` one of its
+    tasks; otherwise the card's model-index is what it reads. The source is the run's results.json on the Hub,
+    when the run names its repository: the run tag cannot be named here, since it is taken over this file.
+    """
+    # A local TSV has a file hash, not a commit of the Hub dataset.
+    hub_revision = COMMIT_RE.fullmatch(results.dataset.revision) is not None
+    source = {}
+    if results.repo_id:
+        source = {"source_url": f"https://huggingface.co/{results.repo_id}/blob/main/{RESULTS_FILE}"}
+        source["source_name"] = "attncard results.json"
     entry = EvalResultEntry(
         dataset_id=HUB_DATASET_ID,
         task_id=results.dataset.task,
         value=results.metrics.accuracy,
         dataset_revision=results.dataset.revision if hub_revision else None,
         date=results.finished_at,
-        notes=(
-            f"accuracy on all {results.verification.n} rows of the {results.dataset.split} split; "
-            f"attncard status {results.verification.status.value}; attention module {results.module.name}"
-        ),
+        notes=f"attention {results.module.name}",  # a setup label, as the Hub's own examples
+        **source,
     )
     folder = run_dir / EVAL_RESULTS_DIR
     folder.mkdir(exist_ok=True)

@@ -23,7 +23,7 @@ from pathlib import Path, PurePosixPath
 
 from .errors import NonFiniteNumberError, ResultsError, UnknownSchemaError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: scaling rows carry their spread (min, max, repeats, speed-up range)
 RESULTS_FILE = "results.json"
 CARD_FILE = "README.md"
 # The OpenSSF model-signing signature of a run folder (see pipeline.signing): it signs every other file,
@@ -111,8 +111,11 @@ class TraceStep:
 
 
 SCALING_TIMING_METHOD = (
-    "median wall-clock seconds (time.perf_counter, CUDA synchronised) of the timed passes, after one warm-up "
-    "pass per model; module and dense passes alternate in the same run"
+    "wall-clock seconds (time.perf_counter, CUDA synchronised) of each timed pass, after one warm-up pass "
+    "per model; module and dense passes alternate in the same run; each time is the median of the repeated "
+    "passes with their minimum and maximum; the speed-up is the ratio of the medians, its range dense "
+    "minimum / module maximum to dense maximum / module minimum, and a range that contains 1 is no "
+    "measurable difference"
 )
 SCALING_MEMORY_METHOD = (
     "peak memory growth during one pass: CUDA max_memory_allocated minus the memory allocated before it, or "
@@ -127,21 +130,36 @@ class ScalingRow:
 
     Attributes:
         n: the sequence length N (tokens per row, no padding).
+        repeats: timed passes per side; each time below is over these.
         module_seconds: median seconds of one pass with the module.
+        module_seconds_min: the fastest of those passes.
+        module_seconds_max: the slowest.
         dense_seconds: median seconds of one pass of the dense reference.
+        dense_seconds_min: the fastest of those passes.
+        dense_seconds_max: the slowest.
         module_peak_mb: peak memory growth of one pass with the module, in MB (None where unmeasurable).
         dense_peak_mb: the same for the dense reference.
         speedup: dense_seconds / module_seconds (above 1: the module is faster).
+        speedup_low: dense_seconds_min / module_seconds_max, the least speed-up the passes allow.
+        speedup_high: dense_seconds_max / module_seconds_min, the most; a range [low, high] that contains 1
+            is no measurable difference.
         memory_ratio: module_peak_mb / dense_peak_mb (below 1: the module needs less); None when either peak
             is unmeasurable or the dense peak is 0.
     """
 
     n: int
+    repeats: int
     module_seconds: float
+    module_seconds_min: float
+    module_seconds_max: float
     dense_seconds: float
+    dense_seconds_min: float
+    dense_seconds_max: float
     module_peak_mb: float | None
     dense_peak_mb: float | None
     speedup: float
+    speedup_low: float
+    speedup_high: float
     memory_ratio: float | None
 
 
@@ -191,8 +209,8 @@ class Metrics:
 
 
 EVAL_TIMING_METHOD = (
-    "wall-clock time (time.perf_counter) of one pass over the whole split, tokenization included; "
-    "throughput = non-padding tokens / that time"
+    "wall-clock time (time.perf_counter) of one pass over the whole split, tokenization included, measured "
+    "once (not repeated, so it has no spread); throughput = non-padding tokens / that time"
 )
 
 
@@ -209,7 +227,8 @@ class Efficiency:
     throughput_tokens_per_s: float
     batch_size: int
     timing_method: str
-    # Measured on synthetic inputs after evaluation, the module against the same model with dense attention:
+    # Measured on synthetic inputs after evaluation, the module against the same model with dense attention;
+    # both empty for a module that leaves attention as the model's own (nothing to compare):
     scaling: list[ScalingRow] = field(default_factory=list)  # the whole model, N up to its positions
     layer_scaling: list[ScalingRow] = field(default_factory=list)  # attention layer 0 alone, N up to 4096
     flops: list[FlopsEstimate] = field(default_factory=list)  # attention FLOPs estimate at each scaling N
@@ -248,6 +267,32 @@ class Verification:
     compression_factor: float
     status: Status
     reasons: list[str]
+
+
+@dataclass
+class StockLoad:
+    """The run's adapter as stock tools load it, evaluated on the same split: peft's
+    `PeftModel.from_pretrained` on the base model with transformers' own attention, without the attncard
+    module (what the Hub's "Use in PEFT" builds). For a module that changes attention this is another model.
+
+    Attributes:
+        same_model: the module keeps the model's own attention (`none`): stock tools build the model that was
+            evaluated, so nothing is measured.
+        accuracy: accuracy on the evaluated split with stock attention; None when nothing was measured or
+            stock peft could not load the adapter.
+        predictions_sha256: of those predicted label ids, as `Metrics.predictions_sha256`; "" when none.
+        adapter_weights: tensors in the adapter file.
+        ignored_weights: of those, the ones stock peft loads into nothing, without a warning: the module's own
+            weights (`modules_to_save` of submodules the stock model lacks).
+        error: the first line of the error stock peft raised while loading; "" when it loaded.
+    """
+
+    same_model: bool = False
+    accuracy: float | None = None
+    predictions_sha256: str = ""
+    adapter_weights: int = 0
+    ignored_weights: int = 0
+    error: str = ""
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -362,6 +407,7 @@ class Results:
     manifest: dict[str, str] = field(default_factory=dict)  # path in the run folder -> sha256
     repo_id: str | None = None  # the Hub repository, when publish was given one
     usage: UsageRecord | None = None
+    stock: StockLoad | None = None  # absent in runs written before it was measured
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -443,6 +489,11 @@ def _check_formats(results: Results) -> None:
         ("module.package", results.module.package, _PACKAGE_RE),
         ("module.package_version", results.module.package_version, _VERSION_RE),
         ("module.source_sha256", results.module.source_sha256, _OPTIONAL_SHA256_RE),
+        *(
+            [("stock.predictions_sha256", results.stock.predictions_sha256, _OPTIONAL_SHA256_RE)]
+            if results.stock is not None
+            else []
+        ),
     ]
     for where, value, pattern in checks:
         if not pattern.match(value):
@@ -760,6 +811,7 @@ __all__ = [
     "Parameters",
     "Results",
     "Status",
+    "StockLoad",
     "TrainingRecord",
     "Verification",
     "build_manifest",

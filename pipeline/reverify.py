@@ -21,7 +21,7 @@ import torch
 from .data import HUB_DATASET_ID, TaskData, get_task, load_task, load_task_from_hub
 
 # The files every run folder must list in its manifest: without them there is nothing to rebuild or check.
-from .download import SHA_PREFIX, download_verified, load_files, predict_logits
+from .download import SHA_PREFIX, download_verified, load_files, predict_logits, stock_load_files
 from .errors import (
     DataError,
 )
@@ -57,7 +57,7 @@ class Reverification:
         threshold: the recomputed majority share + 3 SE the accuracy is held against.
         reasons: the reasons for the recomputed status, as [`pipeline.verify.decide_status`] gives them.
         figures: every figure the card shows that can be recomputed (metrics, per-class scores, confusion
-            matrix, verification), recorded against recomputed.
+            matrix, verification, the accuracy with stock attention), recorded against recomputed.
         problems: one sentence per difference; empty when everything matches.
         matches: every figure equal.
         note: when the run was evaluated on another device than this check (a GPU), a sentence saying that
@@ -116,7 +116,10 @@ def reverify(
     figure is recomputed as evaluation computes it (accuracy, F1, precision, recall, loss, confusion matrix,
     per-class scores, predictions hash), and the verification as [`pipeline.verify.verify`] decides it (p0,
     SE, threshold, p-value, Wilson interval, status, reasons), with the compression factor of the rebuilt
-    model. Each must equal the recorded figure exactly: CPU evaluation is deterministic (on the same kind of
+    model. For a module that changes attention, the adapter is also loaded as stock tools load it (peft on
+    the base model, with its own attention) and its accuracy and predictions hash recomputed
+    ([`pipeline.download.stock_load_files`]); a run recorded before that was measured has none to compare.
+    Each must equal the recorded figure exactly: CPU evaluation is deterministic (on the same kind of
     CPU; a run evaluated on a GPU may differ in a borderline row, which `note` then says). Efficiency figures
     (time, memory) depend on the machine and are not compared.
 
@@ -169,7 +172,13 @@ def reverify(
         # The data first: they are checked against the record before any weight is loaded.
         data = _recorded_task(files.results, data_dir, files.source)
         verified = load_files(files, base_model)
-    results = verified.results
+        results = verified.results
+        # The stock-loader line of the card: the adapter with the model's own attention, measured again.
+        stock = (
+            None
+            if results.stock is None
+            else stock_load_files(files, data, base_model, batch_size=results.efficiency.batch_size)
+        )
     labels = list(data.validation["label"])
     logits = predict_logits(verified, data, batch_size=results.efficiency.batch_size)
     metrics = quality_metrics(logits, labels, data.spec.label_names)
@@ -203,6 +212,7 @@ def reverify(
             *figures("verification", results.verification, verification),
             Figure("parameters.compression_factor", results.parameters.compression_factor, compression),
             Figure("dataset.revision", results.dataset.revision, data.source.revision),
+            *(figures("stock", results.stock, stock) if stock is not None else []),
         ],
         note=""
         if device == "cpu"

@@ -3,7 +3,9 @@ same model without it, for a whole model and for one attention layer alone, plus
 
 Every figure is measured in one run: at each length N the module and the dense reference are warmed up, their
 peak memory is measured one pass each, and their timed passes alternate, so that whatever slows the machine
-down hits both and the ratios stay meaningful.
+down hits both and the ratios stay meaningful. Each time is the median of `repeats` passes (`REPEATS` by
+default) with their minimum and maximum, and each speed-up comes with the range those allow (see
+[`measure_pair`]): a range that contains 1 is no measurable difference.
 
 - [`measure_model_scaling`]: whole forward passes over synthetic token ids, N = 128, 256, … up to the model's
   maximum positions (512 for MiniLM).
@@ -26,9 +28,11 @@ Example:
     >>> module = get_module("none")  # any module: the pipeline asks it, never names it
     >>> model = module.apply(model, module.config_class())  # a tiny BERT of 160 positions
     >>> reference = module.dense_reference(model, load_base)  # the same model on sdpa
-    >>> rows = measure_model_scaling(model, reference, lengths=[64, 128], repeats=1)
+    >>> rows = measure_model_scaling(model, reference, lengths=[64, 128], repeats=3)
     >>> [row.n for row in rows], [row.speedup == row.dense_seconds / row.module_seconds for row in rows]
     ([64, 128], [True, True])
+    >>> [row.speedup_low <= row.speedup <= row.speedup_high for row in rows]  # the range holds the median
+    [True, True]
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ from ..modules.kernels.memory import PeakMemory
 from .results import FlopsEstimate, ScalingRow
 
 SMALLEST_DEFAULT_LENGTH = 128
+# Timed passes per side and length: each time is their median, with their minimum and maximum.
+REPEATS = 5
 LAYER_LENGTHS = (512, 1024, 2048, 4096)
 SPECIAL_ID_FIELDS = (
     "pad_token_id",
@@ -229,12 +235,16 @@ def measure_pair(
     """One [`ScalingRow`]: a warm-up pass each, one measured-memory pass each, then `repeats` timed passes
     each, alternating module and dense so that noise hits both.
 
+    Each side's time is the median of its passes, with their minimum and maximum. The speed-up is the ratio
+    of the medians, and its range the extreme ratios the passes allow: dense min / module max up to
+    dense max / module min. A range that contains 1 is no measurable difference.
+
     Args:
         n: the sequence length, recorded in the row.
         module_run: one pass with the module.
         dense_run: one pass of the dense reference.
         device: where both compute.
-        repeats: timed passes per side; the median is reported.
+        repeats: timed passes per side; the median, minimum and maximum are reported.
 
     Returns:
         The row, its ratios computed from its own times and peaks.
@@ -254,11 +264,18 @@ def measure_pair(
         memory_ratio = module_peak / dense_peak
     return ScalingRow(
         n=n,
+        repeats=repeats,
         module_seconds=module_seconds,
+        module_seconds_min=min(module_times),
+        module_seconds_max=max(module_times),
         dense_seconds=dense_seconds,
+        dense_seconds_min=min(dense_times),
+        dense_seconds_max=max(dense_times),
         module_peak_mb=module_peak,
         dense_peak_mb=dense_peak,
         speedup=dense_seconds / module_seconds,
+        speedup_low=min(dense_times) / max(module_times),
+        speedup_high=max(dense_times) / min(module_times),
         memory_ratio=memory_ratio,
     )
 
@@ -293,7 +310,7 @@ def measure_model_scaling(
     *,
     lengths: list[int] | None = None,
     batch_size: int = 1,
-    repeats: int = 3,
+    repeats: int = REPEATS,
     vocab_low: int = 1000,
 ) -> list[ScalingRow]:
     """Forward-pass time and peak memory of the model with its module against the same model without it.
@@ -314,7 +331,7 @@ def measure_model_scaling(
         reference_model: the same base model with plain sdpa attention, on the same device.
         lengths: sequence lengths; default [`default_lengths`] of the model (128 … its maximum positions).
         batch_size: rows per pass.
-        repeats: timed passes per model and length (the median is reported).
+        repeats: timed passes per model and length (median, minimum and maximum reported).
         vocab_low: the smallest token id drawn (see [`synthetic_input_ids`]).
 
     Returns:
@@ -430,7 +447,7 @@ def measure_layer_scaling(
     module: AttentionModule | None,
     *,
     lengths: Sequence[int] = LAYER_LENGTHS,
-    repeats: int = 3,
+    repeats: int = REPEATS,
 ) -> list[ScalingRow]:
     """Time and peak memory of one attention layer's attention function against transformers' sdpa.
 
@@ -447,7 +464,7 @@ def measure_layer_scaling(
         model: a model with `module` installed (peft-wrapped or not), or a plain sdpa model (ratios 1).
         module: the installed module; None for the model's own attention.
         lengths: sequence lengths N.
-        repeats: timed calls per side and length (the median is reported).
+        repeats: timed calls per side and length (median, minimum and maximum reported).
 
     Returns:
         One [`ScalingRow`] per length.

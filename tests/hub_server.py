@@ -557,6 +557,9 @@ class LoopbackHub:
         self.user = user
         self.lfs_threshold = lfs_threshold
         self.faults = FaultPlan()
+        # What `POST /api/validate-yaml` answers besides "no errors": set by a test to stand for the Hub's
+        # own card warnings (a refusal is a "status" fault with 400 on the route "validate_yaml").
+        self.card_warnings: list[str] = []
         self._lock = threading.RLock()
         self._log: list[_LogEntry] = []  # in order of arrival
         self._repos: dict[str, _Repo] = {}
@@ -1039,7 +1042,9 @@ class LoopbackHub:
         payload = req.json()
         if not isinstance(payload, dict) or not isinstance(payload.get("content"), str):
             raise _HubError(400, "Expected a JSON body with a 'content' string")
-        return _Response.json({"errors": [], "warnings": []})
+        # The Hub's format, as huggingface_hub's `HfApi._validate_yaml` reads it: `{"message": …}` each.
+        warnings = [{"message": message} for message in self.card_warnings]
+        return _Response.json({"errors": [], "warnings": warnings})
 
     def _h_create_repo(self, req: _Request) -> _Response:
         self._authenticate(req, write=True)

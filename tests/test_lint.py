@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from attncard.pipeline.cli import main, publish_main
 from attncard.pipeline.errors import AttncardError
@@ -241,10 +242,10 @@ def test_nan_in_results_json(run):
 
 def test_unknown_schema_version(run):
     path = run / "results.json"
-    path.write_text(path.read_text().replace('"schema_version": 1', '"schema_version": 2', 1))
+    path.write_text(path.read_text().replace('"schema_version": 2', '"schema_version": 3', 1))
     [finding] = lint_run_folder(run)
     assert finding.path == "results.json"
-    assert finding.message.startswith("has schema version 2; this attncard reads version 1")
+    assert finding.message.startswith("has schema version 3; this attncard reads version 2")
 
 
 def test_referenced_image_missing(run):
@@ -293,14 +294,41 @@ def test_files_missing_from_or_unlisted_in_the_manifest(run):
 def test_eval_results_yaml(run):
     folder = run / ".eval_results"
     folder.mkdir(exist_ok=True)  # publish may already have written its own entries there
-    (folder / "good.yaml").write_text("- dataset: nyu-mll/glue\n  value: 0.5\n")
+    good = "- dataset:\n    id: nyu-mll/glue\n    task_id: sst2\n  value: 0.5\n  notes: attention none\n"
+    (folder / "good.yaml").write_text(good)
     (folder / "x.yaml").write_text("- dataset: nyu-mll/glue\n  value: [0.5\n")
     (folder / "y.yaml").write_text("just text\n")
     _reseal(run)
     found = lint_run_folder(run)
     assert [(f.path, f.line) for f in found] == [(".eval_results/x.yaml", 3), (".eval_results/y.yaml", None)]
     assert found[0].message.startswith("not valid YAML: while parsing a flow sequence")
-    assert found[1].message == "must hold a list or a mapping, not str"
+    assert found[1].message == "must hold a list of results, not str"
+
+
+def test_eval_results_the_hub_would_not_show(run):
+    """Each rule of the Hub's `.eval_results` format, broken once: no task id, a source without its url, a
+    value that is no number, a dataset revision that is no commit, and a sentence as notes."""
+    folder = run / ".eval_results"
+    folder.mkdir(exist_ok=True)
+    sst2 = {"id": "nyu-mll/glue", "task_id": "sst2"}
+    entries = [
+        {"dataset": {"id": "nyu-mll/glue"}, "value": 0.5},
+        {"dataset": sst2, "value": 0.5, "source": {"name": "attncard"}},
+        {"dataset": sst2, "value": "high"},
+        {"dataset": {**sst2, "revision": "sha256:" + "0" * 64}, "value": 0.5},
+        {"dataset": sst2, "value": 0.5, "notes": "accuracy on all rows " * 3},
+    ]
+    (folder / "bad.yaml").write_text(yaml.safe_dump(entries))
+    _reseal(run)
+    messages = [f.message for f in lint_run_folder(run) if f.path == ".eval_results/bad.yaml"]
+    assert messages == [
+        "entry 1 does not parse: 'task_id'",
+        "entry 2 does not parse: If `source_name`, `source_user`, or `source_org` is provided, `source_url` "
+        "must also be provided.",
+        "entry 3: value 'high' is not a number",
+        f"entry 4: dataset revision {'sha256:' + '0' * 64!r} is not a commit sha",
+        "entry 5: notes of 63 characters, not a short label",
+    ]
 
 
 def test_renderings_follow_the_card_formats():

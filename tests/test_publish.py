@@ -17,7 +17,7 @@ from huggingface_hub import ModelCard
 from peft import PeftModel
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
-from attncard.modules import module_names, module_provenance
+from attncard.modules import get_module, module_names, module_provenance
 from attncard.pipeline import publish as publish_stage
 from attncard.pipeline.cli import publish_main
 from attncard.pipeline.data import load_task
@@ -26,6 +26,7 @@ from attncard.pipeline.models import folder_revision, minilm_folder, tokenize
 from attncard.pipeline.publish import copy_to_cards
 from attncard.pipeline.render import card_data
 from attncard.pipeline.results import Results, Status, build_manifest, check_manifest
+from attncard.pipeline.scaling import REPEATS
 
 RUN_FILES = {
     "README.md",
@@ -80,13 +81,17 @@ def _predict(model, tokenizer, data, max_length):
 def test_run_folder_holds_exactly_what_is_pushed(tiny_run):
     run_dir, _ = tiny_run
     files = {p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*") if p.is_file()}
-    assert files == RUN_FILES | {".eval_results/sst2.yaml", "scaling.png"}
+    # `none` keeps the model's own attention: nothing to time against dense attention, so no scaling plot.
+    assert files == RUN_FILES | {".eval_results/sst2.yaml"}
     assert not list(run_dir.parent.glob(".*partial*"))
     results = Results.load(run_dir)
+    assert results.efficiency.scaling == [] and results.efficiency.layer_scaling == []
+    assert results.efficiency.flops  # the FLOPs estimate is counted, not timed: still there
     assert set(results.manifest) == files - {"results.json"}
     entries = yaml.safe_load((run_dir / ".eval_results" / "sst2.yaml").read_text())
     assert entries[0]["dataset"] == {"id": "nyu-mll/glue", "task_id": "sst2"}  # a local TSV: no Hub commit
     assert entries[0]["value"] == results.metrics.accuracy
+    assert entries[0]["notes"] == "attention none"  # a setup label, not a sentence
     assert check_manifest(run_dir, results.manifest) == []
 
 
@@ -183,7 +188,7 @@ def test_cards_copy_leaves_the_weights_out(tiny_run, tmp_path):
     run_dir, _ = tiny_run
     destination = copy_to_cards(run_dir, tmp_path / "cards")
     copied = {p.relative_to(destination).as_posix() for p in destination.rglob("*") if p.is_file()}
-    assert copied == {"README.md", "results.json", ".eval_results/sst2.yaml", "scaling.png"}
+    assert copied == {"README.md", "results.json", ".eval_results/sst2.yaml"}
     assert (destination / "README.md").read_bytes() == (run_dir / "README.md").read_bytes()
 
 
@@ -317,6 +322,17 @@ def test_every_module_publishes_a_lint_clean_run(tiny_model_dir, small_glue, tmp
     provenance = module_provenance(module_name)
     assert (results.module.package, results.module.package_version) == ("attncard", provenance.version)
     assert results.module.source_sha256 == provenance.source_sha256
+    efficiency = results.efficiency
+    if get_module(module_name).changes_attention:
+        assert efficiency.scaling and efficiency.layer_scaling and (run_dir / "scaling.png").is_file()
+        for row in efficiency.scaling + efficiency.layer_scaling:
+            assert row.repeats == REPEATS
+            assert row.module_seconds_min <= row.module_seconds <= row.module_seconds_max
+            assert row.dense_seconds_min <= row.dense_seconds <= row.dense_seconds_max
+            assert row.speedup_low <= row.speedup <= row.speedup_high
+    else:  # the model's own attention: timing it against itself would show noise, so nothing is timed
+        assert efficiency.scaling == efficiency.layer_scaling == [] and not (run_dir / "scaling.png").exists()
+        assert "there is no module to time against dense" in (run_dir / "README.md").read_text()
     if module_name != "none":
         assert results.module.stats
         assert set(results.module.config) == set(results.module.config_help)
@@ -395,7 +411,7 @@ def test_no_published_file_holds_a_local_path(pathless_run):
     }
     files = [path for folder in (run_dir, cards_dir) for path in folder.rglob("*") if path.is_file()]
     names = {path.relative_to(run_dir).as_posix() for path in files if run_dir in path.parents}
-    assert names >= RUN_FILES | {".eval_results/sst2.yaml", "scaling.png"}
+    assert names >= RUN_FILES | {".eval_results/sst2.yaml"}
     found = sorted(
         f"{path}: {text}" for path in files for text in forbidden if text.encode() in path.read_bytes()
     )

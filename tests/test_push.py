@@ -162,7 +162,7 @@ def test_first_push_is_one_commit_of_every_file_and_an_identical_push_makes_none
     result = push(hub, passed)
     initial, commit = hub.commits(REPO)[1], hub.commits(REPO)[0]
     assert initial.author == "system" and commit.parent == initial.oid
-    assert holds(hub, passed) and len(files_of(passed)) == 9
+    assert holds(hub, passed) and len(files_of(passed)) == 8  # none: no scaling plot
     assert commit.title == "Publish tiny-gpt2-none-sst2: PASS_NO_COMPRESSION"
     assert f"results.json sha256: {sha256_file(passed / 'results.json')}" in commit.description
     assert result == PushResult(
@@ -254,6 +254,34 @@ def test_a_lint_finding_is_refused(hub: LoopbackHub, passed: Path, tmp_path: Pat
         push(hub, copy)
     assert "nothing was pushed" in one_line(caught.value)
     assert hub.requests == []
+
+
+def test_a_card_the_hub_refuses_is_not_pushed(hub: LoopbackHub, passed: Path, previous: str) -> None:
+    """The Hub's own validation (`POST /api/validate-yaml`) is asked before anything is written; its refusal
+    stops the push with the Hub's words, and nothing reaches the repository."""
+    message = '"base_model" with value "/home/me/tiny-gpt2" is not valid'
+    hub.faults.add("validate_yaml", "status", status=400, message=message, times=1)
+    created = hub.request_count("create_repo")  # the fixture's own
+    with pytest.raises(PushRefusedError) as caught:
+        push(hub, passed)
+    assert one_line(caught.value).startswith(f"{hub.endpoint} refuses the card of {passed}: ")
+    assert "is not valid" in one_line(caught.value) and "nothing was pushed" in one_line(caught.value)
+    assert hub.request_count("validate_yaml") == 1
+    assert (hub.request_count("commit"), hub.request_count("create_repo")) == (0, created)
+    assert_unchanged(hub, previous)
+
+
+# huggingface_hub's own commit validates the README again and warns with the same words.
+@pytest.mark.filterwarnings("ignore:Warnings while validating metadata in README.md")
+def test_the_hub_s_card_warnings_are_reported(
+    hub: LoopbackHub, passed: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    hub.card_warnings = ["license_name is missing for license: other"]
+    with caplog.at_level(logging.WARNING, logger="attncard.pipeline.push"):
+        push(hub, passed)
+    assert f"the Hub warns about the card of {passed}: license_name is missing for license: other" in (
+        caplog.messages
+    )
 
 
 def test_what_is_not_a_run_folder_is_refused(hub: LoopbackHub, passed: Path, tmp_path: Path) -> None:

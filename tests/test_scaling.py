@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,7 +18,8 @@ from attncard.modules.adaptive_span.model import span_modules
 from attncard.modules.base import attention_layers, attention_shape
 from attncard.pipeline import scaling
 from attncard.pipeline.models import load_model
-from attncard.pipeline.results import ScalingRow
+from attncard.pipeline.render import render_card
+from attncard.pipeline.results import Results, ScalingRow
 from attncard.pipeline.scaling import (
     attention_flops,
     default_lengths,
@@ -29,6 +31,7 @@ from attncard.pipeline.scaling import (
 )
 
 LABELS = ["negative", "positive"]
+RESULTS = Path(__file__).parent / "fixtures" / "tiny_results.json"  # a recorded run of `none`
 # Configurations under which each module computes what dense attention computes (see test_modules.py).
 OPEN_CONFIGS: dict[str, dict] = {
     "none": {},
@@ -56,6 +59,9 @@ def _check_rows(rows: list[ScalingRow], lengths: list[int]) -> None:
     assert [row.n for row in rows] == lengths
     for row in rows:
         assert row.module_seconds > 0 and row.dense_seconds > 0
+        assert row.module_seconds_min <= row.module_seconds <= row.module_seconds_max
+        assert row.dense_seconds_min <= row.dense_seconds <= row.dense_seconds_max
+        assert row.speedup_low <= row.speedup <= row.speedup_high
         # Page-granular on the CPU: a tiny pass may fit in pages the process already holds, so >= 0.
         assert row.module_peak_mb is not None and row.module_peak_mb >= 0
         assert row.dense_peak_mb is not None and row.dense_peak_mb >= 0
@@ -69,15 +75,76 @@ def _check_rows(rows: list[ScalingRow], lengths: list[int]) -> None:
 )
 def test_a_row_is_the_medians_and_their_ratios(monkeypatch, dense_peaks, memory_ratio) -> None:
     # Times and peaks are scripted; the expected figures are worked out by hand: module passes take 3, 1, 2 s
-    # (median 2), dense passes 4, 8, 6 s (median 6), so dense is 3 times slower; peaks 10 and 40 MB give 0.25.
+    # (median 2, fastest 1, slowest 3), dense passes 4, 8, 6 s (median 6, fastest 4, slowest 8), so dense is
+    # 3 times slower, at least 4 / 3 (its fastest against the module's slowest) and at most 8 / 1; peaks 10
+    # and 40 MB give 0.25.
     times = iter([3.0, 4.0, 1.0, 8.0, 2.0, 6.0])  # module and dense alternate
     peaks = iter(dense_peaks)
     monkeypatch.setattr(scaling, "_seconds", lambda run, device: next(times))
     monkeypatch.setattr(scaling, "peak_memory_mb", lambda run, device: next(peaks))
     row = scaling.measure_pair(128, lambda: None, lambda: None, torch.device("cpu"), repeats=3)
-    assert (row.n, row.module_seconds, row.dense_seconds, row.speedup) == (128, 2.0, 6.0, 3.0)
+    assert (row.n, row.repeats, row.module_seconds, row.dense_seconds, row.speedup) == (128, 3, 2.0, 6.0, 3.0)
+    assert (row.module_seconds_min, row.module_seconds_max) == (1.0, 3.0)
+    assert (row.dense_seconds_min, row.dense_seconds_max) == (4.0, 8.0)
+    assert (row.speedup_low, row.speedup_high) == (4.0 / 3.0, 8.0)
     assert (row.module_peak_mb, row.dense_peak_mb) == dense_peaks
     assert row.memory_ratio == memory_ratio
+
+
+def _row(n: int, module: tuple[float, float, float], dense: tuple[float, float, float]) -> ScalingRow:
+    """A row of hand-picked (median, fastest, slowest) times; its ratios are worked out in the test."""
+    return ScalingRow(
+        n=n,
+        repeats=5,
+        module_seconds=module[0],
+        module_seconds_min=module[1],
+        module_seconds_max=module[2],
+        dense_seconds=dense[0],
+        dense_seconds_min=dense[1],
+        dense_seconds_max=dense[2],
+        module_peak_mb=10.0,
+        dense_peak_mb=40.0,
+        speedup=dense[0] / module[0],
+        speedup_low=dense[1] / module[2],
+        speedup_high=dense[2] / module[1],
+        memory_ratio=0.25,
+    )
+
+
+def test_card_shows_each_time_with_its_spread_and_a_range_holding_1_as_no_difference():
+    results = Results.load(RESULTS)
+    results.efficiency.scaling = [
+        # Medians 0.02 and 0.019: 0.95, but the range 0.018 / 0.022 … 0.021 / 0.019 = 0.82 … 1.11 holds 1.
+        _row(128, (0.02, 0.019, 0.022), (0.019, 0.018, 0.021)),
+        # 0.08 / 0.02 = 4.00, range 0.075 / 0.025 … 0.09 / 0.018 = 3.00 … 5.00: a measured speed-up.
+        _row(256, (0.02, 0.018, 0.025), (0.08, 0.075, 0.09)),
+    ]
+    # 0.001 / 0.004 = 0.25, range 0.0009 / 0.005 … 0.0012 / 0.003 = 0.18 … 0.40: measurably slower.
+    results.efficiency.layer_scaling = [_row(512, (0.004, 0.003, 0.005), (0.001, 0.0009, 0.0012))]
+    lines = render_card(results).splitlines()
+    assert (
+        "| 128 | 2.000e-02 (1.900e-02 – 2.200e-02) | 1.900e-02 (1.800e-02 – 2.100e-02) | "
+        "no measurable difference (0.82 – 1.11) | 10.0 | 40.0 | 0.25 |"
+    ) in lines
+    assert (
+        "| 256 | 2.000e-02 (1.800e-02 – 2.500e-02) | 8.000e-02 (7.500e-02 – 9.000e-02) | "
+        "4.00 (3.00 – 5.00) | 10.0 | 40.0 | 0.25 |"
+    ) in lines
+    assert (
+        "| 512 | 4.000e-03 (3.000e-03 – 5.000e-03) | 1.000e-03 (9.000e-04 – 1.200e-03) | "
+        "0.25 (0.18 – 0.40) | 10.0 | 40.0 | 0.25 |"
+    ) in lines
+    card = "\n".join(lines)
+    assert "Each time is the median of\n5 timed passes, with the fastest and the slowest pass" in card
+    assert not any("leaves attention as the model's own" in line for line in lines)
+
+
+def test_card_of_a_run_without_scaling_says_why():
+    results = Results.load(RESULTS)  # a run of `none`: no rows
+    assert results.efficiency.scaling == [] and results.efficiency.layer_scaling == []
+    card = render_card(results)
+    assert "`none` leaves attention as the model's own, so there is no module to time against dense" in card
+    assert "| N | Module (s) |" not in card and "Speed-up" not in card
 
 
 def _set_spans(model: torch.nn.Module, spans: list[list[float]]) -> None:

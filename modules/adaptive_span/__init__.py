@@ -14,7 +14,10 @@ MODULE = AttentionModule(
     causal=True,
     bidirectional=True,
     gqa=True,
-    citation="Sukhbaatar, Grave, Bojanowski and Joulin, Adaptive Attention Span in Transformers, ACL 2019",
+    citation=(
+        "Sukhbaatar, Grave, Bojanowski and Joulin, Adaptive Attention Span in Transformers, ACL 2019, "
+        "https://arxiv.org/abs/1905.07799"
+    ),
     trainable_modules=("adaptive_span",),
     learning_rates=lambda config: {"span_logits": config.span_lr},
     penalty=span_penalty,

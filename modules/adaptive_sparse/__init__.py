@@ -17,7 +17,7 @@ MODULE = AttentionModule(
     gqa=True,
     citation=(
         "Zhao, Lin, Zhang, Ren, Su and Sun, Explicit Sparse Transformer: Concentrated Attention Through "
-        "Explicit Selection, arXiv:1912.11637, 2019"
+        "Explicit Selection, 2019, https://arxiv.org/abs/1912.11637"
     ),
     stats=lambda model, lengths: module_stats(model),
     flops=attention_flops,

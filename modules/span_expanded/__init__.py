@@ -17,9 +17,9 @@ MODULE = AttentionModule(
     bidirectional=True,
     gqa=True,
     citation=(
-        "Dai et al., Transformer-XL: Attentive Language Models beyond a Fixed-Length Context, ACL 2019 "
-        "(segment memory); Hu et al., LoRA: Low-Rank Adaptation of Large Language Models, ICLR 2022 "
-        "(the low-rank branch)"
+        "Dai et al., Transformer-XL: Attentive Language Models beyond a Fixed-Length Context, ACL 2019, "
+        "https://arxiv.org/abs/1901.02860 (segment memory); Hu et al., LoRA: Low-Rank Adaptation of Large "
+        "Language Models, ICLR 2022, https://arxiv.org/abs/2106.09685 (the low-rank branch)"
     ),
     trainable_modules=("span_expanded",),
     stats=lambda model, lengths: module_stats(model),

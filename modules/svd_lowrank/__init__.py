@@ -17,7 +17,7 @@ MODULE = AttentionModule(
     gqa=True,
     citation=(
         "Denton, Zaremba, Bruna, LeCun and Fergus, Exploiting Linear Structure Within Convolutional Networks "
-        "for Efficient Evaluation, NeurIPS 2014"
+        "for Efficient Evaluation, NeurIPS 2014, https://arxiv.org/abs/1404.0736"
     ),
     trainable_modules=("svd_down", "svd_up"),
     stats=lambda model, lengths: module_stats(model),

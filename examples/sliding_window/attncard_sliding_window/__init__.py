@@ -19,7 +19,10 @@ MODULE = AttentionModule(
     causal=True,
     bidirectional=True,
     gqa=True,
-    citation="Beltagy, Peters and Cohan, Longformer: The Long-Document Transformer, arXiv:2004.05150, 2020",
+    citation=(
+        "Beltagy, Peters and Cohan, Longformer: The Long-Document Transformer, 2020, "
+        "https://arxiv.org/abs/2004.05150"
+    ),
     flops=attention_flops,
 )
 
