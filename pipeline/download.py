@@ -546,11 +546,16 @@ def load_files(files: VerifiedFiles, base_model: str | os.PathLike | None) -> Ve
 
 @contextlib.contextmanager
 def _transformers_errors_only() -> typing.Iterator[None]:
-    """transformers logs errors only inside the block, and its previous verbosity afterwards."""
+    """transformers logs errors only inside the block, and its previous verbosity afterwards; peft's
+    deprecated question to transformers (library noise, as in pipeline.publish) is not shown there."""
     previous = transformers_logging.get_verbosity()
     transformers_logging.set_verbosity_error()
     try:
-        yield
+        with warnings.catch_warnings():
+            warnings.filterwarnings(
+                "ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning
+            )
+            yield
     finally:
         transformers_logging.set_verbosity(previous)
 
@@ -582,20 +587,15 @@ def _rebuild(
     base_parameters = sum(p.numel() for p in model.parameters())
     module.apply(model, module_config)
     stored = _adapter_weight_names(folder, where)
-    with warnings.catch_warnings():
-        # Library noise, as in pipeline.publish: peft asks transformers a deprecated question.
-        warnings.filterwarnings(
-            "ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning
+    try:  # inside `_transformers_errors_only` (load_files)
+        model = PeftModel.from_pretrained(
+            model, os.fspath(folder), config=adapter_config, is_trainable=False, torch_device="cpu"
         )
-        try:
-            model = PeftModel.from_pretrained(
-                model, os.fspath(folder), config=adapter_config, is_trainable=False, torch_device="cpu"
-            )
-        except RuntimeError as error:  # torch's load_state_dict: a weight of another shape
-            raise IncompatibleRunError(
-                f"{where}: {ADAPTER_WEIGHTS_FILE} does not fit the rebuilt model ({first_line(error)}); "
-                "the base model or module differ from the ones it was trained with"
-            ) from error
+    except RuntimeError as error:  # torch's load_state_dict: a weight of another shape
+        raise IncompatibleRunError(
+            f"{where}: {ADAPTER_WEIGHTS_FILE} does not fit the rebuilt model ({first_line(error)}); "
+            "the base model or module differ from the ones it was trained with"
+        ) from error
     _check_adapter_weights(model, stored, where)
     model.eval()
 
@@ -704,10 +704,7 @@ def stock_load_files(
         folder, where, results.training.lora_target_modules, list(module.trainable_modules)
     )
     config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
-    with torch.random.fork_rng(devices=[]), _transformers_errors_only(), warnings.catch_warnings():
-        warnings.filterwarnings(
-            "ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning
-        )
+    with torch.random.fork_rng(devices=[]), _transformers_errors_only():
         base = _load_base_model(results, config, where, base_model)
         tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
         pad_on_the_right(tokenizer, base)
