@@ -403,6 +403,7 @@ class AttentionModule:
         bidirectional: works in bidirectional (encoder) models.
         gqa: works with grouped-query attention (fewer key/value heads than query heads).
         citation: the paper the module implements (default ""; the card then cites none).
+        bibtex: the BibTeX entries of that paper (default ""), shown in the card's citations.
         trainable_modules: names of the submodules holding the module's own learnable parameters (default
             none); peft's `modules_to_save` trains and saves the submodules of these names.
         learning_rates: `config -> {parameter-name fragment: learning rate}` for parameters that need their
@@ -463,6 +464,7 @@ class AttentionModule:
     bidirectional: bool
     gqa: bool
     citation: str = ""
+    bibtex: str = ""
     trainable_modules: tuple[str, ...] = field(default=())
     learning_rates: Callable[[object], dict[str, float]] | None = None
     penalty: Callable[[nn.Module, object, int], torch.Tensor] | None = None

@@ -17,7 +17,7 @@ from pathlib import Path
 import datasets
 
 from .errors import DataError, UnknownNameError
-from .results import sha256_file
+from .results import SampleRow, SplitStatistics, TokenLengths, sha256_file
 
 HUB_DATASET_ID = "nyu-mll/glue"
 GLUE_LANGUAGE = "en"  # every GLUE task is English (ISO 639-1, as the Hub's `language` metadata wants)
@@ -42,12 +42,21 @@ class TaskSpec:
     tsv_has_header: bool = True
     tsv_labels_are_names: bool = False  # "entailment" rather than "0"
     citation: str = ""
+    bibtex: str = ""  # the BibTeX entries of `citation`
 
 
 GLUE_CITATION = (
     "Wang et al., GLUE: A Multi-Task Benchmark and Analysis Platform for Natural Language Understanding, "
     "ICLR 2019, https://arxiv.org/abs/1804.07461"
 )
+GLUE_BIBTEX = """@inproceedings{wang2019glue,
+  title = "{GLUE}: A Multi-Task Benchmark and Analysis Platform for Natural Language Understanding",
+  author = {Wang, Alex and Singh, Amanpreet and Michael, Julian and Hill, Felix and Levy, Omer
+    and Bowman, Samuel R.},
+  booktitle = {International Conference on Learning Representations},
+  year = {2019},
+  url = {https://arxiv.org/abs/1804.07461}
+}"""
 
 TASKS: dict[str, TaskSpec] = {
     spec.name: spec
@@ -60,6 +69,14 @@ TASKS: dict[str, TaskSpec] = {
             tsv_columns={"sentence": "sentence", "label": "label"},
             citation="Socher et al., Recursive Deep Models for Semantic Compositionality Over a Sentiment "
             "Treebank, EMNLP 2013",
+            bibtex="""@inproceedings{socher2013recursive,
+  title = {Recursive Deep Models for Semantic Compositionality Over a Sentiment Treebank},
+  author = {Socher, Richard and Perelygin, Alex and Wu, Jean and Chuang, Jason
+    and Manning, Christopher D. and Ng, Andrew and Potts, Christopher},
+  booktitle = {Proceedings of the 2013 Conference on Empirical Methods in Natural Language Processing},
+  pages = {1631--1642},
+  year = {2013}
+}""",
         ),
         TaskSpec(
             name="cola",
@@ -72,6 +89,15 @@ TASKS: dict[str, TaskSpec] = {
                 "Warstadt, Singh and Bowman, Neural Network Acceptability Judgments, TACL 2019, "
                 "https://arxiv.org/abs/1805.12471"
             ),
+            bibtex="""@article{warstadt2019neural,
+  title = {Neural Network Acceptability Judgments},
+  author = {Warstadt, Alex and Singh, Amanpreet and Bowman, Samuel R.},
+  journal = {Transactions of the Association for Computational Linguistics},
+  volume = {7},
+  pages = {625--641},
+  year = {2019},
+  url = {https://arxiv.org/abs/1805.12471}
+}""",
         ),
         TaskSpec(
             name="mrpc",
@@ -81,6 +107,12 @@ TASKS: dict[str, TaskSpec] = {
             tsv_columns={"sentence1": "#1 String", "sentence2": "#2 String", "label": "Quality"},
             citation="Dolan and Brockett, Automatically Constructing a Corpus of Sentential Paraphrases, "
             "IWP 2005",
+            bibtex="""@inproceedings{dolan2005automatically,
+  title = {Automatically Constructing a Corpus of Sentential Paraphrases},
+  author = {Dolan, William B. and Brockett, Chris},
+  booktitle = {Proceedings of the Third International Workshop on Paraphrasing ({IWP}2005)},
+  year = {2005}
+}""",
         ),
         TaskSpec(
             name="qqp",
@@ -89,6 +121,12 @@ TASKS: dict[str, TaskSpec] = {
             folder="QQP",
             tsv_columns={"question1": "question1", "question2": "question2", "label": "is_duplicate"},
             citation="Iyer, Dandekar and Csernai, First Quora Dataset Release: Question Pairs, 2017",
+            bibtex="""@misc{iyer2017quora,
+  title = {First Quora Dataset Release: Question Pairs},
+  author = {Iyer, Shankar and Dandekar, Nikhil and Csernai, Korn{\\'e}l},
+  year = {2017},
+  howpublished = {https://quoradata.quora.com/First-Quora-Dataset-Release-Question-Pairs}
+}""",
         ),
         TaskSpec(
             name="rte",
@@ -99,6 +137,33 @@ TASKS: dict[str, TaskSpec] = {
             tsv_labels_are_names=True,
             citation="Dagan et al. 2006; Bar Haim et al. 2006; Giampiccolo et al. 2007; Bentivogli et al. "
             "2009 (PASCAL RTE challenges)",
+            bibtex="""@inproceedings{dagan2006pascal,
+  title = {The {PASCAL} Recognising Textual Entailment Challenge},
+  author = {Dagan, Ido and Glickman, Oren and Magnini, Bernardo},
+  booktitle = {Machine Learning Challenges Workshop},
+  pages = {177--190},
+  year = {2006}
+}
+@inproceedings{barhaim2006second,
+  title = {The Second {PASCAL} Recognising Textual Entailment Challenge},
+  author = {Bar Haim, Roy and Dagan, Ido and Dolan, Bill and Ferro, Lisa and Giampiccolo, Danilo
+    and Magnini, Bernardo and Szpektor, Idan},
+  booktitle = {Proceedings of the Second PASCAL Challenges Workshop on Recognising Textual Entailment},
+  year = {2006}
+}
+@inproceedings{giampiccolo2007third,
+  title = {The Third {PASCAL} Recognizing Textual Entailment Challenge},
+  author = {Giampiccolo, Danilo and Magnini, Bernardo and Dagan, Ido and Dolan, Bill},
+  booktitle = {Proceedings of the ACL-PASCAL Workshop on Textual Entailment and Paraphrasing},
+  pages = {1--9},
+  year = {2007}
+}
+@inproceedings{bentivogli2009fifth,
+  title = {The Fifth {PASCAL} Recognizing Textual Entailment Challenge},
+  author = {Bentivogli, Luisa and Clark, Peter and Dagan, Ido and Giampiccolo, Danilo},
+  booktitle = {Text Analysis Conference},
+  year = {2009}
+}""",
         ),
         TaskSpec(
             name="qnli",
@@ -109,6 +174,14 @@ TASKS: dict[str, TaskSpec] = {
             tsv_labels_are_names=True,
             citation="Rajpurkar et al., SQuAD: 100,000+ Questions for Machine Comprehension of Text, "
             "EMNLP 2016",
+            bibtex="""@inproceedings{rajpurkar2016squad,
+  title = "{SQuAD}: 100,000+ Questions for Machine Comprehension of Text",
+  author = {Rajpurkar, Pranav and Zhang, Jian and Lopyrev, Konstantin and Liang, Percy},
+  booktitle = {Proceedings of the 2016 Conference on Empirical Methods in Natural Language Processing},
+  pages = {2383--2392},
+  year = {2016},
+  url = {https://arxiv.org/abs/1606.05250}
+}""",
         ),
         TaskSpec(
             name="mnli",
@@ -121,6 +194,15 @@ TASKS: dict[str, TaskSpec] = {
             tsv_labels_are_names=True,
             citation="Williams, Nangia and Bowman, A Broad-Coverage Challenge Corpus for Sentence "
             "Understanding through Inference, NAACL 2018",
+            bibtex="""@inproceedings{williams2018broad,
+  title = {A Broad-Coverage Challenge Corpus for Sentence Understanding through Inference},
+  author = {Williams, Adina and Nangia, Nikita and Bowman, Samuel},
+  booktitle = {Proceedings of the 2018 Conference of the North American Chapter of the Association for
+    Computational Linguistics},
+  pages = {1112--1122},
+  year = {2018},
+  url = {https://arxiv.org/abs/1704.05426}
+}""",
         ),
     ]
 }
@@ -345,3 +427,53 @@ def load_task(name: str, data_dir: str | os.PathLike | None = None) -> TaskData:
     if data_dir:
         return load_task_from_folder(spec, data_dir)
     return load_task_from_hub(spec)
+
+
+SAMPLE_ROWS = 3  # rows of the evaluated split the card shows as read
+
+
+def split_statistics(rows: datasets.Dataset, spec: TaskSpec, tokenizer, max_length: int) -> SplitStatistics:
+    """Rows, rows per label and token lengths of one split, with the run's tokenizer.
+
+    Lengths count special tokens and are taken before truncation, so `tokens.truncated` says how many rows
+    training or evaluation cut to `max_length`.
+
+    Example:
+        >>> from transformers import AutoTokenizer
+        >>> tokenizer = AutoTokenizer.from_pretrained("tiny-gpt2")
+        >>> stats = split_statistics(load_task("sst2", "glue").validation, TASKS["sst2"], tokenizer, 128)
+        >>> stats.rows, sum(stats.label_counts.values()) == stats.rows, stats.tokens.min <= stats.tokens.max
+        (40, True, True)
+    """
+    texts = [list(rows[column]) for column in spec.text_columns]
+    lengths = [len(ids) for ids in tokenizer(*texts, truncation=False)["input_ids"]] if len(rows) else [0]
+    counts = {name: 0 for name in spec.label_names}
+    for label in rows["label"]:
+        counts[spec.label_names[label]] += 1
+    return SplitStatistics(
+        rows=len(rows),
+        label_counts=counts,
+        tokens=TokenLengths(
+            min=min(lengths),
+            mean=sum(lengths) / len(lengths),
+            max=max(lengths),
+            truncated=sum(length > max_length for length in lengths),
+        ),
+    )
+
+
+def sample_rows(rows: datasets.Dataset, spec: TaskSpec, count: int = SAMPLE_ROWS) -> list[SampleRow]:
+    """The first `count` rows of a split, as read: each text column and the label's name.
+
+    Example:
+        >>> sample_rows(load_task("sst2", "glue").validation, TASKS["sst2"], count=1)[0].label
+        'positive'
+    """
+    return [
+        SampleRow(
+            index=index,
+            texts={column: rows[index][column] for column in spec.text_columns},
+            label=spec.label_names[rows[index]["label"]],
+        )
+        for index in range(min(count, len(rows)))
+    ]

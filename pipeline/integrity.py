@@ -33,8 +33,16 @@ from transformers import CONFIG_MAPPING
 from ..modules.base import FAMILIES
 from .errors import IncompatibleRunError, IntegrityError
 from .evaluate import label_metrics
-from .render import render_card, write_plots
-from .results import CARD_FILE, RESULTS_FILE, SIGNATURE_FILE, Metrics, Results, Verification
+from .render import LICENSE_FILE, render_card, render_license, write_plots
+from .results import (
+    CARD_FILE,
+    RESULTS_FILE,
+    SIGNATURE_FILE,
+    Metrics,
+    Results,
+    Verification,
+    training_log,
+)
 from .verify import all_finite, verification_from_counts
 
 ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
@@ -52,6 +60,7 @@ RUN_FILES = frozenset(
         CARD_FILE,
         RESULTS_FILE,
         SIGNATURE_FILE,
+        LICENSE_FILE,
         "tokenizer.json",
         TOKENIZER_CONFIG_FILE,
         "chat_template.jinja",
@@ -336,11 +345,31 @@ def recorded_figure_problems(results: Results) -> list[str]:
                 results.parameters.before / results.parameters.after,
             ),
             Figure("dataset.validation_rows", results.dataset.validation_rows, recorded.n),
+            *figures("training.log", results.training.log, training_log(results.training.losses)),
+            *_statistics_figures(results),
         ]
         if not figure.equal(_REL_TOL)
     ]
     # The status first: it is what a forger is after.
     return sorted(problems, key=lambda problem: not problem.startswith("verification.status "))
+
+
+def _statistics_figures(results: Results) -> list[Figure]:
+    """The dataset statistics against the figures they must agree with: rows of each split, and the evaluated
+    split's rows per label against the verification's class counts."""
+    statistics = results.dataset.statistics
+    pairs = []
+    splits = (("train", results.dataset.train_rows), (results.dataset.split, results.verification.n))
+    for split, rows in splits:
+        if split in statistics:
+            pairs.append(Figure(f"dataset.statistics.{split}.rows", statistics[split].rows, rows))
+    if results.dataset.split in statistics:
+        pairs += figures(
+            f"dataset.statistics.{results.dataset.split}.label_counts",
+            statistics[results.dataset.split].label_counts,
+            results.verification.class_counts,
+        )
+    return pairs
 
 
 def stock_problems(results: Results, changes_attention: bool) -> list[str]:
@@ -397,6 +426,16 @@ def card_problems(results: Results, folder: Path) -> list[str]:
             shipped = folder / plot["file"]
             if not shipped.is_file() or shipped.read_bytes() != (Path(scratch) / plot["file"]).read_bytes():
                 problems.append(f"{plot['file']} is not the plot results.json draws")
+    licence = render_license(results)
+    shipped_licence = folder / LICENSE_FILE
+    if licence is None and shipped_licence.exists():
+        problems.append(
+            f"{LICENSE_FILE} is there, but results.json names the licence '{results.model.license}'"
+        )
+    elif licence is not None and (
+        not shipped_licence.is_file() or shipped_licence.read_text(encoding="utf-8") != licence
+    ):
+        problems.append(f"{LICENSE_FILE} is not the licence file results.json renders")
     as_rendered = dataclasses.replace(
         results, manifest={name: digest for name, digest in results.manifest.items() if name != CARD_FILE}
     )

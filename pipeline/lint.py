@@ -18,7 +18,10 @@ files that every loader reads, and nothing that changed after results.json took 
    strict JSON object); results.json (strict JSON, then `Results.load`); every `.eval_results/*.yaml` or
    `*.yml` (YAML holding a list or a mapping). Strict JSON rejects `NaN` and `Infinity`. Front matter
    the Hub refuses or computes itself: a `base_model` that is not a Hub repository `ORG/NAME` (a path),
-   a model-index metric with `verified`, a model-index dataset `revision` that is not a git commit sha.
+   a model-index metric with `verified`, a model-index dataset `revision` that is not a git commit sha;
+   no `license`, or `license: other` without a `license_name` and a `license_link` that is a URL or a file
+   of the run folder. Text the card quotes as recorded (the data's sample rows, the model's printout) is
+   not searched for placeholders: a sentence may say "pending".
 3. **Table figures not traceable to results.json**. Every Markdown table of the card body (a `|` row
    followed by a `|---|` delimiter row; tables inside code blocks are not tables) is read row by row.
    Skipped: the first cell of a row (its label: "Wilson 95% interval" names a figure, it is not one) and
@@ -186,12 +189,13 @@ def lint_run_folder(run_dir: str | Path) -> list[Finding]:
     findings += card_findings
     if card is not None:
         findings += _check_front_matter(run_dir, card)
-        findings += _check_placeholders(card)
+        findings += _check_placeholders(card, _quoted_texts(results) if results is not None else [])
         findings += _check_links(run_dir, card)
         if results is not None and results_data is not None:
             findings += _check_model_index(card, results)
             findings += _check_table_figures(card, results_data)
         findings += _check_hub_metadata(card)
+        findings += _check_license(run_dir, card)
     findings += _check_config(run_dir)
     findings += _check_adapter_config(run_dir)
     findings += _check_eval_results(run_dir)
@@ -420,10 +424,25 @@ def _check_front_matter(run_dir: Path, card: _Card) -> list[Finding]:
     return []
 
 
-def _check_placeholders(card: _Card) -> list[Finding]:
-    """Placeholder words and unrendered Jinja, in the front matter and the body (rules in the module doc)."""
+def _quoted_texts(results: Results) -> list[str]:
+    """What the card quotes as recorded, not as a figure: the sample rows of the data as their table cells
+    show them, and the lines of the model's printout. A sentence of the data may say "pending" or start
+    with "None"; that is the data, not a missing figure. Longest first, so that no shorter one cuts a
+    longer one apart."""
+    cell = _card_filters()["cell"]
+    texts = [cell(text) for sample in results.dataset.samples for text in sample.texts.values()]
+    texts += results.model.printout.splitlines()
+    return sorted({text.strip() for text in texts if text.strip()}, key=len, reverse=True)
+
+
+def _check_placeholders(card: _Card, quoted: list[str] | None = None) -> list[Finding]:
+    """Placeholder words and unrendered Jinja, in the front matter and the body (rules in the module doc);
+    `quoted` texts (see [`_quoted_texts`]) are skipped where a line holds them whole."""
     findings = []
     for number, line, fence in _card_lines(card, front_matter=True):
+        for text in quoted or []:
+            if text in line:
+                line = line.replace(text, " ")
         patterns = [_MARKER_WORDS, _UPPERCASE_MARKERS]
         if fence not in PYTHON_FENCES:
             patterns.append(_VALUE_WORDS)
@@ -497,6 +516,31 @@ def _check_hub_metadata(card: _Card) -> list[Finding]:
     return findings
 
 
+def _check_license(run_dir: Path, card: _Card) -> list[Finding]:
+    """The licence as the Hub's spec wants it: `license` set; with `license: other`, a `license_name` (an id
+    of the licence) and a `license_link`, which, when it names a file rather than a URL, must be a file of
+    the run folder (the Hub links it from the model page)."""
+    if card.metadata is None or card.front_matter is None:
+        return []  # already reported by the front matter check
+    where = card.front_matter_line
+    license_id = card.metadata.get("license")
+    if not isinstance(license_id, str) or not license_id:
+        message = "front matter has no license; the Hub shows no licence for the model"
+        return [Finding(CARD_FILE, where, message)]
+    if license_id != "other":
+        return []
+    findings = []
+    if not isinstance(card.metadata.get("license_name"), str) or not card.metadata["license_name"]:
+        message = "license 'other' needs a license_name (an id of the licence)"
+        findings.append(Finding(CARD_FILE, where, message))
+    link = card.metadata.get("license_link")
+    if not isinstance(link, str) or not link:
+        findings.append(Finding(CARD_FILE, where, "license 'other' needs a license_link (LICENSE, or a URL)"))
+    elif (path := _local_target(link)) is not None and not (run_dir / path).is_file():
+        findings.append(Finding(CARD_FILE, where, f"license_link {link!r} is not a file of the run folder"))
+    return findings
+
+
 def _is_hub_repo_id(text: str) -> bool:
     try:
         validate_repo_id(text)
@@ -532,6 +576,7 @@ def _check_table_figures(card: _Card, results_data: dict[str, Any]) -> list[Find
     """Every figure in a table cell must be a rendering of a numeric leaf of results.json (rules in the
     module doc)."""
     numbers, strings = _leaves(results_data)
+    strings += [_card_filters()["cell"](text) for text in strings]  # as a table cell shows a quoted text
     traceable = set().union(*(renderings(value) for value in numbers))
     # Longest first, so that a version string is removed whole before a shorter one inside it.
     recorded = sorted({s for s in strings if any(ch.isdigit() for ch in s)}, key=len, reverse=True)

@@ -14,10 +14,13 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from huggingface_hub import ModelCard
+from huggingface_hub.repocard import metadata_load
 from transformers import (
     AutoConfig,
     AutoModelForSequenceClassification,
@@ -28,6 +31,9 @@ from transformers import (
 from ..modules.base import family_layout
 from .errors import ModelLoadError, UnknownNameError, UnsupportedModelError
 from .results import hash_file
+
+# A licence as the Hub's metadata names it: `apache-2.0`, `cc-by-nc-4.0`, `llama3.1`, a `license_name` id.
+_LICENSE_ID = re.compile(r"^[a-z0-9][a-z0-9.+-]{0,63}$")
 
 
 @dataclass(frozen=True)
@@ -62,7 +68,8 @@ class LoadedModel:
             folder's name: never a path on this machine, since it is published (see [`resolve_model_name`]).
         revision: the Hub commit of the weights, or `sha256:<hex>` of the weight files of a local folder.
         family: the transformers `model_type` (`bert`, `gpt2`, `qwen3`, …).
-        license: the licence of the base model, as the Hub spells it.
+        license: the licence of the base model, as the Hub spells it, or `other` (see [`base_model_license`]).
+        license_name, license_link: with `other`, the licence's id and URL its card names ("" when none).
         source: where the weights were read from on this machine (a folder, or the Hub id): for loading
             them again in this process, never recorded.
     """
@@ -76,6 +83,8 @@ class LoadedModel:
     license: str
     parameters: int  # of the model as loaded, head included: before any attention module or LoRA
     source: str = ""
+    license_name: str = ""
+    license_link: str = ""
 
     @property
     def is_decoder(self) -> bool:
@@ -186,6 +195,48 @@ def resolve_model_name(name: str) -> tuple[str, str, str | None]:
     raise UnknownNameError("model", name, [*MODEL_ALIASES, "<org/name on the Hub>", "<local folder>"])
 
 
+def base_model_license(name: str, source: str, model_id: str) -> tuple[str, str, str]:
+    """`(license, license_name, license_link)` of a base model, as its model card's metadata declares them.
+
+    An alias has its licence in [`MODEL_ALIASES`]. A local folder's is read from its README.md, a Hub
+    model's from its card at the Hub (when it can be reached). A licence the Hub names (`apache-2.0`) comes
+    alone; `other` comes with the card's `license_name` and `license_link` (a URL; a file of the base
+    repository becomes its URL on the Hub). A card that cannot be read, or declares no licence, gives
+    `("other", "", "")`: the run's LICENSE file then says that the base model's terms were not found.
+
+    Only the three fields are taken from the card, each checked against its format: a card is data.
+
+    Example:
+        >>> base_model_license("minilm", "", "sentence-transformers/all-MiniLM-L6-v2")
+        ('apache-2.0', '', '')
+        >>> base_model_license("tiny-gpt2", "tiny-gpt2", "tiny-gpt2")  # a folder whose README.md has none
+        ('other', '', '')
+    """
+    if name in MODEL_ALIASES:
+        return MODEL_ALIASES[name].license, "", ""
+    metadata = None
+    try:
+        if Path(source).is_dir():
+            card = Path(source) / "README.md"
+            metadata = metadata_load(card) if card.is_file() else None
+        else:
+            metadata = ModelCard.load(model_id, ignore_metadata_errors=True).data.to_dict()
+    except Exception:
+        metadata = None
+    if not isinstance(metadata, dict):
+        return "other", "", ""
+    license_id, license_name, link = (metadata.get(k) for k in ("license", "license_name", "license_link"))
+    if isinstance(license_id, str) and license_id != "other" and _LICENSE_ID.match(license_id):
+        return license_id, "", ""
+    if license_id != "other":
+        return "other", "", ""
+    license_name = license_name if isinstance(license_name, str) and _LICENSE_ID.match(license_name) else ""
+    if isinstance(link, str) and re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", link) and not Path(source).is_dir():
+        link = f"https://huggingface.co/{model_id}/blob/main/{link}"  # a file of the base repository
+    link = link if isinstance(link, str) and re.fullmatch(r"https://[^\s<>()\[\]`|]{1,200}", link) else ""
+    return "other", license_name, link
+
+
 def load_model(
     name: str,
     label_names: list[str] | tuple[str, ...],
@@ -216,7 +267,7 @@ def load_model(
         >>> loaded.family, loaded.model.config.num_labels
         ('bert', 2)
     """
-    source, model_id, license_name = resolve_model_name(name)
+    source, model_id, _ = resolve_model_name(name)
     id2label = dict(enumerate(label_names))
     config = None
     try:
@@ -273,6 +324,7 @@ def load_model(
             raise ModelLoadError(
                 f"could not tell which revision of '{model_id}' was loaded; pass a local folder"
             )
+    license_id, license_name, license_link = base_model_license(name, source, model_id)
     model.train()
     return LoadedModel(
         model=model,
@@ -281,7 +333,9 @@ def load_model(
         model_id=model_id,
         revision=revision,
         family=family,
-        license=license_name or "other",
+        license=license_id,
+        license_name=license_name,
+        license_link=license_link,
         parameters=sum(p.numel() for p in model.parameters()),
         source=source,
     )

@@ -5,6 +5,9 @@
         config.json                                      the base model's transformers config, with labels
         tokenizer files                                  as `save_pretrained` writes them
         README.md                                        the model card
+        LICENSE                                          when the licence is `other`: which terms apply
+        training_loss.png, scaling.png, …                the card's plots
+        .eval_results/<task>.yaml                        the Hub's evaluation results
         results.json                                     every figure, and the sha256 of every other file
 
 The folder is assembled under a temporary name next to its destination and renamed into place only when
@@ -29,7 +32,7 @@ from pathlib import Path
 import transformers
 
 from ..modules import get_module, module_provenance
-from .data import TaskData, load_task
+from .data import TaskData, load_task, sample_rows, split_statistics
 from .errors import (
     AttncardError,
     CardLintError,
@@ -38,9 +41,18 @@ from .evaluate import EvalResult, evaluate
 from .lint import lint_run_folder
 from .models import MODEL_ALIASES, load_model, resolve_model_name
 from .push import sign_and_push
-from .render import render_card, run_usage_snippet, usage_snippet, write_eval_results, write_plots
+from .render import (
+    LICENSE_FILE,
+    render_card,
+    render_license,
+    run_usage_snippet,
+    usage_snippet,
+    write_eval_results,
+    write_plots,
+)
 from .results import (
     CARD_FILE,
+    RESULTS_FILE,
     SCHEMA_VERSION,
     DatasetRecord,
     EnvironmentRecord,
@@ -54,6 +66,7 @@ from .results import (
     build_manifest,
     default_repo_name,
     sha256_file,
+    training_log,
     utc_now,
 )
 from .train import train
@@ -91,6 +104,10 @@ def collect_results(
             revision=loaded.revision,
             family=loaded.family,
             license=loaded.license,
+            license_name=loaded.license_name,
+            license_link=loaded.license_link,
+            **model_dimensions(loaded.model.config),
+            printout=repr(trained.model),
         ),
         module=module,
         dataset=DatasetRecord(
@@ -103,6 +120,13 @@ def collect_results(
             train_rows=len(data.train),
             validation_rows=len(data.validation),
             files=data.source.files,
+            statistics={
+                "train": split_statistics(data.train, data.spec, loaded.tokenizer, trained.config.max_length),
+                data.spec.validation_split: split_statistics(
+                    data.validation, data.spec, loaded.tokenizer, trained.config.max_length
+                ),
+            },
+            samples=sample_rows(data.validation, data.spec),
         ),
         training=TrainingRecord(
             hyperparameters=trained.config,
@@ -114,6 +138,7 @@ def collect_results(
             device=trained.device,
             penalties=trained.penalties,
             mixed_precision=trained.mixed_precision,
+            log=training_log(trained.losses),
         ),
         metrics=evaluation.metrics,
         efficiency=evaluation.efficiency,
@@ -123,6 +148,18 @@ def collect_results(
         repo_id=repo_id,
         stock=evaluation.stock,
     )
+
+
+def model_dimensions(config) -> dict[str, int | None]:
+    """The sizes of a transformers config that the card's model details show, by their common names
+    (transformers maps each family's own, `n_layer` or `dim`, to them)."""
+    return {
+        "max_position_embeddings": getattr(config, "max_position_embeddings", None),
+        "num_layers": config.num_hidden_layers,
+        "hidden_size": config.hidden_size,
+        "num_heads": config.num_attention_heads,
+        "vocab_size": config.vocab_size,
+    }
 
 
 def write_run_folder(evaluation: EvalResult, results: Results, run_dir: str | os.PathLike) -> Path:
@@ -158,6 +195,9 @@ def write_run_folder(evaluation: EvalResult, results: Results, run_dir: str | os
         (partial / CARD_FILE).unlink(missing_ok=True)
 
         write_eval_results(results, partial)
+        licence = render_license(results)
+        if licence is not None:
+            (partial / LICENSE_FILE).write_text(licence, encoding="utf-8")
         plots = write_plots(results, partial)
         # The usage snippet runs on the folder as it will be published, weights, manifest and a card included:
         # the loader renders the card again from results.json and refuses any other, so the card it finds is
@@ -199,14 +239,15 @@ def write_run_folder(evaluation: EvalResult, results: Results, run_dir: str | os
 
 
 def copy_to_cards(run_dir: Path, cards_dir: Path) -> Path:
-    """Copies a run's card, results.json, plots and `.eval_results` to `cards_dir/<repo-name>/`, so the card
-    can be reviewed in a pull request; the weights stay out of git."""
+    """Copies a run's card, results.json, LICENSE, plots and `.eval_results` to `cards_dir/<repo-name>/`, so
+    the card can be reviewed in a pull request; the weights stay out of git."""
     destination = Path(cards_dir) / Path(run_dir).name
     shutil.rmtree(destination, ignore_errors=True)
     destination.mkdir(parents=True)
     for path in sorted(Path(run_dir).rglob("*")):
         relative = path.relative_to(run_dir)
-        if path.is_file() and (path.suffix in (".md", ".png", ".yaml") or relative.name == "results.json"):
+        reviewed = path.suffix in (".md", ".png", ".yaml") or relative.name in (RESULTS_FILE, LICENSE_FILE)
+        if path.is_file() and reviewed:
             (destination / relative).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, destination / relative)
     return destination
@@ -399,6 +440,7 @@ def run_publish(options: PublishOptions) -> Path:
             config=_config_dict(module_config),
             config_help={name: help_text for name, _, help_text in module.config_fields()},
             citation=module.citation,
+            bibtex=module.bibtex,
             source={path.name: sha256_file(path) for path in module.source_files},
             package=provenance.package,
             package_version=provenance.version,

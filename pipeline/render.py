@@ -20,11 +20,26 @@ import yaml
 from huggingface_hub import EvalResult, EvalResultEntry, ModelCard, ModelCardData, eval_result_entries_to_yaml
 
 from ..modules import get_module
-from .data import GLUE_CITATION, GLUE_LANGUAGE, HUB_DATASET_ID, TASKS
+from .data import GLUE_BIBTEX, GLUE_CITATION, GLUE_LANGUAGE, HUB_DATASET_ID, TASKS
 from .results import COMMIT_RE, RESULTS_FILE, Results, TrainConfig
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 CARD_TEMPLATE = "model_card.md.j2"
+LICENSE_TEMPLATE = "license.txt.j2"
+SCALING_PLOT = "scaling.png"
+LOSS_PLOT = "training_loss.png"
+LICENSE_FILE = "LICENSE"
+# The Hub's `license_name` for a base model whose card declared no licence (see `render_license`).
+UNKNOWN_LICENSE_NAME = "unknown"
+
+LORA_BIBTEX = """@inproceedings{hu2022lora,
+  title = "{LoRA}: Low-Rank Adaptation of Large Language Models",
+  author = {Hu, Edward J. and Shen, Yelong and Wallis, Phillip and Allen-Zhu, Zeyuan and Li, Yuanzhi
+    and Wang, Shean and Wang, Lu and Chen, Weizhu},
+  booktitle = {International Conference on Learning Representations},
+  year = {2022},
+  url = {https://arxiv.org/abs/2106.09685}
+}"""
 
 TASK_TITLES = {
     "sst2": "GLUE SST-2",
@@ -85,6 +100,23 @@ def _capitalize_first(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+_CELL_ESCAPES = str.maketrans(
+    {"\\": "\\\\", "|": "\\|", "`": "\\`", "*": "\\*", "_": "\\_", "[": "\\[", "]": "\\]", "(": "\\(",
+     ")": "\\)", "<": "&lt;", ">": "&gt;", "&": "&amp;", "\n": " ", "\r": " ", "\t": " "}
+)
+
+
+def _cell(text: str) -> str:
+    r"""Text read from a data file, as one Markdown table cell that shows it as written: no markup, link,
+    HTML or line break of the text takes effect.
+
+    Example:
+        >>> print(_cell("a | b <i>[x](y)</i>"))
+        a \| b &lt;i&gt;\[x\]\(y\)&lt;/i&gt;
+    """
+    return text.translate(_CELL_ESCAPES)
+
+
 def template_environment() -> jinja2.Environment:
     """The Jinja environment of the card: strict about undefined names, with the number formats it uses."""
     environment = jinja2.Environment(
@@ -103,6 +135,7 @@ def template_environment() -> jinja2.Environment:
         ratio=_ratio,
         seconds=_seconds,
         speedup=_speedup,
+        cell=_cell,
     )
     return environment
 
@@ -134,9 +167,14 @@ def card_data(results: Results) -> ModelCardData:
     tags.append(results.dataset.task)
     if hub_base_model:
         tags.append(f"base_model:adapter:{hub_base_model}")
+    licence = {"license": results.model.license}
+    if results.model.license == "other":
+        # The spec: `other` with an id of the licence and a link to it, here the LICENSE file of the run.
+        licence["license_name"] = results.model.license_name or UNKNOWN_LICENSE_NAME
+        licence["license_link"] = LICENSE_FILE
     return ModelCardData(
         model_name=results.repo_name,
-        license=results.model.license,
+        **licence,
         **adapter,
         datasets=[HUB_DATASET_ID],
         language=[GLUE_LANGUAGE],
@@ -207,8 +245,9 @@ def split_module_stats(stats: dict) -> tuple[list, list, list]:
 def write_plots(results: Results, run_dir: Path) -> list[dict[str, str]]:
     """Draws the run's figures as PNG files in the run folder; returns `{"file", "title"}` for each.
 
-    The scaling figure is drawn here, medians with the fastest and slowest pass as error bars, and only
-    when results.json holds scaling rows (none for a module that keeps the model's own attention); the
+    The training-loss curve is drawn here, each step's loss with the logged averages over it; the scaling
+    figure too, medians with the fastest and slowest pass as error bars, and only when results.json holds
+    scaling rows (none for a module that keeps the model's own attention); the
     module's own figures by its `plots`, from its statistics as results.json holds them.
     """
     import matplotlib
@@ -217,6 +256,18 @@ def write_plots(results: Results, run_dir: Path) -> list[dict[str, str]]:
     from matplotlib import pyplot
 
     plots = []
+    losses = results.training.losses
+    if losses:
+        figure, axis = pyplot.subplots(figsize=(6, 3.5))
+        axis.plot(range(1, len(losses) + 1), losses, color="0.75", linewidth=0.8, label="each step")
+        log = results.training.log
+        axis.plot([s.step for s in log], [s.loss for s in log], "o-", label="mean since the previous point")
+        axis.set(xlabel="optimizer step", ylabel="training loss", title="training loss")
+        axis.legend()
+        figure.tight_layout()
+        figure.savefig(run_dir / LOSS_PLOT, dpi=100)
+        pyplot.close(figure)
+        plots.append({"file": LOSS_PLOT, "title": "Training loss at each step and averaged as logged"})
     scaling = results.efficiency.scaling
     if scaling:
         figure, (time_axis, memory_axis) = pyplot.subplots(1, 2, figsize=(9, 3.5))
@@ -239,10 +290,10 @@ def write_plots(results: Results, run_dir: Path) -> list[dict[str, str]]:
         for axis in (time_axis, memory_axis):
             axis.legend()
         figure.tight_layout()
-        figure.savefig(run_dir / "scaling.png", dpi=100)
+        figure.savefig(run_dir / SCALING_PLOT, dpi=100)
         pyplot.close(figure)
         title = "Time (median, bars from the fastest to the slowest pass) and peak memory against N"
-        plots.append({"file": "scaling.png", "title": title})
+        plots.append({"file": SCALING_PLOT, "title": title})
     module = get_module(results.module.name)
     if module.plots is not None:
         plots += module.plots(results.module.stats, run_dir)
@@ -280,6 +331,20 @@ def write_eval_results(results: Results, run_dir: Path) -> Path:
     path = folder / f"{results.dataset.task}.yaml"
     path.write_text(yaml.safe_dump(eval_result_entries_to_yaml([entry]), sort_keys=False), encoding="utf-8")
     return path
+
+
+def render_license(results: Results) -> str | None:
+    """The run's LICENSE file when its licence is `other` (the card's `license_link` points to it): which
+    licence of the base model applies, and where it is published, as results.json records them; None for a
+    licence the Hub names (`apache-2.0`), which needs no file.
+
+    Example:
+        >>> print(render_license(results).splitlines()[0])  # tiny-gpt2's folder declares no licence
+        tiny-gpt2-none-sst2: licence
+    """
+    if results.model.license != "other":
+        return None
+    return template_environment().get_template(LICENSE_TEMPLATE).render(r=results)
 
 
 def base_model_is_local(results: Results) -> bool:
@@ -376,6 +441,24 @@ def run_usage_snippet(code: str) -> str:
     return output.getvalue()
 
 
+def bibtex(results: Results) -> str:
+    """The BibTeX of the card's citations: the module's papers, the task's, GLUE's and LoRA's, each entry
+    once (a module may cite LoRA itself).
+
+    Example:
+        >>> print(bibtex(results).splitlines()[0])  # `none` cites nothing; SST-2 comes first
+        @inproceedings{socher2013recursive,
+    """
+    sources = (results.module.bibtex, TASKS[results.dataset.task].bibtex, GLUE_BIBTEX, LORA_BIBTEX)
+    entries: list[str] = []
+    for source in sources:
+        for entry in source.strip().split("\n@"):
+            entry = entry if entry.startswith("@") else "@" + entry
+            if entry.strip() != "@" and entry.split(",", 1)[0] not in {e.split(",", 1)[0] for e in entries}:
+                entries.append(entry)
+    return "\n".join(entries)
+
+
 def render_card(results: Results, plots: list[dict[str, str]] | None = None) -> str:
     """Renders the model card (README.md) of a run.
 
@@ -413,8 +496,13 @@ def render_card(results: Results, plots: list[dict[str, str]] | None = None) -> 
         hyperparameters=hyperparameters,
         module_spec=module.spec.strip(),
         module_source=(module.folder / "attention.py").read_text(encoding="utf-8").rstrip(),
-        module_plots=[plot for plot in plots or [] if plot["file"] != "scaling.png"],
-        scaling_plots=[plot for plot in plots or [] if plot["file"] == "scaling.png"],
+        module_plots=[plot for plot in plots or [] if plot["file"] not in (SCALING_PLOT, LOSS_PLOT)],
+        scaling_plots=[plot for plot in plots or [] if plot["file"] == SCALING_PLOT],
+        loss_plots=[plot for plot in plots or [] if plot["file"] == LOSS_PLOT],
+        install_commands="\n".join(
+            line.removeprefix("# ") for line in (install_line(results), module_install_line(results)) if line
+        ),
+        bibtex=bibtex(results),
         stat_scalars=stat_scalars,
         stat_matrices=stat_matrices,
         stat_other=stat_other,

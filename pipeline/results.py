@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import platform
 import re
 import subprocess
@@ -305,7 +306,19 @@ class ModelRecord:
     model_id: str  # Hub id of the base weights
     revision: str  # Hub commit, or sha256 of the weight files
     family: str  # transformers model_type
-    license: str
+    license: str  # the Hub's licence id the base model's card declares, or "other"
+    # With `license: other`: the licence's id and URL as the base model's card names them; "" when its card
+    # named none (or declared no licence at all). The run's LICENSE file says which.
+    license_name: str = ""
+    license_link: str = ""
+    # From the base model's config: positions (the longest sequence it reads), layers, hidden size, attention
+    # heads and vocabulary; and the printout of the trained model (`repr`), LoRA and the module included.
+    max_position_embeddings: int | None = None
+    num_layers: int = 0
+    hidden_size: int = 0
+    num_heads: int = 0
+    vocab_size: int = 0
+    printout: str = ""
 
 
 @dataclass
@@ -314,6 +327,7 @@ class ModuleRecord:
     config: dict[str, typing.Any] = field(default_factory=dict)
     config_help: dict[str, str] = field(default_factory=dict)  # field -> its help text, for the card
     citation: str = ""
+    bibtex: str = ""  # the BibTeX entries of the papers the module implements
     source: dict[str, str] = field(default_factory=dict)  # the module's source files -> sha256
     # Where the module came from: `attncard` for a built-in one, else the package registering it (entry-point
     # group `attncard.modules`), its version, and the sha256 of its source (`modules.source_sha256`: the
@@ -336,6 +350,34 @@ class DatasetRecord:
     train_rows: int
     validation_rows: int
     files: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Per split ("train" and the evaluated split): rows, rows per label and token lengths with the model's
+    # tokenizer; and the first rows of the evaluated split, as read.
+    statistics: dict[str, SplitStatistics] = field(default_factory=dict)
+    samples: list[SampleRow] = field(default_factory=list)
+
+
+@dataclass
+class TokenLengths:
+    """Tokens per row with the run's tokenizer, special tokens included and before truncation."""
+
+    min: int
+    mean: float
+    max: int
+    truncated: int  # rows longer than the run's max_length, cut to it in training and evaluation
+
+
+@dataclass
+class SplitStatistics:
+    rows: int
+    label_counts: dict[str, int]  # label name -> rows
+    tokens: TokenLengths
+
+
+@dataclass
+class SampleRow:
+    index: int  # the row's position in the split
+    texts: dict[str, str]  # text column -> text
+    label: str
 
 
 @dataclass
@@ -349,6 +391,16 @@ class TrainingRecord:
     device: str
     penalties: list[float] = field(default_factory=list)  # the module's penalty of every step, if any
     mixed_precision: str = "no"
+    log: list[LoggedStep] = field(default_factory=list)  # the losses, averaged over equal stretches of steps
+
+
+@dataclass
+class LoggedStep:
+    """The training loss averaged over the steps since the previous logged step (`first_step` to `step`)."""
+
+    step: int
+    first_step: int
+    loss: float
 
 
 @dataclass
@@ -359,6 +411,10 @@ class EnvironmentRecord:
     git_commit: str  # of this project; "+dirty" when the tree had uncommitted changes; "unknown" when untold
     attncard_version: str
     attncard_repository: str = ""  # where that commit lives (the package's Repository URL); the install line
+    # The machine: logical CPUs, physical memory, and the GPU's name ("" without one).
+    cpu_count: int = 0
+    memory_mb: float = 0.0
+    accelerator: str = ""
 
     @classmethod
     def capture(cls, project_dir: Path | None = None) -> EnvironmentRecord:
@@ -375,6 +431,9 @@ class EnvironmentRecord:
             git_commit=git_commit(project_dir or Path(__file__).resolve().parent.parent),
             attncard_version=_attncard_version(),
             attncard_repository=_attncard_repository(),
+            cpu_count=os.cpu_count() or 0,
+            memory_mb=_physical_memory_mb(),
+            accelerator=torch_accelerator(),
         )
 
 
@@ -740,6 +799,26 @@ def _installed_commit() -> str:
     return commit if isinstance(commit, str) and COMMIT_RE.fullmatch(commit) else "unknown"
 
 
+def _physical_memory_mb() -> float:
+    """This machine's physical memory in MiB; 0.0 where the OS does not tell (`sysconf` is POSIX)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
+    except (AttributeError, OSError, ValueError):
+        return 0.0
+
+
+def torch_accelerator() -> str:
+    """The name of the GPU torch computes on, or "" without one.
+
+    Asked only when torch is already imported (a run always has it): results.json's schema stays free of
+    torch, so that reading a run needs none.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return ""
+    return torch.cuda.get_device_name(0)
+
+
 def _attncard_repository() -> str:
     """The `Repository` URL in attncard's package metadata (pyproject's [project.urls]); "" if not there."""
     try:
@@ -790,6 +869,25 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+LOGGED_STEPS = 20  # rows of the card's table of logged training steps
+
+
+def training_log(losses: list[float], rows: int = LOGGED_STEPS) -> list[LoggedStep]:
+    """The training losses averaged over `rows` equal stretches of steps (the last may be shorter), as a
+    trainer logs them: one step's loss is the noise of one batch.
+
+    Example:
+        >>> [(s.first_step, s.step, s.loss) for s in training_log([4.0, 2.0, 1.0, 1.0, 0.5], rows=2)]
+        [(1, 3, 2.3333333333333335), (4, 5, 0.75)]
+    """
+    every = max(1, -(-len(losses) // rows))
+    return [
+        LoggedStep(step=min(start + every, len(losses)), first_step=start + 1, loss=sum(part) / len(part))
+        for start in range(0, len(losses), every)
+        if (part := losses[start : start + every])
+    ]
+
+
 __all__ = [
     "CARD_FILE",
     "COMMIT_RE",
@@ -804,14 +902,18 @@ __all__ = [
     "DatasetRecord",
     "Efficiency",
     "EnvironmentRecord",
+    "LoggedStep",
     "ManifestDifference",
     "Metrics",
     "ModelRecord",
     "ModuleRecord",
     "Parameters",
     "Results",
+    "SampleRow",
+    "SplitStatistics",
     "Status",
     "StockLoad",
+    "TokenLengths",
     "TrainingRecord",
     "Verification",
     "build_manifest",
@@ -822,4 +924,5 @@ __all__ = [
     "loads_strict",
     "run_tag",
     "sha256_file",
+    "training_log",
 ]

@@ -18,7 +18,15 @@ from pathlib import Path
 
 import torch
 
-from .data import HUB_DATASET_ID, TaskData, get_task, load_task, load_task_from_hub
+from .data import (
+    HUB_DATASET_ID,
+    TaskData,
+    get_task,
+    load_task,
+    load_task_from_hub,
+    sample_rows,
+    split_statistics,
+)
 
 # The files every run folder must list in its manifest: without them there is nothing to rebuild or check.
 from .download import SHA_PREFIX, download_verified, load_files, predict_logits, stock_load_files
@@ -213,6 +221,7 @@ def reverify(
             Figure("parameters.compression_factor", results.parameters.compression_factor, compression),
             Figure("dataset.revision", results.dataset.revision, data.source.revision),
             *(figures("stock", results.stock, stock) if stock is not None else []),
+            *_data_figures(results, data, verified.tokenizer),
         ],
         note=""
         if device == "cpu"
@@ -228,6 +237,23 @@ def reverify(
     ]
     check.matches = not check.problems
     return check
+
+
+def _data_figures(results: Results, data: TaskData, tokenizer) -> list[Figure]:
+    """The card's dataset statistics and sample rows, computed again from the data with the run's tokenizer
+    (for the splits results.json has statistics of)."""
+    max_length = results.training.hyperparameters.max_length
+    splits = {"train": data.train, data.spec.validation_split: data.validation}
+    statistics = {
+        split: split_statistics(splits[split], data.spec, tokenizer, max_length)
+        for split in results.dataset.statistics
+        if split in splits
+    }
+    samples = sample_rows(data.validation, data.spec, count=len(results.dataset.samples))
+    return [
+        *figures("dataset.statistics", results.dataset.statistics, statistics),
+        *figures("dataset.samples", results.dataset.samples, samples),
+    ]
 
 
 def shown(value: object) -> str:

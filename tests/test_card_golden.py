@@ -8,11 +8,12 @@ the test itself.
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from huggingface_hub import ModelCard
 
-from attncard.pipeline.render import render_card
+from attncard.pipeline.render import render_card, write_plots
 from attncard.pipeline.results import Results
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -20,13 +21,15 @@ RESULTS = FIXTURES / "tiny_results.json"
 GOLDEN = FIXTURES / "tiny_card.md"
 
 
-# The recorded run is of `none`, which keeps the model's own attention: no scaling rows, so no scaling plot.
-PLOTS: list[dict[str, str]] = []
-
-
 def golden_card() -> str:
-    """The card the template makes of the fixture's results: what `make golden` writes."""
-    return render_card(Results.load(RESULTS), plots=PLOTS)
+    """The card the template makes of the fixture's results, with the plots results.json draws (the run is of
+    `none`, which keeps the model's own attention: a loss curve, no scaling plot): what `make golden` writes.
+    """
+    results = Results.load(RESULTS)
+    with tempfile.TemporaryDirectory() as scratch:
+        plots = write_plots(results, Path(scratch))
+    assert [plot["file"] for plot in plots] == ["training_loss.png"]
+    return render_card(results, plots=plots)
 
 
 def test_card_matches_the_golden_file():

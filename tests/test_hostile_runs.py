@@ -206,6 +206,13 @@ def test_a_consistent_fail_is_gated_on_the_recomputed_status(tiny_gpt2_run, tmp_
         (lambda d: d["metrics"].update(f1_macro=0.99), r"metrics\.f1_macro is 0\.99"),
         (lambda d: d["metrics"]["per_class"][0].update(recall=1.0), r"metrics\.per_class\[0\]\.recall"),
         (lambda d: d["parameters"].update(compression_factor=2.0), r"compression_factor is 2\.0"),
+        # The logged losses must be the averages of the recorded losses, as the card's table shows them.
+        (lambda d: d["training"]["log"][0].update(loss=0.01), r"training\.log\[0\]\.loss is 0\.01"),
+        # The evaluated split's rows per label must be the verification's class counts.
+        (
+            lambda d: d["dataset"]["statistics"]["validation"]["label_counts"].update(negative=39),
+            r"dataset\.statistics\.validation\.label_counts\.negative is 39",
+        ),
     ],
 )
 def test_edited_figures_in_results_json_are_refused(tiny_gpt2_run, tmp_path, edit, message) -> None:
@@ -227,6 +234,41 @@ def test_an_edited_card_is_refused(tiny_gpt2_run, tmp_path) -> None:
         IntegrityError, match=r"the card does not show what results\.json records: README\.md line"
     ):
         download_verified(run_dir)
+
+
+def test_an_edited_or_missing_license_file_is_refused(tiny_gpt2_run, tmp_path) -> None:
+    """LICENSE says which terms apply; it is rendered from results.json, like the card."""
+    run_dir = copy_run(tiny_gpt2_run, tmp_path)
+    licence = run_dir / "LICENSE"
+    licence.write_text(licence.read_text().replace("declared no licence", "declares the MIT licence"))
+    refresh_manifest(run_dir)
+    with pytest.raises(IntegrityError, match=r"LICENSE is not the licence file results\.json renders"):
+        download_verified(run_dir)
+    licence.unlink()
+    refresh_manifest(run_dir)
+    with pytest.raises(IntegrityError, match=r"LICENSE is not the licence file results\.json renders"):
+        download_verified(run_dir)
+
+
+def test_verify_recomputes_the_data_statistics_and_samples(tiny_gpt2_run, tiny_model_dir, tmp_path) -> None:
+    """Token lengths and sample rows agree with nothing else in results.json: a consistent edit of them
+    (card and plots rendered again) downloads, and only `verify`, which reads the data again, finds it."""
+    _, glue = tiny_gpt2_run
+    run_dir = copy_run(tiny_gpt2_run, tmp_path)
+    results = Results.load(run_dir)
+    results.dataset.statistics["validation"].tokens.mean = 3.5
+    results.dataset.samples[0].texts["sentence"] = "the best film of the year ."
+    plots = write_plots(results, run_dir)
+    results.manifest = {k: v for k, v in build_manifest(run_dir).items() if k != CARD_FILE}
+    (run_dir / CARD_FILE).write_text(render_card(results, plots), encoding="utf-8")
+    results.manifest = build_manifest(run_dir)
+    results.save(run_dir)
+    download_verified(run_dir)
+    check = reverify(run_dir, data_dir=glue, base_model=tiny_model_dir("gpt2"))
+    assert [problem.split(" ")[0] for problem in check.problems] == [
+        "dataset.statistics.validation.tokens.mean",
+        "dataset.samples[0].texts.sentence",
+    ], check.problems
 
 
 def test_verify_recomputes_every_figure_of_a_forged_run(tiny_gpt2_run, tiny_model_dir, tmp_path, capsys):

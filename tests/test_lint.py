@@ -398,3 +398,73 @@ def test_a_model_index_dataset_revision_must_be_a_commit(run):
     assert lint_run_folder(run) == [
         Finding("README.md", line + 1, f"model-index dataset revision {digest!r} is not a git commit sha")
     ]
+
+
+# --- the licence (hub-docs modelcard.md: `other` needs `license_name` and `license_link`) ----------------
+
+
+def test_a_fresh_run_of_a_folder_without_a_licence_links_its_license_file(run):
+    metadata = yaml.safe_load((run / "README.md").read_text(encoding="utf-8").split("---")[1])
+    assert (metadata["license"], metadata["license_name"], metadata["license_link"]) == (
+        "other",
+        "unknown",
+        "LICENSE",
+    )
+    assert "declared no licence" in (run / "LICENSE").read_text(encoding="utf-8")
+
+
+def test_license_other_needs_a_license_name(run):
+    _edit_card(run, "license_name: unknown\n", "")
+    assert lint_run_folder(run) == [
+        Finding("README.md", 2, "license 'other' needs a license_name (an id of the licence)")
+    ]
+
+
+def test_license_other_needs_a_license_link(run):
+    _edit_card(run, "license_link: LICENSE\n", "")
+    assert lint_run_folder(run) == [
+        Finding("README.md", 2, "license 'other' needs a license_link (LICENSE, or a URL)")
+    ]
+
+
+def test_license_link_must_be_a_file_of_the_run_folder(run):
+    (run / "LICENSE").unlink()
+    _reseal(run)
+    assert lint_run_folder(run) == [
+        Finding("README.md", 2, "license_link 'LICENSE' is not a file of the run folder"),
+        Finding("README.md", _line_of(run, "(LICENSE)"), "link target 'LICENSE' is not in the run folder"),
+    ]
+
+
+def test_a_card_without_a_license(run):
+    _edit_card(run, "license: other\nlicense_name: unknown\nlicense_link: LICENSE\n", "")
+    message = "front matter has no license; the Hub shows no licence for the model"
+    assert lint_run_folder(run) == [Finding("README.md", 2, message)]
+
+
+def test_a_licence_the_hub_names_needs_no_file(run):
+    _edit_card(run, "license: other\nlicense_name: unknown\nlicense_link: LICENSE\n", "license: apache-2.0\n")
+    assert lint_run_folder(run) == []
+
+
+# --- text the card quotes as recorded ---------------------------------------------------------------------
+
+
+def test_quoted_data_may_hold_placeholder_words_but_the_card_may_not(run):
+    """A sample row that says "pending" or starts with "None" is the data, not a missing figure; the same
+    words elsewhere in the card still are."""
+    results = Results.load(run)
+    sentence = "None of it | is <b>pending</b> , TODO [x](missing.png) 1234567 ."
+    results.dataset.samples[0].texts["sentence"] = sentence
+    results.save(run)
+    from attncard.pipeline.render import render_card
+
+    card = (run / "README.md").read_text(encoding="utf-8")
+    shown = render_card(Results.load(run)).split("### Samples")[1].split("## Use it")[0]
+    assert r"None of it \| is &lt;b&gt;pending&lt;/b&gt; , TODO \[x\]\(missing.png\) 1234567 ." in shown
+    text = card.split("### Samples")[0] + "### Samples" + shown + "## Use it" + card.split("## Use it")[1]
+    (run / "README.md").write_text(text, encoding="utf-8")
+    _reseal(run)
+    assert lint_run_folder(run) == []
+    line = _edit_card(run, "## Use it\n", "Results on the test split: pending\n\n## Use it\n")
+    assert lint_run_folder(run) == [Finding("README.md", line, "placeholder 'pending'")]

@@ -1,10 +1,20 @@
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 import torch
 
 from attncard.pipeline.errors import ModelLoadError, UnknownNameError
-from attncard.pipeline.models import folder_revision, load_model, minilm_folder, resolve_model_name, tokenize
+from attncard.pipeline.models import (
+    base_model_license,
+    folder_revision,
+    load_model,
+    minilm_folder,
+    resolve_model_name,
+    tokenize,
+)
 from tiny_models import ENCODERS, FAMILIES
 
 LABELS = ["negative", "positive"]
@@ -117,3 +127,34 @@ def test_a_folder_without_config_or_weights_is_refused_by_name(tiny_model_dir, t
             (tmp_path / path.name).write_bytes(path.read_bytes())
     with pytest.raises(ModelLoadError, match=f"{tmp_path}: model folder without {missing}; pass a folder"):
         resolve_model_name(str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("front_matter", "expected"),
+    [
+        ("license: apache-2.0\n", ("apache-2.0", "", "")),
+        (
+            "license: other\nlicense_name: my-licence-1.0\nlicense_link: https://example.org/licence\n",
+            ("other", "my-licence-1.0", "https://example.org/licence"),
+        ),
+        # A local folder is no Hub repository: a file it links cannot be linked from the run.
+        (
+            "license: other\nlicense_name: my-licence-1.0\nlicense_link: LICENSE\n",
+            ("other", "my-licence-1.0", ""),
+        ),
+        ("tags: [x]\n", ("other", "", "")),
+        # A card is data: a value that is not a licence id or an https URL is not carried into the run.
+        ("license: 'Apache 2.0 <script>'\n", ("other", "", "")),
+        (
+            "license: other\nlicense_name: '[x](javascript:1)'\nlicense_link: 'javascript:alert(1)'\n",
+            ("other", "", ""),
+        ),
+        ("license: [mit]\n", ("other", "", "")),
+    ],
+)
+def test_the_licence_is_read_from_the_base_models_card(tiny_model_dir, tmp_path, front_matter, expected):
+    folder = Path(shutil.copytree(tiny_model_dir("gpt2"), tmp_path / "model"))
+    (folder / "README.md").write_text(f"---\n{front_matter}---\n\n# a model\n", encoding="utf-8")
+    assert base_model_license(str(folder), str(folder), folder.name) == expected
+    loaded = load_model(str(folder), ["negative", "positive"])
+    assert (loaded.license, loaded.license_name, loaded.license_link) == expected

@@ -18,6 +18,14 @@ MODULE = AttentionModule(
         "Sukhbaatar, Grave, Bojanowski and Joulin, Adaptive Attention Span in Transformers, ACL 2019, "
         "https://arxiv.org/abs/1905.07799"
     ),
+    bibtex="""@inproceedings{sukhbaatar2019adaptive,
+  title = {Adaptive Attention Span in Transformers},
+  author = {Sukhbaatar, Sainbayar and Grave, Edouard and Bojanowski, Piotr and Joulin, Armand},
+  booktitle = {Proceedings of the 57th Annual Meeting of the Association for Computational Linguistics},
+  pages = {331--335},
+  year = {2019},
+  url = {https://arxiv.org/abs/1905.07799}
+}""",
     trainable_modules=("adaptive_span",),
     learning_rates=lambda config: {"span_logits": config.span_lr},
     penalty=span_penalty,

@@ -19,6 +19,14 @@ MODULE = AttentionModule(
         "Zhao, Lin, Zhang, Ren, Su and Sun, Explicit Sparse Transformer: Concentrated Attention Through "
         "Explicit Selection, 2019, https://arxiv.org/abs/1912.11637"
     ),
+    bibtex="""@article{zhao2019explicit,
+  title = {Explicit Sparse Transformer: Concentrated Attention Through Explicit Selection},
+  author = {Zhao, Guangxiang and Lin, Junyang and Zhang, Zhiyuan and Ren, Xuancheng and Su, Qi
+    and Sun, Xu},
+  journal = {arXiv preprint arXiv:1912.11637},
+  year = {2019},
+  url = {https://arxiv.org/abs/1912.11637}
+}""",
     stats=lambda model, lengths: module_stats(model),
     flops=attention_flops,
 )

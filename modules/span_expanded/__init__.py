@@ -21,6 +21,23 @@ MODULE = AttentionModule(
         "https://arxiv.org/abs/1901.02860 (segment memory); Hu et al., LoRA: Low-Rank Adaptation of Large "
         "Language Models, ICLR 2022, https://arxiv.org/abs/2106.09685 (the low-rank branch)"
     ),
+    bibtex="""@inproceedings{dai2019transformerxl,
+  title = {Transformer-{XL}: Attentive Language Models beyond a Fixed-Length Context},
+  author = {Dai, Zihang and Yang, Zhilin and Yang, Yiming and Carbonell, Jaime and Le, Quoc
+    and Salakhutdinov, Ruslan},
+  booktitle = {Proceedings of the 57th Annual Meeting of the Association for Computational Linguistics},
+  pages = {2978--2988},
+  year = {2019},
+  url = {https://arxiv.org/abs/1901.02860}
+}
+@inproceedings{hu2022lora,
+  title = "{LoRA}: Low-Rank Adaptation of Large Language Models",
+  author = {Hu, Edward J. and Shen, Yelong and Wallis, Phillip and Allen-Zhu, Zeyuan and Li, Yuanzhi
+    and Wang, Shean and Wang, Lu and Chen, Weizhu},
+  booktitle = {International Conference on Learning Representations},
+  year = {2022},
+  url = {https://arxiv.org/abs/2106.09685}
+}""",
     trainable_modules=("span_expanded",),
     stats=lambda model, lengths: module_stats(model),
     flops=attention_flops,

@@ -19,6 +19,14 @@ MODULE = AttentionModule(
         "Denton, Zaremba, Bruna, LeCun and Fergus, Exploiting Linear Structure Within Convolutional Networks "
         "for Efficient Evaluation, NeurIPS 2014, https://arxiv.org/abs/1404.0736"
     ),
+    bibtex="""@inproceedings{denton2014exploiting,
+  title = {Exploiting Linear Structure Within Convolutional Networks for Efficient Evaluation},
+  author = {Denton, Emily L. and Zaremba, Wojciech and Bruna, Joan and LeCun, Yann and Fergus, Rob},
+  booktitle = {Advances in Neural Information Processing Systems 27},
+  pages = {1269--1277},
+  year = {2014},
+  url = {https://arxiv.org/abs/1404.0736}
+}""",
     trainable_modules=("svd_down", "svd_up"),
     stats=lambda model, lengths: module_stats(model),
     lora_targets=lora_target_modules,
