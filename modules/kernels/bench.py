@@ -1,9 +1,17 @@
 """Time and peak memory of banded attention against dense attention (``attncard bench attention``).
 
 Forward: every head uses the same window ``span``; dense SDPA gets the (N, N) boolean band mask, built inside
-the measured call since it is part of what dense attention needs. Forward + backward: per-head adaptive spans
-up to ``backward_span``, with a soft ramp entering as a log-mask ``distance_bias`` that requires grad; the
-dense side gets the equivalent (H, N, N) float bias, gathered from the same ``distance_bias`` inside the call.
+the measured call since it is part of what dense attention needs. "banded" is what
+:func:`~modules.kernels.dispatch.banded_attention` runs for the call (its ``kernel`` field names it),
+"banded_torch" the plain-torch kernel, for comparison. Forward + backward: per-head adaptive spans up to
+``backward_span``, with a soft ramp entering as a log-mask ``distance_bias`` that requires grad; the dense
+side gets the equivalent (H, N, N) float bias, gathered from the same ``distance_bias`` inside the call.
+
+Figures that hold from run to run on a shared machine: every implementation of a point is timed ``repeats``
+times, the implementations taking turns (dense, banded, dense, banded, ...), so that load from elsewhere hits
+them alike; each record has the median and the min and max. A speed-up is given as the ratio of medians and a
+range: dense fastest / module slowest to dense slowest / module fastest, so a range that holds 1 says no
+measurable difference. Calls shorter than ``MIN_SAMPLE_SECONDS`` are repeated within a sample and averaged.
 
 Peak memory is the growth of the process's peak RSS during one call on CPU (Linux: VmHWM, reset through
 /proc/self/clear_refs, after handing freed heap memory back with malloc_trim), or the growth of
@@ -12,6 +20,7 @@ Peak memory is the growth of the process's peak RSS during one call on CPU (Linu
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -20,14 +29,19 @@ import torch
 import torch.nn.functional as F
 
 from .banded import banded_attention_torch
+from .dispatch import banded_attention, select_implementation
 from .memory import PeakMemory
 from .reference import dense_banded_reference
 
 # The dense reference holds about three (B, H, N, N) float32 tensors at once; skipped beyond this budget.
 REFERENCE_MEMORY_BUDGET_BYTES = 6e9
 RAMP = 32  # length of the adaptive-span soft ramp in the forward + backward benchmark
-MIN_TIMED_SECONDS = 1.0  # fast calls are repeated beyond ``repeats`` until their times add up to this
-MAX_TIMED_CALLS = 50
+DEFAULT_REPEATS = 5
+# A sample shorter than this is dominated by timer and scheduler noise: such calls are repeated within one
+# sample (at most MAX_CALLS_PER_SAMPLE times) and the sample is their mean.
+MIN_SAMPLE_SECONDS = 0.02
+MAX_CALLS_PER_SAMPLE = 100
+BASELINE_IMPL = {"forward": "sdpa_dense", "forward_backward": "dense_bias"}
 
 
 def run_attention_benchmark(
@@ -36,69 +50,115 @@ def run_attention_benchmark(
     batch: int = 1,
     heads: int = 12,
     head_dim: int = 64,
-    repeats: int = 3,
+    repeats: int = DEFAULT_REPEATS,
     backward_n: int | None = 4096,
     backward_span: int = 128,
     device: str | None = None,
 ) -> list[dict]:
-    """Measure dense SDPA, the dense reference and the torch banded kernel.
+    """Measure dense SDPA, the dense reference and the banded kernels, interleaved, ``repeats`` times each.
 
     Args:
         ns: sequence lengths for the forward benchmark.
         span: window of every head in the forward benchmark.
         batch, heads, head_dim: attention shape (B, H, ·, D).
-        repeats: timed calls per measurement (at least; see ``MIN_TIMED_SECONDS``); the median is reported.
+        repeats: timed samples per implementation and point; the median, min and max are reported.
         backward_n: sequence length of the forward + backward benchmark; None skips it.
         backward_span: largest per-head span of the forward + backward benchmark.
         device: "cpu" or "cuda"; default CUDA when available.
 
     Returns:
         One record per (mode, N, implementation): ``{"mode": "forward" | "forward_backward", "n": N,
-        "span": W, "impl": "sdpa_dense" | "dense_reference" | "banded" | "dense_bias", "seconds": median
-        seconds, "peak_mb": peak memory growth in MB or None}``. "dense_reference" is absent where it would
-        need more than ``REFERENCE_MEMORY_BUDGET_BYTES``.
+        "span": W, "impl": "sdpa_dense" | "dense_reference" | "banded" | "banded_torch" | "dense_bias",
+        "seconds": median, "seconds_min", "seconds_max", "repeats", "peak_mb": peak memory growth in MB or
+        None}``. Banded rows add ``kernel`` (the implementation that ran) and ``compute_limit`` (the speed-up
+        if time were proportional to the score pairs computed: dense pairs / band pairs). Every row but the
+        baseline (sdpa_dense for forward, dense_bias for forward_backward) adds ``speedup`` (ratio of
+        medians), ``speedup_low``, ``speedup_high`` and ``memory_ratio`` (peak MB / baseline peak MB, None
+        where either is unknown). "dense_reference" is absent where it would need more than
+        ``REFERENCE_MEMORY_BUDGET_BYTES``.
 
     Example:
-        >>> records = run_attention_benchmark(ns=(64,), span=8, heads=2, head_dim=16, backward_n=None)
+        >>> records = run_attention_benchmark(
+        ...     ns=(64,), span=8, heads=2, head_dim=16, repeats=3, backward_n=None
+        ... )
         >>> [(r["n"], r["impl"]) for r in records]
-        [(64, 'sdpa_dense'), (64, 'dense_reference'), (64, 'banded')]
+        [(64, 'sdpa_dense'), (64, 'dense_reference'), (64, 'banded'), (64, 'banded_torch')]
+        >>> banded = records[2]
+        >>> banded["seconds_min"] <= banded["seconds"] <= banded["seconds_max"], banded["repeats"]
+        (True, 3)
+        >>> banded["speedup_low"] <= banded["speedup"] <= banded["speedup_high"]
+        True
+        >>> round(banded["compute_limit"], 3)  # 64² / (64·17 - 8·9): the band holds 1016 of 4096 pairs
+        4.031
         >>> print(format_table(records))
-        mode                   N  impl               seconds   peak MB  speed-up   memory
-        ---------------------------------------------------------------------------------
-        forward               64  sdpa_dense         ...      1.0x ...
-        forward               64  dense_reference    ...
-        forward               64  banded             ...
-        speed-up: baseline seconds / seconds; memory: peak MB / baseline peak MB
-        (baseline: sdpa_dense for forward, dense_bias for forward_backward)
+        | mode | N | span | impl | kernel | seconds (median) | min–max | peak MB | speed-up (range) | ...
+        |---|---|---|---|---|---|---|---|---|---|---|
+        | forward | 64 | 8 | sdpa_dense | - | ... | 1 | - | - |
+        | forward | 64 | 8 | dense_reference | - | ...x (...) | - | ... |
+        | forward | 64 | 8 | banded | sdpa | ...x (...) | 4.0x | ... |
+        | forward | 64 | 8 | banded_torch | torch | ...x (...) | 4.0x | ... |
+        <BLANKLINE>
+        3 timed samples per row, implementations interleaved. Speed-up: ...
     """
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     scaling = head_dim**-0.5
     records = []
     for n in ns:
         inputs = [torch.randn(batch, heads, n, head_dim, device=device) for _ in range(3)]
-        runs = _forward_runs(*inputs, span, scaling)
+        window = torch.full((heads,), span, device=device)
+        runs = _forward_runs(*inputs, window, scaling)
         if 12 * batch * heads * n * n > REFERENCE_MEMORY_BUDGET_BYTES:
             del runs["dense_reference"]
-        for impl, run in runs.items():
-            with torch.no_grad():
-                seconds, peak_mb = _measure(run, device, repeats)
-            records.append(dict(mode="forward", n=n, span=span, impl=impl, seconds=seconds, peak_mb=peak_mb))
+        with torch.no_grad():
+            measured = _measure_interleaved(runs, device, repeats)
+            kernel = select_implementation(*inputs)
+        limit = compute_limit(n, window)
+        for impl, figures in measured.items():
+            record = dict(mode="forward", n=n, span=span, impl=impl, **figures)
+            if impl in ("banded", "banded_torch"):
+                record.update(kernel=kernel if impl == "banded" else "torch", compute_limit=limit)
+            records.append(record)
 
     if backward_n is not None:
         records += _forward_backward_records(
             backward_n, backward_span, batch, heads, head_dim, repeats, device
         )
-    return records
+    return _with_ratios(records)
+
+
+def band_pairs(length: int, window: int, causal: bool = False) -> int:
+    """Number of (query, key) pairs with |i - j| <= window (and j <= i when causal) among ``length`` tokens.
+
+    Example:
+        >>> band_pairs(5, 1), band_pairs(5, 1, causal=True), band_pairs(5, 9)
+        (13, 9, 25)
+    """
+    window = min(window, length - 1)
+    below = length * window - window * (window + 1) // 2  # pairs with 1 <= i - j <= window
+    return length + below if causal else length + 2 * below
+
+
+def compute_limit(length: int, window: torch.Tensor, causal: bool = False) -> float:
+    """Speed-up of banded over dense attention if time were proportional to score pairs: dense pairs (all
+    N² per head, or the causal half) over the band pairs of the heads' windows; about N / (2W + 1).
+
+    Example:
+        >>> round(compute_limit(4096, torch.tensor([64, 64])), 1)
+        32.0
+    """
+    dense = band_pairs(length, length - 1, causal)
+    return len(window) * dense / sum(band_pairs(length, int(w), causal) for w in window)
 
 
 def _forward_runs(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, span: int, scaling: float
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, window: torch.Tensor, scaling: float
 ) -> dict[str, Callable[[], torch.Tensor]]:
-    window = torch.full((query.shape[1],), span, device=query.device)
+    span = int(window.max())
     return {
         "sdpa_dense": lambda: _sdpa_band(query, key, value, span, scaling),
         "dense_reference": lambda: dense_banded_reference(query, key, value, window, scaling=scaling),
-        "banded": lambda: banded_attention_torch(query, key, value, window, scaling=scaling),
+        "banded": lambda: banded_attention(query, key, value, window, scaling=scaling),
+        "banded_torch": lambda: banded_attention_torch(query, key, value, window, scaling=scaling),
     }
 
 
@@ -123,12 +183,16 @@ def _forward_backward_records(
 
         return run
 
+    measured = _measure_interleaved(
+        {"dense_bias": step(_sdpa_bias), "banded": step(_banded_bias)}, device, repeats
+    )
+    kernel = select_implementation(*leaves, distance_bias)
     records = []
-    for impl, run in (("dense_bias", step(_sdpa_bias)), ("banded", step(_banded_bias))):
-        seconds, peak_mb = _measure(run, device, repeats)
-        records.append(
-            dict(mode="forward_backward", n=n, span=max_span, impl=impl, seconds=seconds, peak_mb=peak_mb)
-        )
+    for impl, figures in measured.items():
+        record = dict(mode="forward_backward", n=n, span=max_span, impl=impl, **figures)
+        if impl == "banded":
+            record.update(kernel=kernel, compute_limit=compute_limit(n, window))
+        records.append(record)
     return records
 
 
@@ -165,59 +229,121 @@ def _banded_bias(
     distance_bias: torch.Tensor,
     scaling: float,
 ) -> torch.Tensor:
-    return banded_attention_torch(query, key, value, window, scaling=scaling, distance_bias=distance_bias)
+    return banded_attention(query, key, value, window, scaling=scaling, distance_bias=distance_bias)
 
 
-def _measure(run: Callable[[], object], device: str, repeats: int) -> tuple[float, float | None]:
-    """Median seconds of the timed calls and peak-memory growth in MB of one call, after a warm-up call.
+def _measure_interleaved(runs: dict[str, Callable[[], object]], device: str, repeats: int) -> dict[str, dict]:
+    """Per implementation: median, min and max seconds of ``repeats`` samples, and peak-memory growth in MB.
 
-    At least ``repeats`` timed calls, more while they add up to under ``MIN_TIMED_SECONDS``: the median of
-    many short calls shrugs off the odd preempted one. Memory is measured on its own call, since resetting the
-    peak hands memory back to the OS and would charge the page faults of getting it again to the timing.
+    Each implementation is called once to warm up (which also sizes its samples: calls shorter than
+    ``MIN_SAMPLE_SECONDS`` are repeated within a sample), then once under :class:`PeakMemory`, then the
+    implementations take turns, one sample each per round, so that a burst of load from elsewhere slows them
+    alike instead of one of them. Memory is measured on its own call, since resetting the peak hands memory
+    back to the OS and would charge the page faults of getting it again to the timing.
     """
-    run()
-    with PeakMemory(torch.device(device)) as memory:
-        run()
-    peak_mb = memory.peak_mb if memory.block_only else None
+    calls_per_sample = {}
+    peak_mb: dict[str, float | None] = {}
+    for impl, run in runs.items():
+        warm_up = _timed(run, device, calls=1)
+        calls_per_sample[impl] = min(MAX_CALLS_PER_SAMPLE, max(1, math.ceil(MIN_SAMPLE_SECONDS / warm_up)))
+        with PeakMemory(torch.device(device)) as memory:
+            run()
+        peak_mb[impl] = memory.peak_mb if memory.block_only else None
 
-    seconds: list[float] = []
-    while len(seconds) < repeats or (sum(seconds) < MIN_TIMED_SECONDS and len(seconds) < MAX_TIMED_CALLS):
-        start = time.perf_counter()
+    samples: dict[str, list[float]] = {impl: [] for impl in runs}
+    for _ in range(repeats):
+        for impl, run in runs.items():
+            samples[impl].append(_timed(run, device, calls_per_sample[impl]))
+    return {
+        impl: dict(
+            seconds=statistics.median(times),
+            seconds_min=min(times),
+            seconds_max=max(times),
+            repeats=len(times),
+            peak_mb=peak_mb[impl],
+        )
+        for impl, times in samples.items()
+    }
+
+
+def _timed(run: Callable[[], object], device: str, calls: int) -> float:
+    """Mean seconds of ``calls`` back-to-back calls (at least one nanosecond, so ratios stay finite)."""
+    start = time.perf_counter()
+    for _ in range(calls):
         run()
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        seconds.append(time.perf_counter() - start)
-    return statistics.median(seconds), peak_mb
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return max((time.perf_counter() - start) / calls, 1e-9)
+
+
+def _with_ratios(records: list[dict]) -> list[dict]:
+    """Add speed-up (median ratio and range) and memory ratio against the baseline of the same mode and N."""
+    baselines = {(r["mode"], r["n"]): r for r in records if r["impl"] == BASELINE_IMPL[r["mode"]]}
+    for r in records:
+        base = baselines.get((r["mode"], r["n"]))
+        if base is None or r is base:
+            continue
+        r["speedup"] = base["seconds"] / r["seconds"]
+        r["speedup_low"] = base["seconds_min"] / r["seconds_max"]
+        r["speedup_high"] = base["seconds_max"] / r["seconds_min"]
+        known = r["peak_mb"] is not None and base["peak_mb"]
+        r["memory_ratio"] = r["peak_mb"] / base["peak_mb"] if known else None
+    return records
 
 
 def format_table(records: list[dict]) -> str:
-    """Records of :func:`run_attention_benchmark` as a text table, with speed-up and memory ratios against the
-    dense baseline of the same run (sdpa_dense for forward, dense_bias for forward_backward)."""
-    baseline_impl = {"forward": "sdpa_dense", "forward_backward": "dense_bias"}
-    baselines = {(r["mode"], r["n"]): r for r in records if r["impl"] == baseline_impl[r["mode"]]}
-    header = f"{'mode':<17}{'N':>7}  {'impl':<16}{'seconds':>10}{'peak MB':>10}{'speed-up':>10}{'memory':>9}"
-    lines = [header, "-" * len(header)]
+    """Records of :func:`run_attention_benchmark` as a Markdown table: median seconds with min–max, peak
+    memory, speed-up against the dense baseline of the same run with its range, the compute limit of the
+    banded rows and the memory ratio; then notes on what was skipped and how to read it."""
+    header = [
+        "mode",
+        "N",
+        "span",
+        "impl",
+        "kernel",
+        "seconds (median)",
+        "min–max",
+        "peak MB",
+        "speed-up (range)",
+        "compute limit",
+        "memory ratio",
+    ]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in records:
-        base = baselines.get((r["mode"], r["n"]))
-        speedup = f"{base['seconds'] / r['seconds']:.1f}x" if base else "-"
-        memory = "-"
-        if base and r["peak_mb"] is not None and base["peak_mb"]:
-            memory = f"{r['peak_mb'] / base['peak_mb']:.3f}"
-        peak = "-" if r["peak_mb"] is None else f"{r['peak_mb']:.0f}"
-        lines.append(
-            f"{r['mode']:<17}{r['n']:>7}  {r['impl']:<16}{r['seconds']:>10.4f}{peak:>10}"
-            f"{speedup:>10}{memory:>9}"
-        )
+        speedup = "1"  # the baseline row
+        if "speedup" in r:
+            speedup = f"{r['speedup']:.1f}x ({r['speedup_low']:.1f}–{r['speedup_high']:.1f})"
+        limit = f"{r['compute_limit']:.1f}x" if "compute_limit" in r else "-"
+        ratio = r.get("memory_ratio")
+        cells = [
+            r["mode"],
+            str(r["n"]),
+            str(r["span"]),
+            r["impl"],
+            r.get("kernel", "-"),
+            f"{r['seconds']:.4g}",
+            f"{r['seconds_min']:.4g}–{r['seconds_max']:.4g}",
+            "-" if r["peak_mb"] is None else f"{r['peak_mb']:.1f}",
+            speedup,
+            limit,
+            "-" if ratio is None else f"{ratio:.3f}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+
+    repeats = sorted({r["repeats"] for r in records})
+    notes = [
+        f"{'/'.join(map(str, repeats))} timed samples per row, implementations interleaved. Speed-up: "
+        "baseline median / median, range: baseline fastest / slowest of the row to baseline slowest / "
+        "fastest of the row. Memory ratio: peak MB / baseline peak MB (baseline: sdpa_dense for forward, "
+        "dense_bias for forward_backward). Compute "
+        "limit: dense score pairs / band score pairs."
+    ]
     forward_ns = sorted({r["n"] for r in records if r["mode"] == "forward"})
     with_reference = {r["n"] for r in records if r["impl"] == "dense_reference"}
     skipped = [n for n in forward_ns if n not in with_reference]
     if skipped:
         budget_gb = REFERENCE_MEMORY_BUDGET_BYTES / 1e9
-        lines.append(
-            f"dense_reference not run at N = {', '.join(map(str, skipped))} (would need > {budget_gb:g} GB)"
+        notes.append(
+            f"dense_reference not run at N = {', '.join(map(str, skipped))} (would need > {budget_gb:g} GB)."
         )
-    lines.append(
-        "speed-up: baseline seconds / seconds; memory: peak MB / baseline peak MB "
-        "(baseline: sdpa_dense for forward, dense_bias for forward_backward)"
-    )
-    return "\n".join(lines)
+    return "\n".join([*lines, "", *notes])

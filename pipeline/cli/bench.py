@@ -1,5 +1,6 @@
-"""`attncard bench attention [--ns …] [--json FILE]`: time and peak memory of banded attention against dense
-attention (`modules.kernels.bench`), printed as a table."""
+"""`attncard bench attention [--ns …] [--repeats K] [--json FILE] [--markdown FILE]`: time and peak memory of
+banded attention against dense attention (`modules.kernels.bench`), K interleaved samples per implementation,
+printed as a Markdown table with medians, min–max and speed-up ranges."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 
 import torch
 
-from ...modules.kernels.bench import format_table, run_attention_benchmark
+from ...modules.kernels.bench import DEFAULT_REPEATS, format_table, run_attention_benchmark
 from .common import run_command
 
 DESCRIPTION = "Time and peak memory of banded attention against dense attention."
@@ -22,12 +23,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--heads", type=int, default=12)
     parser.add_argument("--head-dim", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--repeats", type=int, default=DEFAULT_REPEATS, help="timed samples per implementation and point"
+    )
     parser.add_argument("--backward-n", type=int, default=4096, help="0 skips forward + backward")
     parser.add_argument("--backward-span", type=int, default=128)
     parser.add_argument("--device", choices=("cpu", "cuda"), default=None)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--json", metavar="FILE", help="write the records to FILE as JSON")
+    parser.add_argument("--markdown", metavar="FILE", help="write the table to FILE as Markdown")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,8 +59,13 @@ def _bench(args: argparse.Namespace) -> int:
         backward_span=args.backward_span,
         device=device,
     )
-    print(format_table(records))
+    table = format_table(records)
+    print(table)
     if args.json:
         with open(args.json, "w") as out:
             json.dump(records, out, indent=2)
+    if args.markdown:
+        with open(args.markdown, "w") as out:
+            out.write(f"Device {device}, torch {torch.__version__}, {torch.get_num_threads()} threads, ")
+            out.write(f"B={args.batch} H={args.heads} D={args.head_dim}.\n\n{table}\n")
     return 0
