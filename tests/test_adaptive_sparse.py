@@ -1,4 +1,5 @@
-"""`adaptive_sparse`: exact top-k attention, against a hand reference and inside every model family."""
+"""`adaptive_sparse`: exact top-k attention, against a hand reference, against the full-matrix computation it
+replaced (tiled path, gradients included), bounded in memory, and inside every model family."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import pytest
 import torch
 from peft import LoraConfig, TaskType, get_peft_model
+from transformers.integrations.sdpa_attention import repeat_kv
 
 from attncard.modules.adaptive_sparse import (
     MODULE,
@@ -16,7 +18,9 @@ from attncard.modules.adaptive_sparse import (
     module_stats,
     select_top_k,
 )
+from attncard.modules.adaptive_sparse import attention as sparse_attention
 from attncard.modules.base import attention_layers, implementation_name
+from attncard.modules.kernels.memory import PeakMemory
 from attncard.modules.trace import record_trace
 from tiny_models import FAMILIES, load_with_padded_batch
 
@@ -65,7 +69,7 @@ def _reference(query, key, value, mask, top_k: int, scaling: float) -> torch.Ten
 def test_matches_the_row_by_row_reference(causal, top_k):
     query, key, value, mask = _inputs([6, 4, 2], causal=causal)
     output, probabilities = adaptive_sparse_attention(
-        _attention(top_k, causal), query, key, value, mask, scaling=0.35
+        _attention(top_k, causal), query, key, value, mask, scaling=0.35, output_attentions=True
     )
     assert output.shape == (3, 6, 4, 8)
     torch.testing.assert_close(output, _reference(query, key, value, mask, top_k, 0.35), atol=1e-5, rtol=1e-5)
@@ -78,7 +82,7 @@ def test_matches_the_row_by_row_reference(causal, top_k):
 def test_k_one_attends_to_exactly_the_best_key():
     query, key, value, mask = _inputs([6, 3])
     output, probabilities = adaptive_sparse_attention(
-        _attention(1, False), query, key, value, mask, scaling=1.0
+        _attention(1, False), query, key, value, mask, scaling=1.0, output_attentions=True
     )
     key, value = key.repeat_interleave(2, dim=1), value.repeat_interleave(2, dim=1)
     scores = (query @ key.transpose(-2, -1)).masked_fill(~mask, float("-inf"))
@@ -118,7 +122,9 @@ def test_gradients_are_finite_with_fully_masked_rows():
 def test_half_precision_keeps_its_dtype():
     query, key, value, mask = _inputs([6, 3], causal=True)
     half = [tensor.to(torch.bfloat16) for tensor in (query, key, value)]
-    output, probabilities = adaptive_sparse_attention(_attention(3, True), *half, mask, scaling=0.35)
+    output, probabilities = adaptive_sparse_attention(
+        _attention(3, True), *half, mask, scaling=0.35, output_attentions=True
+    )
     assert output.dtype == probabilities.dtype == torch.bfloat16
     expected = _reference(*(tensor.float() for tensor in half), mask, top_k=3, scaling=0.35)
     torch.testing.assert_close(output.float(), expected, atol=2e-2, rtol=2e-2)
@@ -205,3 +211,200 @@ def test_trace_records_the_selection(tiny_model_dir):
     assert steps[3].inputs["key"].shape == steps[3].inputs["query"].shape  # key heads repeated for GQA
     assert steps[4].outputs["keep"].shape == [b, heads, n, n]
     assert steps[4].outputs["threshold"].shape == [b, heads, n, 1]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The tiled computation against the full-matrix one it replaced
+
+
+def _full_matrix(query, key, value, mask, top_k: int | None, scaling: float, causal: bool):
+    """The former implementation: the whole (B, H, N, N) score matrix, the top-k keep mask (all allowed keys
+    when `top_k` is None), a masked softmax over all N columns, a dense P·V. Returns (output, P)."""
+    groups = query.shape[1] // key.shape[1]
+    key, value = repeat_kv(key, groups), repeat_kv(value, groups)
+    scores = torch.matmul(query, key.transpose(-2, -1)) * scaling
+    n_q, n_k = scores.shape[-2:]
+    if mask is None:
+        mask = torch.ones(n_q, n_k, dtype=torch.bool)
+        mask = (mask.tril(diagonal=n_k - n_q) if causal else mask)[None, None]
+    allowed = mask.expand_as(scores)
+    if top_k is None:
+        keep = allowed
+    else:
+        indices = scores.detach().masked_fill(~allowed, float("-inf")).topk(min(top_k, n_k), dim=-1).indices
+        keep = torch.zeros_like(allowed).scatter_(-1, indices, True) & allowed
+    masked = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
+    probabilities = masked.softmax(dim=-1, dtype=torch.float32).to(value.dtype).masked_fill(~keep, 0.0)
+    return torch.matmul(probabilities, value).transpose(1, 2), probabilities
+
+
+@pytest.fixture
+def small_tiles(monkeypatch):
+    """Tiles of `rows` query rows from 8 keys on, so that short inputs take the tiled path."""
+
+    def set_tiles(rows: int, n_k: int) -> None:
+        monkeypatch.setattr(sparse_attention, "SINGLE_BLOCK_MAX_KEYS", 8)
+        monkeypatch.setattr(sparse_attention, "TILE_SCORES", rows * n_k)
+
+    return set_tiles
+
+
+TILED_CASES = {
+    # name: (row lengths, N, heads, kv heads, causal, padding mask given, top_k, query rows per tile)
+    "encoder, no mask, N not a multiple of the tile": ([37], 37, 4, 4, False, False, 5, 6),
+    "encoder, padded batch, GQA": ([37, 20, 3, 0], 37, 4, 2, False, True, 5, 8),
+    "decoder, no mask (keys cut at the tile's last row)": ([29, 29], 29, 4, 2, True, False, 4, 5),
+    "decoder, padded batch": ([29, 11, 2], 29, 2, 1, True, True, 3, 7),
+    "top_k beyond N: full rows": ([23, 9], 23, 2, 2, False, True, 40, 4),
+    "several heads per tile": ([12, 12], 12, 6, 3, False, False, 3, 2 * 12),
+    "several batch rows per tile": ([10, 7, 10], 10, 2, 2, True, True, 2, 2 * 2 * 10),
+}
+
+
+def _case(name: str):
+    lengths, n, heads, kv_heads, causal, masked, top_k, rows = TILED_CASES[name]
+    query, key, value, mask = _inputs(lengths, n=n, heads=heads, kv_heads=kv_heads, dim=8, causal=causal)
+    return query, key, value, (mask if masked else None), causal, top_k, rows
+
+
+@pytest.mark.parametrize("name", TILED_CASES)
+def test_tiles_equal_the_full_matrix(name, small_tiles):
+    query, key, value, mask, causal, top_k, rows = _case(name)
+    small_tiles(rows, query.shape[2])
+    module = _attention(top_k, causal)
+    with torch.no_grad():  # the no-grad path writes every tile into the result
+        output, probabilities = adaptive_sparse_attention(
+            module, query, key, value, mask, scaling=0.35, output_attentions=True
+        )
+    expected, expected_probabilities = _full_matrix(query, key, value, mask, top_k, 0.35, causal)
+    torch.testing.assert_close(output, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(probabilities, expected_probabilities, atol=1e-5, rtol=1e-5)
+    assert torch.equal(probabilities > 0, expected_probabilities > 0)  # the same keys kept
+    output_only, nothing = adaptive_sparse_attention(module, query, key, value, mask, scaling=0.35)
+    assert nothing is None  # no (B, H, N, N) probabilities unless the model asks for attentions
+    torch.testing.assert_close(output_only, expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", TILED_CASES)
+def test_tiles_have_the_full_matrix_gradients(name, small_tiles):
+    query, key, value, mask, causal, top_k, rows = _case(name)
+    small_tiles(rows, query.shape[2])
+    weights = torch.randn(query.shape[0], query.shape[2], query.shape[1], query.shape[3])
+    grads = []
+    for attend in (
+        lambda q, k, v: adaptive_sparse_attention(
+            _attention(top_k, causal).train(), q, k, v, mask, scaling=0.35
+        ),
+        lambda q, k, v: _full_matrix(q, k, v, mask, top_k, 0.35, causal),
+    ):
+        leaves = [tensor.clone().requires_grad_(True) for tensor in (query, key, value)]
+        (attend(*leaves)[0] * weights).sum().backward()
+        grads.append([leaf.grad for leaf in leaves])
+    for got, expected in zip(*grads, strict=True):
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_tiles_in_half_precision_and_with_a_float_mask(small_tiles):
+    query, key, value, mask, causal, top_k, rows = _case("decoder, padded batch")
+    small_tiles(rows, query.shape[2])
+    additive = torch.zeros(mask.shape).masked_fill(~mask, torch.finfo(torch.float32).min)
+    output, _ = adaptive_sparse_attention(
+        _attention(top_k, causal), query, key, value, additive, scaling=0.35
+    )
+    expected, _ = _full_matrix(query, key, value, mask, top_k, 0.35, causal)
+    torch.testing.assert_close(output, expected, atol=1e-5, rtol=1e-5)
+    half = [tensor.to(torch.bfloat16) for tensor in (query, key, value)]
+    output, _ = adaptive_sparse_attention(_attention(top_k, causal), *half, mask, scaling=0.35)
+    assert output.dtype == torch.bfloat16
+    expected, _ = _full_matrix(*(tensor.float() for tensor in half), mask, top_k, 0.35, causal)
+    torch.testing.assert_close(output.float(), expected, atol=2e-2, rtol=2e-2)
+
+
+def test_tiles_warm_up_with_full_attention_and_apply_dropout(small_tiles):
+    query, key, value, mask, causal, _, rows = _case("encoder, padded batch, GQA")
+    small_tiles(rows, query.shape[2])
+    module = _attention(2, causal, warmup_steps=1).train()
+    output, _ = adaptive_sparse_attention(module, query, key, value, mask, scaling=0.35)
+    torch.testing.assert_close(output, _full_matrix(query, key, value, mask, None, 0.35, causal)[0])
+    output, _ = adaptive_sparse_attention(module, query, key, value, mask, scaling=0.35)  # warm-up over
+    torch.testing.assert_close(output, _full_matrix(query, key, value, mask, 2, 0.35, causal)[0])
+    torch.manual_seed(0)
+    dropped, probabilities = adaptive_sparse_attention(
+        module, query, key, value, mask, scaling=0.35, dropout=0.5, output_attentions=True
+    )
+    assert torch.isfinite(dropped).all() and not torch.allclose(dropped, output)
+    # Each kept probability is dropped (0) or doubled: at most the 2 kept keys are non-zero, and some are 0.
+    kept = (probabilities > 0).sum(dim=-1)
+    assert kept.max() <= 2 and (kept[0] < 2).any()
+
+
+def test_the_trace_shows_the_first_tile(small_tiles, monkeypatch):
+    query, key, value, mask, causal, top_k, rows = _case("encoder, padded batch, GQA")
+    small_tiles(rows, query.shape[2])
+    steps = []
+    monkeypatch.setattr(
+        sparse_attention,
+        "trace_step",
+        lambda module, stage, op, inputs, outputs: steps.append((stage, op, outputs)),
+    )
+    adaptive_sparse_attention(_attention(top_k, causal), query, key, value, mask, scaling=0.35)
+    assert [stage for stage, _, _ in steps] == [
+        "attention scores",
+        "top-k selection",
+        "softmax",
+        "weighted sum",
+    ]
+    n = query.shape[2]
+    tiles = len(range(0, n, rows)) * query.shape[0] * query.shape[1]
+    assert f"the first of {tiles} query tiles" in steps[0][1]
+    assert steps[0][2]["scores"].shape == (1, 1, rows, n)
+    assert steps[1][2]["indices"].shape == (1, 1, rows, top_k)
+    assert steps[3][2]["output"].shape == (1, 1, rows, query.shape[3])
+
+
+def test_long_inputs_build_no_n_by_n_tensor(monkeypatch):
+    """N = 2048 tokens, 2 heads: one N×N float32 matrix per head would be 16 MiB, the pair 32 MiB."""
+    n, heads, dim = 2048, 2, 16
+    assert sparse_attention.query_tiles(1, heads, n, n) == (1, 1, sparse_attention.TILE_SCORES // n)
+    query, key, value = (torch.randn(1, heads, n, dim) for _ in range(3))
+    largest = []
+    topk = torch.Tensor.topk
+
+    def recording_topk(self, *args, **kwargs):
+        largest.append(self.numel())
+        return topk(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "topk", recording_topk)
+    for causal in (False, True):
+        largest.clear()
+        module = _attention(8, causal)
+        with torch.no_grad():
+            adaptive_sparse_attention(module, query, key, value, None, scaling=dim**-0.5)  # warm-up
+            with PeakMemory(torch.device("cpu")) as memory:
+                output, _ = adaptive_sparse_attention(module, query, key, value, None, scaling=dim**-0.5)
+        assert largest and max(largest) <= sparse_attention.TILE_SCORES  # every selection reads one tile
+        # The output (256 KiB) plus one tile (512 KiB) and small change; an N×N matrix alone is 16 MiB.
+        if memory.block_only:
+            assert memory.peak_mb < 4, memory.peak_mb
+        # and still exact
+        expected, _ = _full_matrix(query, key, value, None, 8, dim**-0.5, causal)
+        torch.testing.assert_close(output, expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_the_two_stage_selection_is_torch_topk(masked):
+    generator = torch.Generator().manual_seed(1)
+    scores = torch.randn(2, 3, 5, 1024, generator=generator)  # 16 chunks of 64 keys: two stages for k = 8
+    if masked:  # rows with few allowed keys, all in one chunk or spread; one row with none
+        allowed = torch.rand(2, 3, 5, 1024, generator=generator) < 0.3
+        allowed[0, 0, 0] = False
+        allowed[0, 0, 0, 70:73] = True
+        allowed[0, 0, 1] = False
+        allowed[1, 2, 4] = False
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    values, indices = sparse_attention.top_k_of_rows(scores, 8)
+    expected = scores.topk(8, dim=-1)
+    assert torch.equal(values, expected.values)
+    finite = values > float("-inf")  # among -inf (disallowed) keys the choice is free
+    assert torch.equal(indices[finite], expected.indices[finite])
+    assert torch.equal(scores.gather(-1, indices), values)

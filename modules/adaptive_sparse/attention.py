@@ -8,18 +8,50 @@ For each query row i of each head, with scores s_ij = scaling · q_i·k_j over t
     out_i = Σ_j p_ij · v_j
 
 The keys kept adapt to each query (unlike a fixed window), hence the name. The selection is not
-differentiable; gradients flow through the kept scores, as through any masked softmax. The full score
-matrix is computed before the selection: this implementation concentrates attention, it does not save
-compute.
+differentiable; gradients flow through the kept scores, as through any masked softmax.
+
+How it is computed. An exact top-k must read every allowed score of a row, so Q·Kᵀ is computed in full:
+O(N²·d) time per head, as in dense attention. What is avoided is holding it: the queries are cut into
+tiles ([`query_tiles`]) that go through the steps above one after the other; without autograd each
+tile's output is written into the result and the next tile reuses its score buffer, with autograd the
+tile outputs are concatenated at the end.
+
+- Short inputs (N ≤ `SINGLE_BLOCK_MAX_KEYS` keys) are one tile, computed as a masked softmax over the
+  whole (B, H, N, N) score matrix: the keep mask from `torch.topk`, a softmax over all N columns with the
+  others set to the most negative float, and a dense P·V. Memory O(N²) per head, several such tensors.
+- Longer inputs are cut into tiles of at most `TILE_SCORES` scores (whole heads and batch rows when they
+  fit, else blocks of query rows of one head). Per tile: the scores of its rows against all keys (only
+  against the keys up to the tile's last row in a causal model without padding), the tile's rows of the
+  mask as -inf, the top k of each row (`torch.topk`, in two stages for rows of at least 2k chunks of
+  `CHUNK` keys: [`top_k_of_rows`]), a softmax over the k kept scores, and the weighted sum of the k value
+  rows gathered by index: P·V costs O(N·k·d) per head, not O(N²·d). Memory beyond the inputs and the
+  output is O(block·N) (one tile of scores, and its slice of the mask when there is one), not O(N²): no
+  N×N tensor is built, neither scores nor mask. In training, autograd keeps per query the k indices,
+  probabilities and gathered value rows, O(N·k·d) per head; the backward pass rebuilds each tile's
+  (block, N) score gradient and multiplies it back through Q·Kᵀ, O(N²·d) time.
+- Full attention (the warm-up, or k at least the number of keys) is a masked softmax per tile.
+- Grouped-query key and value heads are first repeated to the query heads (`repeat_kv`).
+
+The transformers return value `attn_weights`, the (B, H, N, N) probabilities, is built only when the model
+asks for it (`output_attentions=True`); otherwise it is None, as with SDPA.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import nn
 from transformers.integrations.sdpa_attention import repeat_kv
 
 from ..trace import trace_step
+
+# Inputs of at most this many keys are computed as one (B, H, N, N) tile (the fastest at short lengths).
+SINGLE_BLOCK_MAX_KEYS = 256
+# Beyond it, a tile holds at most this many scores (512 KiB of float32), e.g. 32 query rows at N = 4096.
+TILE_SCORES = 2**17
+# The top-k of a long row is taken among the k chunks of this many keys with the highest maxima.
+CHUNK = 64
 
 
 class AdaptiveSparseState(nn.Module):
@@ -62,6 +94,8 @@ def allowed_keys(
 
     `sdpa_mask` gives a boolean (B, 1, N, N) mask with the causal triangle folded in; when it is `None`
     (nothing padded) a causal model relies on `is_causal` (the argument, else `module.is_causal`).
+    This builds the whole (N_q, N_k) mask; the attention itself reads one tile of it at a time
+    ([`allowed_rows`]).
 
     Returns:
         A boolean tensor broadcastable to the scores (B, H, N_q, N_k): True where a query may attend.
@@ -75,6 +109,66 @@ def allowed_keys(
     if causal and n_q > 1:
         return ones.tril(diagonal=n_k - n_q)[None, None]  # aligned to the last key, as with a cache
     return ones[None, None]
+
+
+def allowed_rows(
+    attention_mask: torch.Tensor | None,
+    causal: bool,
+    rows: slice,
+    n_q: int,
+    n_k: int,
+    device: torch.device,
+    keys: int | None = None,
+) -> torch.Tensor | None:
+    """The rows `rows` of [`allowed_keys`]'s (N_q, N_k) mask, its first `keys` columns (default all `n_k`).
+
+    A slice (a view) of `attention_mask` when there is one; else, in a causal model, the causal triangle
+    of those rows only, (1, 1, rows, keys), aligned to the last key as with a cache; None when every key is
+    allowed.
+
+    Example:
+        >>> allowed_rows(None, True, slice(1, 3), n_q=4, n_k=4, device=torch.device("cpu")).int().tolist()
+        [[[[1, 1, 0, 0], [1, 1, 1, 0]]]]
+        >>> allowed_rows(None, False, slice(1, 3), n_q=4, n_k=4, device=torch.device("cpu")) is None
+        True
+    """
+    keys = n_k if keys is None else keys
+    if attention_mask is not None:
+        mask = attention_mask[..., :keys]
+        mask = mask if mask.shape[-2] == 1 else mask[..., rows, :]  # a one-row mask serves every query
+        return mask if mask.dtype == torch.bool else mask == 0  # an additive float mask: 0 where allowed
+    if not causal or n_q == 1:
+        return None
+    first, stop, _ = rows.indices(n_q)
+    last_allowed = torch.arange(first, stop, device=device)[:, None] + (n_k - n_q)
+    return (torch.arange(keys, device=device)[None, :] <= last_allowed)[None, None]
+
+
+def query_tiles(batch: int, heads: int, n_q: int, n_k: int) -> tuple[int, int, int]:
+    """How the queries are cut: `(batch rows, heads, query rows)` per tile.
+
+    One tile when there are at most `SINGLE_BLOCK_MAX_KEYS` keys. Beyond, a tile holds at most
+    `TILE_SCORES` scores: blocks of query rows of one head and batch row, or, when a whole head fits,
+    several heads (and batch rows) at once.
+
+    Example:
+        >>> query_tiles(32, 12, 128, 128)  # short: one tile
+        (32, 12, 128)
+        >>> query_tiles(1, 12, 4096, 4096)  # 32 query rows against 4096 keys
+        (1, 1, 32)
+        >>> query_tiles(4, 12, 1, 4096)  # one query row (decoding with a cache): 12 heads of 2 batch rows
+        (2, 12, 1)
+    """
+    if n_k <= SINGLE_BLOCK_MAX_KEYS:
+        return batch, heads, n_q
+    rows = max(1, min(n_q, TILE_SCORES // n_k))
+    if rows < n_q:
+        return 1, 1, rows
+    per_head = n_q * n_k
+    head_step = max(1, min(heads, TILE_SCORES // per_head))
+    if head_step < heads:
+        return 1, head_step, n_q
+    return max(1, min(batch, TILE_SCORES // (heads * per_head))), heads, n_q
 
 
 def select_top_k(
@@ -107,6 +201,182 @@ def select_top_k(
     return keep & allowed, values[..., -1:]
 
 
+def top_k_of_rows(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`scores.topk(k, dim=-1)` (values and indices, largest first), in two stages for long rows.
+
+    When a row of N keys splits into at least 2k chunks of `CHUNK` keys, its k largest scores lie in the k
+    chunks with the largest maxima: any score above the k-th largest chunk maximum τ is the maximum or
+    below the maximum of a chunk whose maximum exceeds τ. So: the maximum of each chunk, `topk` of those
+    N/CHUNK maxima, and `topk` of the k·CHUNK scores of the chunks chosen, instead of `topk` of N scores.
+    The same values; only among exactly tied scores may the indices chosen differ from `torch.topk`'s.
+
+    Example:
+        >>> scores = torch.randn(3, 1024)
+        >>> values, indices = top_k_of_rows(scores, 8)  # 16 chunks of 64: two stages
+        >>> torch.equal(values, scores.topk(8).values), torch.equal(indices, scores.topk(8).indices)
+        (True, True)
+    """
+    n = scores.shape[-1]
+    if n % CHUNK or n // CHUNK < 2 * k:
+        return scores.topk(k, dim=-1)
+    leading = scores.shape[:-1]
+    chunks = scores.reshape(-1, n // CHUNK, CHUNK)
+    best = chunks.amax(dim=-1).topk(k, dim=-1).indices  # (rows, k) chunks
+    rows = torch.arange(chunks.shape[0], device=scores.device)[:, None]
+    candidates = chunks[rows, best]  # (rows, k, CHUNK)
+    values, within = candidates.reshape(-1, k * CHUNK).topk(k, dim=-1)
+    indices = best.gather(-1, within // CHUNK) * CHUNK + within % CHUNK
+    return values.view(*leading, k), indices.view(*leading, k)
+
+
+def _dense_tile(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    allowed: torch.Tensor | None,
+    top_k: int | None,
+    scaling: float,
+    dropout: float,
+    note: str | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A tile as a masked softmax over all its keys; `top_k` None: full attention. Returns (output, P)."""
+    scores = torch.matmul(query, key.transpose(-2, -1)) * scaling
+    trace = note is not None
+    if trace:
+        trace_step(
+            module,
+            "attention scores",
+            f"scaling · Q·Kᵀ (GQA key heads repeated){note}",
+            {"query": query, "key": key},
+            {"scores": scores},
+        )
+    if allowed is None:
+        allowed = torch.ones((), dtype=torch.bool, device=scores.device)
+    if top_k is None:
+        keep = allowed.expand_as(scores)
+        if trace:
+            trace_step(
+                module,
+                "top-k selection",
+                "skipped: full attention (warm-up)",
+                {"mask": allowed},
+                {"keep": keep},
+            )
+    else:
+        keep, threshold = select_top_k(scores, allowed, top_k)
+        if trace:
+            trace_step(
+                module,
+                "top-k selection",
+                f"keep the {top_k} highest allowed scores per query (torch.topk)",
+                {"scores": scores, "mask": allowed},
+                {"threshold": threshold, "keep": keep},
+            )
+
+    # The most negative float rather than -inf: a row with nothing kept gets a finite softmax, zeroed next.
+    # The softmax runs in float32 for half-precision models, as in transformers' eager attention.
+    masked = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
+    probabilities = masked.softmax(dim=-1, dtype=torch.float32).to(value.dtype).masked_fill(~keep, 0.0)
+    probabilities = nn.functional.dropout(probabilities, p=dropout, training=module.training)
+    if trace:
+        trace_step(
+            module,
+            "softmax",
+            "softmax over the kept keys; others get probability 0",
+            {"scores": scores, "keep": keep},
+            {"probabilities": probabilities},
+        )
+    output = torch.matmul(probabilities, value)
+    if trace:
+        trace_step(
+            module,
+            "weighted sum",
+            "P·V",
+            {"probabilities": probabilities, "value": value},
+            {"output": output},
+        )
+    return output, probabilities
+
+
+def _sparse_tile(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    allowed: torch.Tensor | None,
+    top_k: int,
+    scaling: float,
+    dropout: float,
+    note: str | None,
+    buffer: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A tile's top-k attention over the gathered keys only. Returns (output, P over the k, key indices).
+
+    `buffer`: storage for the tile's scores, reused by every tile of a call without autograd.
+    """
+    # Scaling the (block, d) queries rather than the (block, N) scores: one pass over the tile fewer.
+    query = query * scaling
+    if buffer is None:
+        scores = torch.matmul(query, key.transpose(-2, -1))
+    else:
+        shape = (*query.shape[:-1], key.shape[-2])
+        scores = torch.matmul(query, key.transpose(-2, -1), out=buffer[: math.prod(shape)].view(shape))
+    trace = note is not None
+    if trace:
+        trace_step(
+            module,
+            "attention scores",
+            f"(scaling · Q)·Kᵀ (GQA key heads repeated){note}",
+            {"scaled query": query, "key": key},
+            {"scores": scores},
+        )
+    if allowed is not None:
+        scores.masked_fill_(~allowed, float("-inf"))
+    values, indices = top_k_of_rows(scores.detach(), min(top_k, scores.shape[-1]))
+    if trace:
+        trace_step(
+            module,
+            "top-k selection",
+            f"indices of the {top_k} highest allowed scores per query (torch.topk)",
+            {"scores": scores, "mask": allowed},
+            {"threshold": values[..., -1:], "indices": indices},
+        )
+    # The same numbers as `values`; gathered from `scores` so that gradients reach the kept scores.
+    kept = scores.gather(-1, indices) if scores.requires_grad else values
+    if allowed is None:
+        probabilities = kept.softmax(dim=-1, dtype=torch.float32).to(value.dtype)
+    else:  # a row with fewer than k allowed keys has -inf among its k: probability 0, as in `_dense_tile`
+        valid = values != float("-inf")
+        masked = kept.masked_fill(~valid, torch.finfo(kept.dtype).min)
+        probabilities = masked.softmax(dim=-1, dtype=torch.float32).to(value.dtype).masked_fill(~valid, 0.0)
+    probabilities = nn.functional.dropout(probabilities, p=dropout, training=module.training)
+    if trace:
+        trace_step(
+            module,
+            "softmax",
+            "softmax over the k kept scores of each query",
+            {"kept scores": kept},
+            {"probabilities": probabilities},
+        )
+    b, h, rows, k = indices.shape
+    if b == h == 1:  # one head of one batch row (every tile of a long input): rows of a (N, d) matrix
+        kept_values = value[0, 0].index_select(0, indices.flatten()).view(1, 1, rows, k, value.shape[-1])
+    else:
+        batch_index = torch.arange(b, device=value.device)[:, None, None, None]
+        kept_values = value[batch_index, torch.arange(h, device=value.device)[None, :, None, None], indices]
+    output = torch.matmul(probabilities.unsqueeze(-2), kept_values).squeeze(-2)
+    if trace:
+        trace_step(
+            module,
+            "weighted sum",
+            "Σ p · v over the k gathered value rows of each query",
+            {"probabilities": probabilities, "kept values": kept_values},
+            {"output": output},
+        )
+    return output, probabilities, indices
+
+
 def adaptive_sparse_attention(
     module: nn.Module,
     query: torch.Tensor,
@@ -118,19 +388,22 @@ def adaptive_sparse_attention(
     dropout: float = 0.0,
     is_causal: bool | None = None,
     **kwargs,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Top-k attention, with the layer's settings in `module.adaptive_sparse` ([`AdaptiveSparseState`]).
 
     Shapes: query (B, H, N, D), key and value (B, H_kv, N, D), attention_mask (B, 1, N, N) bool or None;
-    returns the output (B, N, H, D) and, like transformers' eager attention, the probabilities
-    (B, H, N, N), zero outside the kept keys. A query with no allowed key at all gets output 0.
+    returns the output (B, N, H, D) and, when `output_attentions=True` is passed (as transformers does when
+    the model is asked for attentions), the probabilities (B, H, N, N), zero outside the kept keys, else
+    None. A query with no allowed key at all gets output 0.
 
     Example:
         >>> attention = nn.Module()  # stands for a layer's attention module, here of an encoder
         >>> attention.is_causal = False
         >>> attention.adaptive_sparse = AdaptiveSparseState(top_k=2)  # `apply` does this for every layer
         >>> q = k = v = torch.randn(1, 4, 6, 8)  # (B, H, N, D)
-        >>> output, probabilities = adaptive_sparse_attention(attention, q, k, v, None, scaling=8**-0.5)
+        >>> output, probabilities = adaptive_sparse_attention(
+        ...     attention, q, k, v, None, scaling=8**-0.5, output_attentions=True
+        ... )
         >>> output.shape, (probabilities > 0).sum(-1).unique().tolist()  # 2 keys kept per query
         (torch.Size([1, 6, 4, 8]), [2])
     """
@@ -139,46 +412,63 @@ def adaptive_sparse_attention(
     key = repeat_kv(key, groups)
     value = repeat_kv(value, groups)
     scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
+    causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True))
+    warm_up = state.count_pass(module.training)
 
-    scores = torch.matmul(query, key.transpose(-2, -1)) * scaling
-    trace_step(
-        module,
-        "attention scores",
-        "scaling · Q·Kᵀ (GQA key heads repeated)",
-        {"query": query, "key": key},
-        {"scores": scores},
-    )
-    allowed = allowed_keys(module, query, key, attention_mask, is_causal)
-    if state.count_pass(module.training):
-        keep = allowed.expand_as(scores)
-        trace_step(
-            module, "top-k selection", "skipped: full attention (warm-up)", {"mask": allowed}, {"keep": keep}
-        )
-    else:
-        keep, threshold = select_top_k(scores, allowed, state.top_k)
-        trace_step(
-            module,
-            "top-k selection",
-            f"keep the {state.top_k} highest allowed scores per query (torch.topk)",
-            {"scores": scores, "mask": allowed},
-            {"threshold": threshold, "keep": keep},
-        )
+    batch, heads, n_q, head_dim = query.shape
+    n_k = key.shape[-2]
+    batch_step, head_step, row_step = query_tiles(batch, heads, n_q, n_k)
+    tiled = (batch_step, head_step, row_step) != (batch, heads, n_q)
+    # Dense tiles: short inputs, full attention, or k covering every key (then nothing is left to save).
+    dense = not tiled or warm_up or state.top_k >= n_k
+    top_k = None if warm_up else state.top_k
+    want_probabilities = bool(kwargs.get("output_attentions"))
+    # Without autograd the tiles are written into the result; with it, concatenated (one backward step).
+    in_place = not (torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value)))
+    output = query.new_empty(batch, n_q, heads, head_dim) if in_place else None
+    probabilities = query.new_zeros(batch, heads, n_q, n_k) if (want_probabilities and tiled) else None
+    # One tile's scores, reused by every tile (no allocator churn); autograd needs a fresh tensor per tile.
+    buffer = query.new_empty(batch_step * head_step * row_step * n_k) if in_place and not dense else None
+    tile_count = -(-batch // batch_step) * -(-heads // head_step) * -(-n_q // row_step)
 
-    # The most negative float rather than -inf: a row with nothing kept gets a finite softmax, zeroed next.
-    # The softmax runs in float32 for half-precision models, as in transformers' eager attention.
-    masked = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
-    probabilities = masked.softmax(dim=-1, dtype=torch.float32).to(value.dtype).masked_fill(~keep, 0.0)
-    probabilities = nn.functional.dropout(probabilities, p=dropout, training=module.training)
-    trace_step(
-        module,
-        "softmax",
-        "softmax over the kept keys; others get probability 0",
-        {"scores": scores, "keep": keep},
-        {"probabilities": probabilities},
-    )
-
-    output = torch.matmul(probabilities, value)
-    trace_step(
-        module, "weighted sum", "P·V", {"probabilities": probabilities, "value": value}, {"output": output}
-    )
-    return output.transpose(1, 2).contiguous(), probabilities
+    batch_parts = []
+    for b0 in range(0, batch, batch_step):
+        b = slice(b0, b0 + batch_step)
+        head_parts = []
+        for h0 in range(0, heads, head_step):
+            h = slice(h0, h0 + head_step)
+            row_parts = []
+            for r0 in range(0, n_q, row_step):
+                r = slice(r0, r0 + row_step)
+                # A causal model without padding: keys after the tile's last row are never allowed.
+                keys = min(n_k, r0 + row_step + n_k - n_q) if causal and attention_mask is None else n_k
+                keys = max(keys, 1)
+                allowed = allowed_rows(attention_mask, causal, r, n_q, n_k, query.device, keys)
+                if allowed is not None and attention_mask is not None and allowed.shape[0] != 1:
+                    allowed = allowed[b]
+                note = None
+                if (b0, h0, r0) == (0, 0, 0):  # the trace shows the first tile; every tile repeats it
+                    note = "" if not tiled else f"; shown: the first of {tile_count} query tiles, each alike"
+                tile_args = (query[b, h, r], key[b, h, :keys], value[b, h, :keys], allowed)
+                if dense:
+                    out, p = _dense_tile(module, *tile_args, top_k, scaling, dropout, note)
+                    if probabilities is not None:
+                        probabilities[b, h, r, :keys] = p.detach()
+                    elif want_probabilities:
+                        probabilities = p
+                else:
+                    out, p, indices = _sparse_tile(module, *tile_args, top_k, scaling, dropout, note, buffer)
+                    if probabilities is not None:
+                        probabilities[b, h, r].scatter_(-1, indices, p.detach())
+                if in_place:
+                    output[b, r, h] = out.transpose(1, 2)
+                else:
+                    row_parts.append(out)
+            if not in_place:
+                head_parts.append(torch.cat(row_parts, dim=2) if len(row_parts) > 1 else row_parts[0])
+        if not in_place:
+            batch_parts.append(torch.cat(head_parts, dim=1) if len(head_parts) > 1 else head_parts[0])
+    if not in_place:
+        output = torch.cat(batch_parts, dim=0) if len(batch_parts) > 1 else batch_parts[0]
+        output = output.transpose(1, 2).contiguous()
+    return output, probabilities
