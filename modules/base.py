@@ -438,6 +438,12 @@ class AttentionModule:
             results.json holds them) as PNG files named `[a-z0-9_]+.png` in `folder`, with matplotlib on
             its Agg backend, and returns them for the card; the same stats must draw the same bytes
             (default None: no figures).
+        calibrate: `(model, config) -> dict`: called once after training, on the trained model in eval mode
+            on the training device, for measurements the module's attention needs to dispatch (a crossover
+            length between two kernels, say); the module keeps what it measured in the model (in a buffer
+            of a `trainable_modules` submodule, so that it is saved with the adapter) and reports it in its
+            `stats`; the returned figures are kept in the training result (default None: nothing to
+            measure).
         changes_parameter_count: `apply` adds or replaces weights, so the parameter count of the model as
             deployed may differ from the base model's (default False; training refuses a module that
             changes the count without saying so).
@@ -475,6 +481,7 @@ class AttentionModule:
     dense_reference: Callable[[nn.Module, Callable[[], nn.Module]], nn.Module] = sdpa_copy
     layer_attention: Callable[..., torch.Tensor] = call_attention
     plots: Callable[[dict, Path], list[dict[str, str]]] | None = None
+    calibrate: Callable[[nn.Module, object], dict] | None = None
     changes_parameter_count: bool = False
     changes_attention: bool = True
 

@@ -9,7 +9,7 @@ GPUs without code changes. On the CPU it is deterministic for a seed.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from accelerate import Accelerator
@@ -45,6 +45,7 @@ class TrainResult:
     mixed_precision: str  # "no", "bf16" or "fp16"
     module: AttentionModule | None = None  # the attention module installed, and its config
     module_config: object | None = None
+    calibration: dict = field(default_factory=dict)  # what the module's `calibrate` measured after training
 
 
 def adapted_module_names(model: PeftModel) -> list[str]:
@@ -194,6 +195,8 @@ def train(
 
     model = accelerator.unwrap_model(model)
     model.eval()
+    # Measured on the trained model, before anything evaluates it: the module dispatches from it.
+    calibration = module.calibrate(model, module_config) if module and module.calibrate else {}
     return TrainResult(
         model=model,
         loaded=loaded,
@@ -210,4 +213,5 @@ def train(
         mixed_precision=mixed_precision,
         module=module,
         module_config=module_config,
+        calibration=calibration,
     )

@@ -187,3 +187,191 @@ def test_under_peft_the_trained_copy_is_used(tiny_model_dir):
         model.disable_adapter_layers()
         original = model(**batch).logits
     assert not torch.allclose(short, original)  # the forward pass read the trained spans
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Inference dispatch: dense when the spans cover the sequence, the fused call below the measured crossover,
+# the banded kernel from it; every path computes the reference.
+
+
+def _layer(span, causal, groups=None):
+    layer = torch.nn.Module()
+    layer.is_causal, layer.adaptive_span = causal, span
+    if groups:
+        layer.num_key_value_groups = groups
+    return layer.eval()
+
+
+def _spy_paths(monkeypatch):
+    from attncard.modules.adaptive_span import attention
+
+    calls = []
+    for name in ("fused_span_attention", "banded_attention"):
+        original = getattr(attention, name)
+
+        def spy(*args, _name=name, _original=original, **kwargs):
+            calls.append(_name.split("_")[0])
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(attention, name, spy)
+    return calls
+
+
+def _short_spans(heads, global_token=True):
+    span = AdaptiveSpan(num_heads=heads, max_span=12, ramp=3, init_logit=0.0, global_token=global_token)
+    with torch.no_grad():
+        span.span_logits.copy_(torch.linspace(-2.0, 3.0, heads))
+    return span
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("padded", [False, True])
+@pytest.mark.parametrize("global_token", [True, False])
+@pytest.mark.parametrize("groups", [None, 3])  # grouped-query attention: 1 key/value head for 3 query heads
+@pytest.mark.parametrize("crossover", [0, 1000])  # the banded kernel, or the fused call where it can run
+def test_every_inference_path_computes_the_reference(
+    monkeypatch, causal, padded, global_token, groups, crossover
+):
+    length = 41
+    query, key, value = _random_inputs(length=length)
+    if groups:
+        key, value = key[:, :1], value[:, :1]
+    span = _short_spans(3, global_token)
+    span.crossover.fill_(crossover)
+    padding = torch.ones(2, length, dtype=torch.bool)
+    if padded:
+        padding[1, 30:] = False
+    mask = padding[:, None, None, :].expand(2, 1, length, length)
+    if causal:
+        mask = mask & torch.tril(torch.ones(length, length, dtype=torch.bool))
+    calls = _spy_paths(monkeypatch)
+    with torch.no_grad():
+        output, _ = adaptive_span_attention(
+            _layer(span, causal, groups), query, key, value, mask if padded else None, scaling=0.3
+        )
+    assert calls == ["fused" if crossover and not padded else "banded"]
+    global_index = None
+    if global_token:
+        global_index = (
+            torch.tensor([length - 1, 29 if padded else length - 1]) if causal else torch.zeros(2).long()
+        )
+    reference = dense_span_attention(
+        query,
+        key.expand_as(query),
+        value.expand_as(query),
+        span.log_mask(int(span.windows(length).max())),
+        scaling=0.3,
+        causal=causal,
+        key_padding_mask=padding,
+        global_index=global_index,
+        dropout=0.0,
+    ).transpose(1, 2)
+    real = padding[:, :, None, None].expand_as(reference)
+    torch.testing.assert_close(output[real], reference[real], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_spans_that_cover_the_sequence_are_plain_sdpa(monkeypatch, causal):
+    query, key, value = _random_inputs()
+    span = AdaptiveSpan(num_heads=3, max_span=64, ramp=4, init_logit=4.0)  # z ≈ 62.8 > N + R: weight 1
+    calls = _spy_paths(monkeypatch)
+    with torch.no_grad():
+        assert span.plan(23, causal, torch.float32).covers
+        output, _ = adaptive_span_attention(_layer(span, causal), query, key, value, None, scaling=0.3)
+    assert calls == []
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, scale=0.3, is_causal=causal
+    )
+    torch.testing.assert_close(output, expected.transpose(1, 2))
+    # Spans shorter than the sequence are not dense.
+    assert not span.plan(80, causal, torch.float32).covers
+
+
+def test_the_dispatch_follows_the_crossover_padding_and_gradients(monkeypatch):
+    query, key, value = _random_inputs()  # N = 23
+    span = _short_spans(3)
+    layer = _layer(span, causal=False)
+    calls = _spy_paths(monkeypatch)
+    padding = torch.ones(2, 1, 23, 23, dtype=torch.bool)
+    padding[1, ..., 20:] = False
+    with torch.no_grad():
+        for crossover, mask in ((24, None), (23, None), (24, padding)):
+            span.crossover.fill_(crossover)
+            adaptive_span_attention(layer, query, key, value, mask, scaling=0.3)
+    # Below the crossover the fused call; at it the banded kernel; padded rows always the banded kernel.
+    assert calls == ["fused", "banded", "banded"]
+    calls.clear()
+    span.crossover.fill_(1000)
+    adaptive_span_attention(layer, query, key, value, None, scaling=0.3)  # the spans' bias needs a gradient
+    assert calls == ["banded"]
+
+
+def test_the_plan_is_cached_until_the_spans_change():
+    span = _short_spans(3)
+    with torch.no_grad():
+        first = span.plan(23, False, torch.float32)
+        assert span.plan(23, False, torch.float32) is first
+        span.span_logits.add_(0.5)
+        changed = span.plan(23, False, torch.float32)
+    assert changed is not first and not torch.equal(changed.log_mask, first.log_mask)
+    assert span.plan(23, False, torch.float32).log_mask.requires_grad  # with grad: computed, not cached
+
+
+def test_the_crossover_is_the_measured_length_from_which_the_banded_kernel_wins(tiny_model_dir, monkeypatch):
+    from attncard.modules.adaptive_span import model as span_model
+
+    loaded, _ = _tiny(tiny_model_dir, "bert", max_span=16, init_logit=-2.0)
+    first = span_model.span_modules(loaded.model)[0]
+
+    def fake_seconds(run, device):  # fused ∝ N², banded ∝ 40·N: the banded kernel wins above N = 40
+        n = run.args[1].shape[-2]
+        return float(n * n) if int(first.crossover) > n else 40.0 * n
+
+    monkeypatch.setattr(span_model, "_seconds", fake_seconds)
+    lengths = (16, 32, 64, 128)
+    measured = MODULE.calibrate(loaded.model, AdaptiveSpanConfig(), lengths=lengths, repeats=1)
+    assert measured["crossover"] == 64
+    assert [row["n"] for row in measured["crossover_table"]] == [16, 32, 64, 128]
+    assert measured["crossover_table"][2] == {"n": 64, "fused_ms": 4096e3, "banded_ms": 2560e3}
+    assert [int(s.crossover) for s in span_model.span_modules(loaded.model)] == [64, 64]
+    stats = module_stats(loaded.model)
+    assert (stats["crossover"], stats["crossover_measured"]) == (64, True)
+    assert stats["crossover_table"] == measured["crossover_table"]
+
+
+def test_an_uncalibrated_model_reports_the_default_crossover(tiny_model_dir):
+    from attncard.modules.adaptive_span.attention import DEFAULT_CROSSOVER
+
+    loaded, _ = _tiny(tiny_model_dir, "bert", max_span=16)
+    stats = module_stats(loaded.model)
+    assert (stats["crossover"], stats["crossover_measured"]) == (DEFAULT_CROSSOVER, False)
+    assert "crossover_table" not in stats
+
+
+def test_the_crossover_is_saved_and_restored_with_the_adapter(tiny_model_dir, tmp_path):
+    from peft import LoraConfig, PeftModel, TaskType, get_peft_model
+
+    from attncard.modules.adaptive_span.model import span_modules
+
+    loaded, batch = _tiny(tiny_model_dir, "bert", max_span=16, init_logit=-2.0)
+    model = get_peft_model(
+        loaded.model,
+        LoraConfig(
+            task_type=TaskType.SEQ_CLS, target_modules=["query", "value"], modules_to_save=["adaptive_span"]
+        ),
+    ).eval()
+    measured = MODULE.calibrate(model, AdaptiveSpanConfig(), lengths=(16, 32), repeats=1)
+    assert measured["crossover"] in (16, 32, 33)
+    for span in span_modules(model):
+        span.crossover.fill_(37)  # a value no default gives
+    model.save_pretrained(tmp_path)
+    with torch.no_grad():
+        expected = model(**batch).logits
+
+    fresh, _ = _tiny(tiny_model_dir, "bert", max_span=16, init_logit=-2.0)
+    restored = PeftModel.from_pretrained(fresh.model, tmp_path).eval()
+    spans = span_modules(restored)
+    assert [int(s.crossover) for s in spans] == [37, 37]
+    assert module_stats(restored)["crossover_table"] == module_stats(model)["crossover_table"]
+    with torch.no_grad():
+        torch.testing.assert_close(restored(**batch).logits, expected)

@@ -157,3 +157,36 @@ def test_the_pipeline_never_names_a_module():
         if pattern.search(line)
     ]
     assert found == []
+
+
+def test_the_calibrate_hook_runs_once_on_the_trained_model(tiny_model_dir, small_glue):
+    from attncard.pipeline.data import load_task
+
+    assert MINIMAL.calibrate is None  # the default: nothing measured, the training result keeps {}
+    seen = []
+
+    def calibrate(model: torch.nn.Module, config: MinimalConfig) -> dict:
+        seen.append((model.training, isinstance(config, MinimalConfig)))
+        return {"crossover": 7}
+
+    module = AttentionModule(
+        name="minimal_api_test",
+        config_class=MinimalConfig,
+        apply=_apply_minimal,
+        folder=Path(__file__).parent,
+        causal=True,
+        bidirectional=True,
+        gqa=True,
+        calibrate=calibrate,
+    )
+    data = load_task("sst2", small_glue)
+    torch.manual_seed(0)
+    loaded = load_model(str(tiny_model_dir("bert")), data.spec.label_names)
+    module.apply(loaded.model, MinimalConfig())
+    result = train(loaded, data, TrainConfig(steps=2, batch_size=4), module, MinimalConfig())
+    assert seen == [(False, True)]  # once, after training, in eval mode
+    assert result.calibration == {"crossover": 7}
+    loaded = load_model(str(tiny_model_dir("bert")), data.spec.label_names)
+    MINIMAL.apply(loaded.model, MinimalConfig())
+    plain = train(loaded, data, TrainConfig(steps=1, batch_size=4), MINIMAL, MinimalConfig())
+    assert plain.calibration == {}

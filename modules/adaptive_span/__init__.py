@@ -4,7 +4,15 @@ from pathlib import Path
 
 from ..base import AttentionModule
 from .config import AdaptiveSpanConfig
-from .model import apply, attention_flops, mean_span, module_stats, plot_spans, span_penalty
+from .model import (
+    apply,
+    attention_flops,
+    calibrate_crossover,
+    mean_span,
+    module_stats,
+    plot_spans,
+    span_penalty,
+)
 
 MODULE = AttentionModule(
     name="adaptive_span",
@@ -30,6 +38,7 @@ MODULE = AttentionModule(
     learning_rates=lambda config: {"span_logits": config.span_lr},
     penalty=span_penalty,
     stats=module_stats,
+    calibrate=calibrate_crossover,
     flops=attention_flops,
     plots=plot_spans,
     changes_parameter_count=True,  # the span logits, one per head and layer

@@ -9,13 +9,16 @@ ramp mask
 the softmax — softmax(s + log m) is the paper's m·exp(s) renormalised — so θ receives gradients through the
 ramp. Distances are |i − j| in encoders and i − j ≥ 0 (past only) in decoders. One global token per row
 attends to and is attended by every position with full weight. Keys beyond z_h + R get weight zero, so a
-head only reads a band of ⌈z_h + R⌉ − 1 keys on each side: at inference that band is computed by the banded
-kernel, in memory linear in the sequence length.
+head only reads a band of ⌈z_h + R⌉ − 1 keys on each side. At inference each call takes the fastest
+exact path: plain SDPA when every span covers the sequence, one fused SDPA call with the bias as a strided
+O(H·N) mask below a crossover length measured after training ([`AdaptiveSpan.crossover`]), and from it the
+banded kernel, in memory linear in the sequence length.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -26,9 +29,18 @@ from ..base import global_token_index, padding_and_causality
 from ..kernels import banded_attention
 from ..trace import trace_step
 
+# Sequence lengths at which `calibrate_crossover` times the fused path against the banded kernel.
+CALIBRATION_LENGTHS = (64, 128, 256, 512, 1024, 2048)
+# Below this length inference takes the fused path, for a model whose crossover was never measured: where
+# it measured on a CPU with spans of a few tokens (MiniLM's shape).
+DEFAULT_CROSSOVER = 512
+# The fused path reads the softmax normaliser from this CPU kernel (a private but stable ATen op).
+_FUSED_CPU_OP = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+
 
 class AdaptiveSpan(nn.Module):
-    """The learnable spans of one attention layer: one logit θ_h per head.
+    """The learnable spans of one attention layer: one logit θ_h per head, and the measured length from which
+    inference is faster on the banded kernel (`crossover`, saved with the adapter).
 
     Example:
         >>> spans = AdaptiveSpan(num_heads=12, max_span=128, ramp=8, init_logit=4.0)
@@ -44,6 +56,11 @@ class AdaptiveSpan(nn.Module):
         self.max_span = max_span
         self.ramp = ramp
         self.global_token = global_token
+        # Persistent buffers: peft's modules_to_save saves them with the adapter, so a reloaded run dispatches
+        # as the evaluated one did. `calibration` rows hold a measured length and the median seconds of the
+        # fused path and of the banded kernel there (NaN rows: not measured).
+        self.register_buffer("crossover", torch.tensor(DEFAULT_CROSSOVER, dtype=torch.long))
+        self.register_buffer("calibration", torch.full((len(CALIBRATION_LENGTHS), 3), math.nan))
 
     def spans(self) -> torch.Tensor:
         """z_h = S_max·σ(θ_h), in tokens: (H,)."""
@@ -60,6 +77,31 @@ class AdaptiveSpan(nn.Module):
         mask = ((self.ramp + self.spans()[:, None].float() - distance) / self.ramp).clamp(0, 1)
         # Two-sided where: log(0) must give −inf without a NaN gradient flowing into θ.
         return torch.where(mask > 0, torch.log(mask.clamp_min(1e-30)), -math.inf)
+
+    def plan(self, length: int, causal: bool, dtype: torch.dtype) -> SpanPlan:
+        """The [`SpanPlan`] of an inference call at `length`. Cached (a few lengths) while the logits keep
+        their values, unless the span bias needs a gradient."""
+        needs_grad = torch.is_grad_enabled() and self.span_logits.requires_grad
+        key = (length, causal, dtype)
+        if not needs_grad:
+            logits = getattr(self, "_plan_logits", None)
+            if logits is None or not torch.equal(logits, self.span_logits.detach()):
+                self._plans: dict = {}
+                self._plan_logits = self.span_logits.detach().clone()
+            if key in self._plans:
+                return self._plans[key]
+        windows = self.windows(length)
+        log_mask = self.log_mask(int(windows.max())).to(dtype)
+        covers = bool((windows >= length - 1).all()) and bool((log_mask == 0).all())
+        by_sum = missing = None
+        if not needs_grad and not covers and fused_path_available(self.span_logits.device):
+            by_sum, missing = fused_bias(log_mask, length, causal)
+        plan = SpanPlan(windows, log_mask, covers, by_sum, missing)
+        if not needs_grad:
+            if len(self._plans) >= 8:
+                self._plans.clear()
+            self._plans[key] = plan
+        return plan
 
     def extra_repr(self) -> str:
         return f"heads={self.span_logits.numel()}, max_span={self.max_span}, ramp={self.ramp}"
@@ -105,6 +147,84 @@ def dense_span_attention(
     return torch.matmul(weights, value)
 
 
+def fused_bias(log_mask: torch.Tensor, length: int, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """What [`fused_span_attention`] reads of the spans, for queries in reverse order (row r is position
+    N − 1 − r): h[k], the bias of the offset i − j = N − 1 − k for k = 0 … 2N − 2 (H, 2N − 1), and, per
+    row r, log(1 − m_h(N − 1 − r)), the weight key 0 lacks in the band for the global token's (H, N); from
+    log_mask (H, W + 1), W < N."""
+    heads, width = log_mask.shape
+    blocked = log_mask.new_full((heads, length - width), -math.inf)
+    before = log_mask.new_full((heads, width - 1), -math.inf) if causal else log_mask[:, 1:].flip(-1)
+    by_offset = torch.cat([blocked, before, log_mask, blocked], dim=1)  # bias of i − j = k − (N − 1)
+    missing = torch.log1p(-by_offset[:, length - 1 :].exp())  # log(1 − m_h(i)), i the distance to key 0
+    return by_offset.flip(-1), missing.flip(-1)
+
+
+def fused_span_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    by_sum: torch.Tensor,
+    missing: torch.Tensor,
+    *,
+    scaling: float,
+    causal: bool,
+    global_token: bool,
+) -> torch.Tensor:
+    """The span bias in one fused SDPA call on the CPU, with a mask of O(H·N) memory: rows without padding.
+
+    The bias depends on i − j only: a Toeplitz matrix per head. With the queries in reverse order, row r is
+    position N − 1 − r, so the bias of (r, j) is h[r + j] (`by_sum`, see [`fused_bias`]), and the (H, N, N)
+    mask is a strided view of h, which the fused kernel reads in place. The global token is added after: its
+    key column (position 0 in encoders) through the kernel's log-sum-exp, by giving key 0 the weight
+    (1 − m_h(i))·exp(s_i0) it lacks in the band (`missing`); its query row by a dense call of one row. In
+    decoders the global token is the last one (there is no padding), whose key only its own row sees. The
+    rows are put back in order in the layout the attention function returns.
+
+    Shapes: query, key, value (B, H, N, D); by_sum (H, 2N − 1); missing (H, N); returns (B, N, H, D),
+    contiguous.
+    """
+    batch, heads, length, _ = query.shape
+    reversed_query = query.flip(-2)
+    mask = by_sum.as_strided((1, heads, length, length), (0, 2 * length - 1, 1, 1))
+    output, log_sum = _FUSED_CPU_OP(reversed_query, key, value, 0.0, False, attn_mask=mask, scale=scaling)[:2]
+    if global_token:
+        if not causal:
+            # softmax over the band and key 0 again with log(1 − m): the logit of the second share is
+            # s_i0 + log(1 − m_h(i)) − logsumexp(band), and the output moves towards v_0 by that share.
+            logit = (missing - log_sum).view(batch * heads, length, 1)
+            first_key = key[:, :, :1].transpose(-1, -2).reshape(batch * heads, -1, 1)
+            queries = reversed_query.view(batch * heads, length, -1)
+            share = torch.baddbmm(logit, queries, first_key, alpha=scaling).sigmoid_()
+            output.lerp_(value[:, :, :1], share.view(batch, heads, length, 1))
+        row = length - 1 if causal else 0
+        output[:, :, length - 1 - row] = F.scaled_dot_product_attention(
+            query[:, :, row : row + 1], key, value, scale=scaling
+        )[:, :, 0]
+    backwards = torch.arange(length - 1, -1, -1, device=query.device)
+    return torch.index_select(output.transpose(1, 2), 1, backwards)
+
+
+def fused_path_available(device: torch.device) -> bool:
+    """Whether [`fused_span_attention`] can run there: on the CPU, whose fused kernel returns the
+    log-sum-exp."""
+    return device.type == "cpu" and _FUSED_CPU_OP is not None
+
+
+@dataclass
+class SpanPlan:
+    """What an inference call at one length reads of the spans, computed once per length while the spans
+    do not change. `covers`: every span gives every distance < N full weight; `by_sum` and `missing`:
+    the fused path's mask ([`fused_bias`]), None where that path cannot run (a gradient is needed, the
+    spans cover the sequence, or not on the CPU)."""
+
+    windows: torch.Tensor
+    log_mask: torch.Tensor
+    covers: bool
+    by_sum: torch.Tensor | None
+    missing: torch.Tensor | None
+
+
 def adaptive_span_attention(
     module: nn.Module,
     query: torch.Tensor,
@@ -122,7 +242,9 @@ def adaptive_span_attention(
     or None; returns (B, N, H, D) like transformers' `sdpa_attention_forward`.
 
     With dropout (training) the span is applied as a dense bias, so dropout acts on the same probabilities as
-    in the model's own attention; without it (inference) the banded kernel reads only the band.
+    in the model's own attention; without it (inference) the call is plain SDPA when the spans cover the
+    sequence, [`fused_span_attention`] below the layer's measured `crossover` (CPU, no padding), and the
+    banded kernel otherwise.
     """
     span: AdaptiveSpan = module.adaptive_span
     if hasattr(module, "num_key_value_groups"):
@@ -138,12 +260,19 @@ def adaptive_span_attention(
     batch, _, length, head_dim = query.shape
     scaling = head_dim**-0.5 if scaling is None else scaling
     key_padding_mask, causal = padding_and_causality(module, query, attention_mask)
+    training = dropout > 0.0 and module.training
+    if training:
+        windows = span.windows(length)
+        log_mask = span.log_mask(int(windows.max()))
+    else:
+        plan = span.plan(length, causal, query.dtype)
+        windows, log_mask = plan.windows, plan.log_mask
+    fused = (
+        not training and plan.by_sum is not None and key_padding_mask is None and length < int(span.crossover)
+    )
     global_index = None
-    if span.global_token:
+    if span.global_token and (training or not (plan.covers or fused)):
         global_index = global_token_index(key_padding_mask, causal, batch, length, query.device)
-
-    windows = span.windows(length)
-    log_mask = span.log_mask(int(windows.max()))
     trace_step(
         module,
         "span mask",
@@ -152,7 +281,7 @@ def adaptive_span_attention(
         {"log_mask": log_mask},
     )
 
-    if dropout > 0.0 and module.training:
+    if training:
         output = dense_span_attention(
             query,
             key,
@@ -165,6 +294,28 @@ def adaptive_span_attention(
             dropout=dropout,
         )
         op = "scaled_dot_product_attention with the span bias, dropout"
+    elif plan.covers:
+        output = F.scaled_dot_product_attention(
+            query,
+            key,
+            value,
+            attn_mask=attention_mask,
+            scale=scaling,
+            is_causal=causal and attention_mask is None,
+        )
+        op = "scaled_dot_product_attention: every span covers the sequence"
+    elif fused:
+        output = fused_span_attention(
+            query,
+            key,
+            value,
+            plan.by_sum,
+            plan.missing,
+            scaling=scaling,
+            causal=causal,
+            global_token=span.global_token,
+        )
+        op = "one fused scaled_dot_product_attention, the span bias as a strided (H, N, N) mask"
     else:
         output = banded_attention(
             query,
@@ -174,9 +325,10 @@ def adaptive_span_attention(
             scaling=scaling,
             causal=causal,
             key_padding_mask=key_padding_mask,
-            distance_bias=log_mask.to(query.dtype),
+            distance_bias=log_mask,
             global_index=global_index,
         )
         op = "banded attention over each head's window ⌈z_h + R⌉ − 1, span bias"
-    trace_step(module, "attention", op, {"query": query, "key": key, "value": value}, {"output": output})
-    return output.transpose(1, 2).contiguous(), None
+    heads_first = output.transpose(1, 2) if fused else output  # the fused path returns (B, N, H, D)
+    trace_step(module, "attention", op, {"query": query, "key": key, "value": value}, {"output": heads_first})
+    return (output if fused else output.transpose(1, 2).contiguous()), None

@@ -3,13 +3,16 @@ of the learned spans."""
 
 from __future__ import annotations
 
+import functools
+import statistics
+import time
 from pathlib import Path
 
 import torch
 from torch import nn
 
 from ..base import attention_layers, attention_shape, install_attention, unwrap_peft
-from .attention import AdaptiveSpan, adaptive_span_attention
+from .attention import CALIBRATION_LENGTHS, AdaptiveSpan, adaptive_span_attention, fused_path_available
 from .config import AdaptiveSpanConfig
 
 
@@ -76,7 +79,9 @@ def skipped_pair_share(model: nn.Module, lengths: list[int], causal: bool) -> fl
 
 
 def module_stats(model: nn.Module, lengths: list[int] | None = None) -> dict:
-    """The learned spans per layer and head, their mean, and (given evaluation lengths) the pairs skipped."""
+    """The learned spans per layer and head, their mean, the length from which inference runs the banded
+    kernel (`crossover`, with the table it was measured from when [`calibrate_crossover`] ran), and (given
+    evaluation lengths) the pairs skipped."""
     causal = bool(getattr(attention_layers(model)[0].module, "is_causal", False))
     spans = [[round(float(z), 4) for z in module.spans().detach()] for module in span_modules(model)]
     stats = {
@@ -84,9 +89,114 @@ def module_stats(model: nn.Module, lengths: list[int] | None = None) -> dict:
         "mean_span": mean_span(model),
         "windows": [module.windows(1 << 30).tolist() for module in span_modules(model)],
     }
+    first = span_modules(model)[0]
+    table = crossover_table(first)
+    # Inference below this length runs the fused path, from it the banded kernel; measured after training
+    # ("crossover_table", medians of layer 0's attention), else the default.
+    stats["crossover"] = int(first.crossover)
+    stats["crossover_measured"] = bool(table)
+    if table:
+        stats["crossover_table"] = table
     if lengths:
         stats["skipped_pair_share"] = skipped_pair_share(model, lengths, causal)
     return stats
+
+
+def _seconds(run, device: torch.device) -> float:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    run()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start
+
+
+def calibrate_crossover(
+    model: nn.Module,
+    config: AdaptiveSpanConfig | None = None,
+    *,
+    lengths: tuple[int, ...] = CALIBRATION_LENGTHS,
+    repeats: int = 7,
+) -> dict:
+    """`MODULE.calibrate`: measures, on the trained spans, the length from which the banded kernel is faster
+    than the fused path, and stores it in every layer's `crossover` (saved with the adapter).
+
+    Layer 0's attention function runs on synthetic q, k, v of its shape (one row, no padding) at each length,
+    forced once on each path, `repeats` times, the two paths alternating; each path's time is the median.
+    The crossover is the smallest measured length from which the banded kernel is faster at it and at every
+    longer measured length (one past the longest when the fused path always wins). Without a fused path (not
+    on the CPU, or spans that cover the sequence) nothing is timed, and the crossover stays as it was.
+
+    Args:
+        model: the trained model with adaptive_span installed (peft-wrapped or not).
+        config: the module's config (unused: the spans are read from the model).
+        lengths: the sequence lengths timed.
+        repeats: timed calls per path and length.
+
+    Returns:
+        `{"crossover": N or None, "crossover_table": [{"n", "fused_ms", "banded_ms"}, …]}`.
+    """
+    layer = attention_layers(model)[0].module
+    span = layer.adaptive_span
+    if len(lengths) > span.calibration.shape[0]:
+        raise ValueError(f"at most {span.calibration.shape[0]} lengths can be kept; got {len(lengths)}")
+    heads, kv_heads, head_dim = attention_shape(unwrap_peft(model).config)
+    parameter = next(layer.parameters())
+    device, dtype = parameter.device, parameter.dtype
+    if not fused_path_available(device):
+        return {"crossover": None, "crossover_table": []}
+    modules = span_modules(model)
+    generator = torch.Generator(device="cpu").manual_seed(0)
+    kept = int(span.crossover)
+    medians = {}
+    try:
+        with torch.inference_mode():
+            for n in lengths:
+                plan = span.plan(n, bool(getattr(layer, "is_causal", False)), dtype)
+                if plan.covers:
+                    continue
+                query = torch.randn(1, heads, n, head_dim, generator=generator).to(device, dtype)
+                key, value = (
+                    torch.randn(1, kv_heads, n, head_dim, generator=generator).to(device, dtype) for _ in "kv"
+                )
+                run = functools.partial(
+                    adaptive_span_attention, layer, query, key, value, None, scaling=layer.scaling
+                )
+                times: dict[str, list[float]] = {"fused": [], "banded": []}
+                for repeat in range(repeats + 1):  # the first pass of each warms up
+                    for path, crossover in (("fused", n + 1), ("banded", 0)):
+                        span.crossover.fill_(crossover)
+                        seconds = _seconds(run, device)
+                        if repeat:
+                            times[path].append(seconds)
+                medians[n] = (statistics.median(times["fused"]), statistics.median(times["banded"]))
+    finally:
+        span.crossover.fill_(kept)
+    if not medians:
+        return {"crossover": None, "crossover_table": []}
+    measured = sorted(medians)
+    crossover = measured[-1] + 1
+    for n in reversed(measured):
+        if medians[n][1] < medians[n][0]:
+            crossover = n
+        else:
+            break
+    rows = torch.tensor([(n, *medians[n]) for n in measured], dtype=torch.float64)
+    for module in modules:
+        module.crossover.fill_(crossover)
+        module.calibration.fill_(float("nan"))
+        module.calibration[: len(rows)] = rows
+    return {"crossover": crossover, "crossover_table": crossover_table(span)}
+
+
+def crossover_table(span: AdaptiveSpan) -> list[dict]:
+    """The measured medians a layer keeps (see [`calibrate_crossover`]), in milliseconds."""
+    return [
+        {"n": int(n), "fused_ms": round(fused * 1e3, 4), "banded_ms": round(banded * 1e3, 4)}
+        for n, fused, banded in span.calibration.tolist()
+        if n == n  # a measured row: not NaN
+    ]
 
 
 def attention_flops(model: nn.Module, n: int) -> tuple[float, str]:
