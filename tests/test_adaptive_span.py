@@ -364,7 +364,7 @@ def test_the_crossover_is_saved_and_restored_with_the_adapter(tiny_model_dir, tm
     assert measured["crossover"] in (16, 32, 33)
     for span in span_modules(model):
         span.crossover.fill_(37)  # a value no default gives
-    model.save_pretrained(tmp_path)
+    model.save_pretrained(tmp_path, save_embedding_layers=False)  # as publish saves it
     with torch.no_grad():
         expected = model(**batch).logits
 

@@ -67,17 +67,18 @@ def test_stock_accuracy_is_what_stock_peft_gives_on_the_saved_run(span_run):
     assert stock.accuracy == expected.accuracy
     assert stock.predictions_sha256 == expected.predictions_sha256
 
-    # The span logits, one tensor per layer, are in the adapter file and land nowhere in the stock model.
+    # Per layer, the span logits and the measured crossover with its timings are in the adapter file and land
+    # nowhere in the stock model.
     with safe_open(run_dir / "adapter_model.safetensors", framework="pt") as handle:
         names = list(handle.keys())
     assert stock.adapter_weights == len(names)
-    assert stock.ignored_weights == sum("adaptive_span" in name for name in names) == 2
+    assert stock.ignored_weights == sum("adaptive_span" in name for name in names) == 2 * 3
 
     card = (run_dir / "README.md").read_text(encoding="utf-8")
     line = (
         f"**{STOCK_TOOLS} gives {100 * stock.accuracy:.2f}% instead of {100 * results.metrics.accuracy:.2f}% "
         "— use the attncard loader ([Use it](#use-it)):** stock tools run transformers' own attention, not "
-        f"`adaptive_span`, and silently ignore 2 of the adapter's {len(names)} weight tensors."
+        f"`adaptive_span`, and silently ignore 6 of the adapter's {len(names)} weight tensors."
     )
     assert line in card.splitlines()
     # Near the top: the paragraph right under the status line.

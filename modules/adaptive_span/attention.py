@@ -194,7 +194,7 @@ def fused_span_attention(
             # s_i0 + log(1 − m_h(i)) − logsumexp(band), and the output moves towards v_0 by that share.
             logit = (missing - log_sum).view(batch * heads, length, 1)
             first_key = key[:, :, :1].transpose(-1, -2).reshape(batch * heads, -1, 1)
-            queries = reversed_query.view(batch * heads, length, -1)
+            queries = reversed_query.reshape(batch * heads, length, -1)  # a copy only for a strided query
             share = torch.baddbmm(logit, queries, first_key, alpha=scaling).sigmoid_()
             output.lerp_(value[:, :, :1], share.view(batch, heads, length, 1))
         row = length - 1 if causal else 0
