@@ -40,7 +40,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import statistics
-import time
 from collections.abc import Callable, Iterator, Sequence
 
 import torch
@@ -59,7 +58,7 @@ from ..modules.base import (
     implementation_name,
     unwrap_peft,
 )
-from ..modules.kernels.memory import PeakMemory
+from ..modules.kernels.memory import PeakMemory, wall_seconds
 from .results import FlopsEstimate, ScalingRow
 
 SMALLEST_DEFAULT_LENGTH = 128
@@ -215,16 +214,6 @@ def peak_memory_mb(run: Callable[[], object], device: torch.device) -> float | N
     return memory.peak_mb if memory.block_only else None
 
 
-def _seconds(run: Callable[[], object], device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    run()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter() - start
-
-
 def measure_pair(
     n: int,
     module_run: Callable[[], object],
@@ -255,8 +244,8 @@ def measure_pair(
     dense_peak = peak_memory_mb(dense_run, device)
     module_times, dense_times = [], []
     for _ in range(repeats):
-        module_times.append(_seconds(module_run, device))
-        dense_times.append(_seconds(dense_run, device))
+        module_times.append(wall_seconds(module_run, device))
+        dense_times.append(wall_seconds(dense_run, device))
     module_seconds = statistics.median(module_times)
     dense_seconds = statistics.median(dense_times)
     memory_ratio = None

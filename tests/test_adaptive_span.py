@@ -327,7 +327,7 @@ def test_the_crossover_is_the_measured_length_from_which_the_banded_kernel_wins(
         n = run.args[1].shape[-2]
         return float(n * n) if int(first.crossover) > n else 40.0 * n
 
-    monkeypatch.setattr(span_model, "_seconds", fake_seconds)
+    monkeypatch.setattr(span_model, "wall_seconds", fake_seconds)
     lengths = (16, 32, 64, 128)
     measured = MODULE.calibrate(loaded.model, AdaptiveSpanConfig(), lengths=lengths, repeats=1)
     assert measured["crossover"] == 64

@@ -80,7 +80,7 @@ def test_a_row_is_the_medians_and_their_ratios(monkeypatch, dense_peaks, memory_
     # and 40 MB give 0.25.
     times = iter([3.0, 4.0, 1.0, 8.0, 2.0, 6.0])  # module and dense alternate
     peaks = iter(dense_peaks)
-    monkeypatch.setattr(scaling, "_seconds", lambda run, device: next(times))
+    monkeypatch.setattr(scaling, "wall_seconds", lambda run, device: next(times))
     monkeypatch.setattr(scaling, "peak_memory_mb", lambda run, device: next(peaks))
     row = scaling.measure_pair(128, lambda: None, lambda: None, torch.device("cpu"), repeats=3)
     assert (row.n, row.repeats, row.module_seconds, row.dense_seconds, row.speedup) == (128, 3, 2.0, 6.0, 3.0)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import functools
 import statistics
-import time
 from pathlib import Path
 
 import torch
 from torch import nn
 
 from ..base import attention_layers, attention_shape, install_attention, unwrap_peft
+from ..kernels.memory import wall_seconds
 from .attention import CALIBRATION_LENGTHS, AdaptiveSpan, adaptive_span_attention, fused_path_available
 from .config import AdaptiveSpanConfig
 
@@ -102,16 +102,6 @@ def module_stats(model: nn.Module, lengths: list[int] | None = None) -> dict:
     return stats
 
 
-def _seconds(run, device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    run()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter() - start
-
-
 def calibrate_crossover(
     model: nn.Module,
     config: AdaptiveSpanConfig | None = None,
@@ -167,7 +157,7 @@ def calibrate_crossover(
                 for repeat in range(repeats + 1):  # the first pass of each warms up
                     for path, crossover in (("fused", n + 1), ("banded", 0)):
                         span.crossover.fill_(crossover)
-                        seconds = _seconds(run, device)
+                        seconds = wall_seconds(run, device)
                         if repeat:
                             times[path].append(seconds)
                 medians[n] = (statistics.median(times["fused"]), statistics.median(times["banded"]))

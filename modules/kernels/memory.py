@@ -1,5 +1,6 @@
 """Peak memory growth of a block of code, in MB: on a GPU CUDA's max allocated, on the CPU the growth of the
-process's peak resident set. One home for the evaluation's, the scaling tables' and the benchmark's figures.
+process's peak resident set; and the wall time of one call. One home for the evaluation's, the scaling
+tables', the calibrations' and the benchmark's figures.
 """
 
 from __future__ import annotations
@@ -7,6 +8,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -77,3 +80,14 @@ class PeakMemory:
             self.peak_mb = (_status_kb("VmHWM") - self._start) / 1024
         else:
             self.peak_mb = (_lifetime_peak_kb() - self._start) / 1024
+
+
+def wall_seconds(run: Callable[[], object], device: torch.device) -> float:
+    """The wall time of one call of `run`, with the GPU's queued work finished before and after it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    run()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start
