@@ -47,6 +47,10 @@ SDPA_BLOCK_SIZE = 32
 # B > 1 each call's (H, rows, D) output (and, with padding, its (H, rows, span) mask) is the temporary on top
 # of the result; with B = 1 the calls' outputs are joined by one cat, so the output is held twice.
 SDPA_CHUNK_ROWS = 4096
+# With a global token each call's key windows are copied to append the global key column: (H, rows, span + 1,
+# D) for keys and values alike, 22 MB at 4096 rows with 12 heads of 64. Calls of 512 rows keep that copy an
+# eighth of the output's size, which the peak is then made of.
+SDPA_GLOBAL_CHUNK_ROWS = 512
 
 
 @dataclass(frozen=True)
@@ -251,7 +255,8 @@ def banded_attention_sdpa(
     may_be_empty = key_padding_mask is not None or distance_bias is not None
 
     block, span = layout.block, layout.span
-    calls = _sdpa_calls(layout, length, max(1, (chunk_rows or SDPA_CHUNK_ROWS) // block))
+    default_rows = SDPA_CHUNK_ROWS if global_index is None else SDPA_GLOBAL_CHUNK_ROWS
+    calls = _sdpa_calls(layout, length, max(1, (chunk_rows or default_rows) // block))
     # With one batch row the calls' results are joined by one cat (or are the output, for a single call):
     # fewer passes than copying each into place, at the price of holding them all (the output's size).
     # Otherwise each is copied into place as it comes, holding one at a time.
@@ -320,7 +325,12 @@ def banded_attention_sdpa(
             key_padding_mask=key_padding_mask,
         )  # (B, H, 1, D)
         rows = global_index.view(batch, 1, 1, 1).expand(-1, heads, 1, head_dim)
-        output = output.scatter(2, rows, global_rows)
+        # In place when no gradient flows: a copy of the whole output for one row per head would be the peak.
+        # With autograd the output may be SDPA's own, which its backward reads, so it is not overwritten.
+        if output.requires_grad:
+            output = output.scatter(2, rows, global_rows)
+        else:
+            output.scatter_(2, rows, global_rows)
     return output
 
 
