@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import yaml
 from huggingface_hub import ModelCard
+from huggingface_hub.errors import EntryNotFoundError
 from huggingface_hub.repocard import metadata_load
 from transformers import (
     AutoConfig,
@@ -158,8 +160,9 @@ def pad_on_the_right(tokenizer, model: torch.nn.Module) -> bool:
     return True
 
 
-def resolve_model_name(name: str) -> tuple[str, str, str | None]:
-    """Maps a model name to `(where to load from, model id to record, license or None)`.
+def resolve_model_name(name: str) -> tuple[str, str]:
+    """Maps a model name to `(where to load from, model id to record)`; its licence is
+    [`base_model_license`]'s to read.
 
     The model id is published (results.json, the card, adapter_config.json), so it is never a path on this
     machine: an alias records its Hub id (`minilm` too, though it loads from the installed package), and a
@@ -173,9 +176,9 @@ def resolve_model_name(name: str) -> tuple[str, str, str | None]:
 
     Example:
         >>> resolve_model_name("tiny-gpt2")  # a folder here
-        ('.../tiny-gpt2', 'tiny-gpt2', None)
+        ('.../tiny-gpt2', 'tiny-gpt2')
         >>> resolve_model_name("bert")  # an alias
-        ('google-bert/bert-base-uncased', 'google-bert/bert-base-uncased', 'apache-2.0')
+        ('google-bert/bert-base-uncased', 'google-bert/bert-base-uncased')
     """
     if not name.strip():
         raise ModelLoadError(
@@ -183,15 +186,15 @@ def resolve_model_name(name: str) -> tuple[str, str, str | None]:
             "local folder"
         )
     if name == "minilm":
-        return str(minilm_folder()), MODEL_ALIASES[name].hub_id, MODEL_ALIASES[name].license
+        return str(minilm_folder()), MODEL_ALIASES[name].hub_id
     if name in MODEL_ALIASES:
-        return MODEL_ALIASES[name].hub_id, MODEL_ALIASES[name].hub_id, MODEL_ALIASES[name].license
+        return MODEL_ALIASES[name].hub_id, MODEL_ALIASES[name].hub_id
     if Path(name).expanduser().is_dir():
         folder = Path(name).expanduser().resolve()
         check_model_folder(folder)
-        return str(folder), folder.name, None
+        return str(folder), folder.name
     if "/" in name and not name.startswith((".", "/")):
-        return name, name, None
+        return name, name
     raise UnknownNameError("model", name, [*MODEL_ALIASES, "<org/name on the Hub>", "<local folder>"])
 
 
@@ -221,7 +224,8 @@ def base_model_license(name: str, source: str, model_id: str) -> tuple[str, str,
             metadata = metadata_load(card) if card.is_file() else None
         else:
             metadata = ModelCard.load(model_id, ignore_metadata_errors=True).data.to_dict()
-    except Exception:
+    except (OSError, ValueError, yaml.YAMLError, EntryNotFoundError):
+        # Unreadable, unreachable (offline, no README on the Hub) or not YAML: the card declares nothing.
         metadata = None
     if not isinstance(metadata, dict):
         return "other", "", ""
@@ -267,7 +271,7 @@ def load_model(
         >>> loaded.family, loaded.model.config.num_labels
         ('bert', 2)
     """
-    source, model_id, _ = resolve_model_name(name)
+    source, model_id = resolve_model_name(name)
     id2label = dict(enumerate(label_names))
     config = None
     try:

@@ -32,7 +32,7 @@ from pathlib import Path
 import transformers
 
 from ..modules import get_module, module_provenance
-from .data import TaskData, load_task, sample_rows, split_statistics
+from .data import TaskData, load_task, sample_rows, task_statistics
 from .errors import (
     AttncardError,
     CardLintError,
@@ -120,12 +120,7 @@ def collect_results(
             train_rows=len(data.train),
             validation_rows=len(data.validation),
             files=data.source.files,
-            statistics={
-                "train": split_statistics(data.train, data.spec, loaded.tokenizer, trained.config.max_length),
-                data.spec.validation_split: split_statistics(
-                    data.validation, data.spec, loaded.tokenizer, trained.config.max_length
-                ),
-            },
+            statistics=task_statistics(data, loaded.tokenizer, trained.config.max_length),
             samples=sample_rows(data.validation, data.spec),
         ),
         training=TrainingRecord(
@@ -313,7 +308,7 @@ class PublishOptions:
         """
         model = self.model
         if model not in MODEL_ALIASES:
-            source, model_id, _ = resolve_model_name(model)
+            source, model_id = resolve_model_name(model)
             if Path(source).is_dir():
                 model = f"./{model_id}"
         words = [

@@ -106,7 +106,8 @@ def test_a_local_folder_is_recorded_by_name_not_path(tiny_model_dir, tmp_path):
 
 
 def test_minilm_records_its_hub_id_not_the_package_folder():
-    source, model_id, license_name = resolve_model_name("minilm")
+    source, model_id = resolve_model_name("minilm")
+    license_name = base_model_license("minilm", source, model_id)[0]
     assert source == str(minilm_folder())
     assert (model_id, license_name) == ("sentence-transformers/all-MiniLM-L6-v2", "apache-2.0")
 
