@@ -462,6 +462,21 @@ def split_statistics(rows: datasets.Dataset, spec: TaskSpec, tokenizer, max_leng
     )
 
 
+def task_statistics(data: TaskData, tokenizer, max_length: int) -> dict[str, SplitStatistics]:
+    """[`split_statistics`] of the training split (as "train") and the evaluated split (by its Hub name), as
+    results.json records them.
+
+    Example:
+        >>> from transformers import AutoTokenizer
+        >>> list(task_statistics(load_task("sst2", "glue"), AutoTokenizer.from_pretrained("tiny-gpt2"), 128))
+        ['train', 'validation']
+    """
+    return {
+        "train": split_statistics(data.train, data.spec, tokenizer, max_length),
+        data.spec.validation_split: split_statistics(data.validation, data.spec, tokenizer, max_length),
+    }
+
+
 def sample_rows(rows: datasets.Dataset, spec: TaskSpec, count: int = SAMPLE_ROWS) -> list[SampleRow]:
     """The first `count` rows of a split, as read: each text column and the label's name.
 

@@ -25,7 +25,7 @@ from .data import (
     load_task,
     load_task_from_hub,
     sample_rows,
-    split_statistics,
+    task_statistics,
 )
 
 # The files every run folder must list in its manifest: without them there is nothing to rebuild or check.
@@ -241,14 +241,10 @@ def reverify(
 
 def _data_figures(results: Results, data: TaskData, tokenizer) -> list[Figure]:
     """The card's dataset statistics and sample rows, computed again from the data with the run's tokenizer
-    (for the splits results.json has statistics of)."""
-    max_length = results.training.hyperparameters.max_length
-    splits = {"train": data.train, data.spec.validation_split: data.validation}
-    statistics = {
-        split: split_statistics(splits[split], data.spec, tokenizer, max_length)
-        for split in results.dataset.statistics
-        if split in splits
-    }
+    (when results.json has statistics)."""
+    statistics = {}
+    if results.dataset.statistics:  # none in a run written before they were recorded
+        statistics = task_statistics(data, tokenizer, results.training.hyperparameters.max_length)
     samples = sample_rows(data.validation, data.spec, count=len(results.dataset.samples))
     return [
         *figures("dataset.statistics", results.dataset.statistics, statistics),
