@@ -450,13 +450,11 @@ def bibtex(results: Results) -> str:
         @inproceedings{socher2013recursive,
     """
     sources = (results.module.bibtex, TASKS[results.dataset.task].bibtex, GLUE_BIBTEX, LORA_BIBTEX)
-    entries: list[str] = []
-    for source in sources:
-        for entry in source.strip().split("\n@"):
-            entry = entry if entry.startswith("@") else "@" + entry
-            if entry.strip() != "@" and entry.split(",", 1)[0] not in {e.split(",", 1)[0] for e in entries}:
-                entries.append(entry)
-    return "\n".join(entries)
+    entries: dict[str, str] = {}  # first line (`@type{key,`) -> entry, in the order first met
+    for source in filter(None, (source.strip() for source in sources)):
+        for entry in source.removeprefix("@").split("\n@"):
+            entries.setdefault(entry.split("\n", 1)[0], "@" + entry)
+    return "\n".join(entries.values())
 
 
 def render_card(results: Results, plots: list[dict[str, str]] | None = None) -> str:
