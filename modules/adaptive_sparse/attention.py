@@ -229,6 +229,22 @@ def top_k_of_rows(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Ten
     return values.view(*leading, k), indices.view(*leading, k)
 
 
+def masked_softmax(scores: torch.Tensor, keep: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Softmax of each row over its kept scores, in `dtype`; the others get probability 0, and a row with
+    nothing kept is all zeros.
+
+    The most negative float rather than -inf masks the rest: a row with nothing kept gets a finite softmax,
+    zeroed next. The softmax runs in float32 for half-precision models, as in transformers' eager attention.
+
+    Example:
+        >>> keep = torch.tensor([[True, True, False]])
+        >>> masked_softmax(torch.tensor([[0.0, 0.0, 5.0]]), keep, torch.float32)
+        tensor([[0.5000, 0.5000, 0.0000]])
+    """
+    masked = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
+    return masked.softmax(dim=-1, dtype=torch.float32).to(dtype).masked_fill(~keep, 0.0)
+
+
 def _dense_tile(
     module: nn.Module,
     query: torch.Tensor,
@@ -274,10 +290,7 @@ def _dense_tile(
                 {"threshold": threshold, "keep": keep},
             )
 
-    # The most negative float rather than -inf: a row with nothing kept gets a finite softmax, zeroed next.
-    # The softmax runs in float32 for half-precision models, as in transformers' eager attention.
-    masked = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
-    probabilities = masked.softmax(dim=-1, dtype=torch.float32).to(value.dtype).masked_fill(~keep, 0.0)
+    probabilities = masked_softmax(scores, keep, value.dtype)
     probabilities = nn.functional.dropout(probabilities, p=dropout, training=module.training)
     if trace:
         trace_step(
@@ -347,9 +360,7 @@ def _sparse_tile(
     if allowed is None:
         probabilities = kept.softmax(dim=-1, dtype=torch.float32).to(value.dtype)
     else:  # a row with fewer than k allowed keys has -inf among its k: probability 0, as in `_dense_tile`
-        valid = values != float("-inf")
-        masked = kept.masked_fill(~valid, torch.finfo(kept.dtype).min)
-        probabilities = masked.softmax(dim=-1, dtype=torch.float32).to(value.dtype).masked_fill(~valid, 0.0)
+        probabilities = masked_softmax(kept, values != float("-inf"), value.dtype)
     probabilities = nn.functional.dropout(probabilities, p=dropout, training=module.training)
     if trace:
         trace_step(
