@@ -254,8 +254,8 @@ def banded_attention_sdpa(
     calls = _sdpa_calls(layout, length, max(1, (chunk_rows or SDPA_CHUNK_ROWS) // block))
     # Each call's result is copied into place as it comes, so the peak is the output and one call's result; a
     # single call's result is the output.
-    pieces = []
-    output = None if batch == 1 and len(calls) == 1 else query.new_empty(query.shape)
+    single_call = batch == 1 and len(calls) == 1
+    output = None if single_call else query.new_empty(query.shape)
     for b in range(batch):
         all_keys_valid = key_bias is None or bool((key_bias[b] == 0).all())
         for first, count in calls:
@@ -301,12 +301,10 @@ def banded_attention_sdpa(
                     keep = keep & key_padding_mask[b, start:stop]
                 if not bool(keep.all()):
                     attended = torch.where(keep[..., None], attended, 0.0)
-            if output is None:
-                pieces.append(attended)
+            if single_call:
+                output = attended[None]
             else:
                 output[b, :, start:stop] = attended
-    if output is None:
-        output = (pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=1))[None]
 
     if global_index is not None:
         global_rows = global_query_rows(
