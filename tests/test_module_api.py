@@ -5,6 +5,7 @@ H = 4 heads, d = 8, hidden 32)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -169,16 +170,7 @@ def test_the_calibrate_hook_runs_once_on_the_trained_model(tiny_model_dir, small
         seen.append((model.training, isinstance(config, MinimalConfig)))
         return {"crossover": 7}
 
-    module = AttentionModule(
-        name="minimal_api_test",
-        config_class=MinimalConfig,
-        apply=_apply_minimal,
-        folder=Path(__file__).parent,
-        causal=True,
-        bidirectional=True,
-        gqa=True,
-        calibrate=calibrate,
-    )
+    module = dataclasses.replace(MINIMAL, calibrate=calibrate)
     data = load_task("sst2", small_glue)
     torch.manual_seed(0)
     loaded = load_model(str(tiny_model_dir("bert")), data.spec.label_names)
