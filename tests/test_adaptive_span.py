@@ -12,6 +12,8 @@ from attncard.modules.adaptive_span.attention import (
     AdaptiveSpan,
     adaptive_span_attention,
     dense_span_attention,
+    fused_bias,
+    fused_span_attention,
 )
 from attncard.pipeline.models import load_model, tokenize
 
@@ -268,6 +270,46 @@ def test_every_inference_path_computes_the_reference(
     ).transpose(1, 2)
     real = padding[:, :, None, None].expand_as(reference)
     torch.testing.assert_close(output[real], reference[real], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("global_token", [True, False])
+@pytest.mark.parametrize("chunk", [1, 8, 12, 64])  # blocks of query rows, some reaching key 0, one block
+def test_the_fused_path_in_blocks_of_rows_computes_the_reference(causal, global_token, chunk):
+    length = 41
+    # In the layout a layer hands over: (B, N, H, D) in memory.
+    query, key, value = (x.transpose(1, 2).contiguous().transpose(1, 2) for x in _random_inputs(length=41))
+    span = _short_spans(3, global_token)
+    with torch.no_grad():
+        plan = span.plan(length, causal, torch.float32)
+        assert 0 < plan.window < length - 1  # a band narrower than the sequence: blocks skip keys
+        by_offset, missing = fused_bias(plan.log_mask, length, causal)
+        output = fused_span_attention(
+            query,
+            key,
+            value,
+            by_offset,
+            missing,
+            scaling=0.3,
+            causal=causal,
+            global_token=global_token,
+            window=plan.window,
+            chunk=chunk,
+        )
+    global_index = torch.full((2,), length - 1 if causal else 0) if global_token else None
+    reference = dense_span_attention(
+        query,
+        key,
+        value,
+        plan.log_mask,
+        scaling=0.3,
+        causal=causal,
+        key_padding_mask=None,
+        global_index=global_index,
+        dropout=0.0,
+    )
+    assert output.is_contiguous()
+    torch.testing.assert_close(output, reference.transpose(1, 2), atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("causal", [False, True])

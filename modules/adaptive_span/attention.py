@@ -10,9 +10,9 @@ the softmax — softmax(s + log m) is the paper's m·exp(s) renormalised — so 
 ramp. Distances are |i − j| in encoders and i − j ≥ 0 (past only) in decoders. One global token per row
 attends to and is attended by every position with full weight. Keys beyond z_h + R get weight zero, so a
 head only reads a band of ⌈z_h + R⌉ − 1 keys on each side. At inference each call takes the fastest
-exact path: plain SDPA when every span covers the sequence, one fused SDPA call with the bias as a strided
-O(H·N) mask below a crossover length measured after training ([`AdaptiveSpan.crossover`]), and from it the
-banded kernel, in memory linear in the sequence length.
+exact path: plain SDPA when every span covers the sequence, fused SDPA calls on blocks of query rows and
+their key windows, with the bias as a strided O(H·N) mask, below a crossover length measured after training
+([`AdaptiveSpan.crossover`]), and from it the banded kernel, in memory linear in the sequence length.
 """
 
 from __future__ import annotations
@@ -31,9 +31,13 @@ from ..trace import trace_step
 
 # Sequence lengths at which `calibrate_crossover` times the fused path against the banded kernel.
 CALIBRATION_LENGTHS = (64, 128, 256, 512, 1024, 2048)
-# Below this length inference takes the fused path, for a model whose crossover was never measured: where
-# it measured on a CPU with spans of a few tokens (MiniLM's shape).
-DEFAULT_CROSSOVER = 512
+# Below this length inference takes the fused path, for a model whose crossover was never measured: on a CPU
+# with spans of a few tokens (MiniLM's shape) the fused path was the faster at every calibration length.
+DEFAULT_CROSSOVER = 2048
+# Query rows per call of the fused path: the longer the block, the fewer calls, and the more scores outside
+# the band each call computes; a block also holds a copy of its query rows and its output (at N = 128 to 2048
+# with MiniLM's heads and bands of ±33, 128 rows ran within 10% of the fastest of 64, 128 and 256).
+FUSED_CHUNK_ROWS = 128
 # The fused path reads the softmax normaliser from this CPU kernel (a private but stable ATen op).
 _FUSED_CPU_OP = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
 
@@ -79,24 +83,33 @@ class AdaptiveSpan(nn.Module):
         return torch.where(mask > 0, torch.log(mask.clamp_min(1e-30)), -math.inf)
 
     def plan(self, length: int, causal: bool, dtype: torch.dtype) -> SpanPlan:
-        """The [`SpanPlan`] of an inference call at `length`. Cached (a few lengths) while the logits keep
-        their values, unless the span bias needs a gradient."""
+        """The [`SpanPlan`] of an inference call at `length`. Cached (a few lengths) while the logits and the
+        crossover keep their values, unless the span bias needs a gradient."""
         needs_grad = torch.is_grad_enabled() and self.span_logits.requires_grad
         key = (length, causal, dtype)
+        crossover = int(self.crossover)
         if not needs_grad:
             logits = getattr(self, "_plan_logits", None)
-            if logits is None or not torch.equal(logits, self.span_logits.detach()):
+            if (
+                logits is None
+                or crossover != self._plan_crossover
+                or not torch.equal(logits, self.span_logits.detach())
+            ):
                 self._plans: dict = {}
                 self._plan_logits = self.span_logits.detach().clone()
+                self._plan_crossover = crossover
             if key in self._plans:
                 return self._plans[key]
         windows = self.windows(length)
-        log_mask = self.log_mask(int(windows.max())).to(dtype)
+        window = int(windows.max())
+        log_mask = self.log_mask(window).to(dtype)
         covers = bool((windows >= length - 1).all()) and bool((log_mask == 0).all())
-        by_sum = missing = None
+        by_offset = missing = None
         if not needs_grad and not covers and fused_path_available(self.span_logits.device):
-            by_sum, missing = fused_bias(log_mask, length, causal)
-        plan = SpanPlan(windows, log_mask, covers, by_sum, missing)
+            by_offset, missing = fused_bias(log_mask, length, causal)
+        plan = SpanPlan(
+            windows, window, log_mask, covers, by_offset, missing, length < crossover, self.global_token
+        )
         if not needs_grad:
             if len(self._plans) >= 8:
                 self._plans.clear()
@@ -148,61 +161,79 @@ def dense_span_attention(
 
 
 def fused_bias(log_mask: torch.Tensor, length: int, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """What [`fused_span_attention`] reads of the spans, for queries in reverse order (row r is position
-    N − 1 − r): h[k], the bias of the offset i − j = N − 1 − k for k = 0 … 2N − 2 (H, 2N − 1), and, per
-    row r, log(1 − m_h(N − 1 − r)), the weight key 0 lacks in the band for the global token's (H, N); from
-    log_mask (H, W + 1), W < N."""
+    """What [`fused_span_attention`] reads of the spans: h[k], the bias of the offset i − j = k − (N − 1) for
+    k = 0 … 2N − 2 (H, 2N − 1), and, per position i, log(1 − m_h(i)), the weight key 0 lacks in the band for
+    the global token's (H, N); from log_mask (H, W + 1), W < N."""
     heads, width = log_mask.shape
     blocked = log_mask.new_full((heads, length - width), -math.inf)
     before = log_mask.new_full((heads, width - 1), -math.inf) if causal else log_mask[:, 1:].flip(-1)
-    by_offset = torch.cat([blocked, before, log_mask, blocked], dim=1)  # bias of i − j = k − (N − 1)
+    by_offset = torch.cat([blocked, before, log_mask, blocked], dim=1)
     missing = torch.log1p(-by_offset[:, length - 1 :].exp())  # log(1 − m_h(i)), i the distance to key 0
-    return by_offset.flip(-1), missing.flip(-1)
+    return by_offset, missing
 
 
 def fused_span_attention(
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
-    by_sum: torch.Tensor,
+    by_offset: torch.Tensor,
     missing: torch.Tensor,
     *,
     scaling: float,
     causal: bool,
     global_token: bool,
+    window: int,
+    chunk: int = FUSED_CHUNK_ROWS,
 ) -> torch.Tensor:
-    """The span bias in one fused SDPA call on the CPU, with a mask of O(H·N) memory: rows without padding.
+    """The span bias through fused SDPA calls on the CPU, with a mask of O(H·N) memory: rows without padding.
 
-    The bias depends on i − j only: a Toeplitz matrix per head. With the queries in reverse order, row r is
-    position N − 1 − r, so the bias of (r, j) is h[r + j] (`by_sum`, see [`fused_bias`]), and the (H, N, N)
-    mask is a strided view of h, which the fused kernel reads in place. The global token is added after: its
-    key column (position 0 in encoders) through the kernel's log-sum-exp, by giving key 0 the weight
-    (1 − m_h(i))·exp(s_i0) it lacks in the band (`missing`); its query row by a dense call of one row. In
-    decoders the global token is the last one (there is no padding), whose key only its own row sees. The
-    rows are put back in order in the layout the attention function returns.
+    The bias depends on i − j only: a Toeplitz matrix per head, which a strided view cannot hold (its stride
+    along j would be −1). With the keys in reverse order it depends on i + j′: a view of h (`by_offset`, see
+    [`fused_bias`]) with strides 1 and 1, which the fused kernel reads in place. The queries go in blocks of
+    `chunk` rows, each against the keys within `window` of it (the band's width, the largest over the
+    heads), reversed: one fused call per block, whose mask is the same view of h from another offset.
 
-    Shapes: query, key, value (B, H, N, D); by_sum (H, 2N − 1); missing (H, N); returns (B, N, H, D),
+    The global token is added after: its key column (position 0 in encoders) through the kernel's
+    log-sum-exp, by giving key 0 the weight (1 − m_h(i))·exp(s_i0) it lacks in the band (`missing`; a block
+    whose keys do not reach key 0 lacks all of it, m_h(i) being 0 there); its query row by a dense call of
+    one row. In decoders the global token is the last one (there is no padding), whose key only its own row
+    sees.
+
+    Shapes: query, key, value (B, H, N, D); by_offset (H, 2N − 1); missing (H, N); returns (B, N, H, D),
     contiguous.
     """
-    batch, heads, length, _ = query.shape
-    reversed_query = query.flip(-2)
-    mask = by_sum.as_strided((1, heads, length, length), (0, 2 * length - 1, 1, 1))
-    output, log_sum = _FUSED_CPU_OP(reversed_query, key, value, 0.0, False, attn_mask=mask, scale=scaling)[:2]
-    if global_token:
-        if not causal:
+    batch, heads, length, head_dim = query.shape
+    # One block is the output as the kernel returns it; several are copied into place as they come.
+    output = query.new_empty(batch, length, heads, head_dim) if length > chunk else None
+    for start in range(0, length, chunk):
+        end = min(start + chunk, length)
+        keys = slice(max(0, start - window), end if causal else min(length, end + window))
+        # Key column j′ is position keys.stop − 1 − j′: the bias of (i, j′) is h[i + j′ + N − keys.stop].
+        mask = by_offset[:, start + length - keys.stop :].as_strided(
+            (1, heads, end - start, keys.stop - keys.start), (0, 2 * length - 1, 1, 1)
+        )
+        rows = query[:, :, start:end]
+        reversed_key, reversed_value = key[:, :, keys].flip(-2), value[:, :, keys].flip(-2)
+        block, log_sum = _FUSED_CPU_OP(
+            rows, reversed_key, reversed_value, 0.0, False, attn_mask=mask, scale=scaling
+        )[:2]
+        del reversed_key, reversed_value
+        if global_token and not causal:
             # softmax over the band and key 0 again with log(1 − m): the logit of the second share is
             # s_i0 + log(1 − m_h(i)) − logsumexp(band), and the output moves towards v_0 by that share.
-            logit = (missing - log_sum).view(batch * heads, length, 1)
-            first_key = key[:, :, :1].transpose(-1, -2).reshape(batch * heads, -1, 1)
-            queries = reversed_query.reshape(batch * heads, length, -1)  # a copy only for a strided query
-            share = torch.baddbmm(logit, queries, first_key, alpha=scaling).sigmoid_()
-            output.lerp_(value[:, :, :1], share.view(batch, heads, length, 1))
+            logit = torch.matmul(rows, key[:, :, :1].transpose(-1, -2)).mul_(scaling)
+            logit += missing[:, start:end, None] - log_sum[..., None]
+            block.lerp_(value[:, :, :1], logit.sigmoid_())
+        block = block.transpose(1, 2)  # (B, rows, H, D), contiguous: the kernel's own layout
+        if output is None:
+            output = block
+        else:
+            output[:, start:end] = block
+    if global_token:
         row = length - 1 if causal else 0
-        output[:, :, length - 1 - row] = F.scaled_dot_product_attention(
-            query[:, :, row : row + 1], key, value, scale=scaling
-        )[:, :, 0]
-    backwards = torch.arange(length - 1, -1, -1, device=query.device)
-    return torch.index_select(output.transpose(1, 2), 1, backwards)
+        global_row = query[:, :, row : row + 1]
+        output[:, row] = F.scaled_dot_product_attention(global_row, key, value, scale=scaling)[:, :, 0]
+    return output.contiguous()
 
 
 def fused_path_available(device: torch.device) -> bool:
@@ -214,15 +245,19 @@ def fused_path_available(device: torch.device) -> bool:
 @dataclass
 class SpanPlan:
     """What an inference call at one length reads of the spans, computed once per length while the spans
-    do not change. `covers`: every span gives every distance < N full weight; `by_sum` and `missing`:
+    do not change. `window`: the largest of `windows`; `covers`: every span gives every distance < N full
+    weight; `below_crossover`: N is below the layer's `crossover`; `by_offset` and `missing`:
     the fused path's mask ([`fused_bias`]), None where that path cannot run (a gradient is needed, the
     spans cover the sequence, or not on the CPU)."""
 
     windows: torch.Tensor
+    window: int
     log_mask: torch.Tensor
     covers: bool
-    by_sum: torch.Tensor | None
+    by_offset: torch.Tensor | None
     missing: torch.Tensor | None
+    below_crossover: bool
+    global_token: bool
 
 
 def adaptive_span_attention(
@@ -267,11 +302,11 @@ def adaptive_span_attention(
     else:
         plan = span.plan(length, causal, query.dtype)
         windows, log_mask = plan.windows, plan.log_mask
-    fused = (
-        not training and plan.by_sum is not None and key_padding_mask is None and length < int(span.crossover)
-    )
+    # The plan carries what inference reads of the layer, so that a peft-wrapped span is looked up once.
+    fused = not training and plan.by_offset is not None and key_padding_mask is None and plan.below_crossover
+    global_token = span.global_token if training else plan.global_token
     global_index = None
-    if span.global_token and (training or not (plan.covers or fused)):
+    if global_token and (training or not (plan.covers or fused)):
         global_index = global_token_index(key_padding_mask, causal, batch, length, query.device)
     trace_step(
         module,
@@ -309,13 +344,14 @@ def adaptive_span_attention(
             query,
             key,
             value,
-            plan.by_sum,
+            plan.by_offset,
             plan.missing,
             scaling=scaling,
             causal=causal,
-            global_token=span.global_token,
+            global_token=global_token,
+            window=plan.window,
         )
-        op = "one fused scaled_dot_product_attention, the span bias as a strided (H, N, N) mask"
+        op = "fused scaled_dot_product_attention on blocks of query rows, the span bias as a strided mask"
     else:
         output = banded_attention(
             query,
