@@ -27,6 +27,9 @@ from .errors import NonFiniteNumberError, ResultsError, UnknownSchemaError
 SCHEMA_VERSION = 2  # 2: scaling rows carry their spread (min, max, repeats, speed-up range)
 RESULTS_FILE = "results.json"
 CARD_FILE = "README.md"
+# Each evaluated row's index, gold label, predicted label and logits, in split order (pipeline.predictions):
+# every quality figure of the card can be recomputed from it without the model.
+PREDICTIONS_FILE = "predictions.csv"
 # The OpenSSF model-signing signature of a run folder (see pipeline.signing): it signs every other file,
 # results.json included, so no manifest can list it.
 SIGNATURE_FILE = "model.sig"
@@ -296,6 +299,77 @@ class StockLoad:
     error: str = ""
 
 
+class Verdict(StrEnum):
+    """Non-inferiority of a module run against its dense baseline at a margin (see [`Comparison`])."""
+
+    NON_INFERIOR = "NON_INFERIOR"  # the interval's lower end is above −margin
+    INFERIOR = "INFERIOR"  # the interval's upper end is below −margin
+    INCONCLUSIVE = "INCONCLUSIVE"  # the interval straddles −margin
+
+
+@dataclass
+class BaselineRecord:
+    """The dense run (module `none`) a module run is compared with: the same base model and revision, task,
+    split, data, seed and training settings; identified by its results.json and predictions.
+
+    Attributes:
+        repo_name: its run folder's (and Hub repository's) name.
+        repo_id: its Hub repository, when it was published with one.
+        results_sha256: sha256 of its results.json.
+        predictions_sha256: its `metrics.predictions_sha256`.
+        accuracy: its accuracy on the evaluated split.
+        seed: its training seed.
+    """
+
+    repo_name: str
+    repo_id: str | None
+    results_sha256: str
+    predictions_sha256: str
+    accuracy: float
+    seed: int
+
+
+@dataclass
+class Comparison:
+    """The paired verdict of a module run against its dense baseline, on the same evaluated rows.
+
+    Each row is counted by which of the two runs classify it correctly. The accuracy difference (module −
+    baseline) is the mean of the per-row differences of correctness (−1, 0 or 1), its interval the normal
+    interval of that mean at `confidence`; `mcnemar_p` is the exact two-sided McNemar test on the discordant
+    rows (binomial, p = ½). The verdict compares the interval with −`margin` (in accuracy, 0.01 = one
+    point). Pooled over seeds, the rows of every seed count (n = rows × seeds).
+
+    Attributes:
+        baselines: the dense runs compared with, one per seed pooled (empty: no baseline was found; every
+            count below is then 0 and `verdict` None).
+        n: rows compared.
+        both_correct, module_only, baseline_only, both_wrong: rows by correctness (module_only: the module
+            right, the baseline wrong).
+        difference: accuracy of the module run minus the baseline's.
+        ci_low, ci_high: the interval of the difference.
+        confidence: of the interval (0.95).
+        mcnemar_p: exact two-sided McNemar p-value (1.0 when no row is discordant).
+        margin: the non-inferiority margin, in accuracy (0.01 by default).
+        verdict: NON_INFERIOR, INFERIOR or INCONCLUSIVE; None without a baseline.
+        method: how the figures were computed, in words, for the card.
+    """
+
+    baselines: list[BaselineRecord]
+    n: int
+    both_correct: int
+    module_only: int
+    baseline_only: int
+    both_wrong: int
+    difference: float
+    ci_low: float
+    ci_high: float
+    confidence: float
+    mcnemar_p: float
+    margin: float
+    verdict: Verdict | None
+    method: str
+
+
 # ----------------------------------------------------------------------------------------------------------
 # results.json
 
@@ -467,6 +541,9 @@ class Results:
     repo_id: str | None = None  # the Hub repository, when publish was given one
     usage: UsageRecord | None = None
     stock: StockLoad | None = None  # absent in runs written before it was measured
+    # The paired verdict against the dense baseline; None for `none` itself (the baseline) and for runs
+    # written before it was recorded. A module run with no baseline found has one with `baselines` empty.
+    comparison: Comparison | None = None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -891,6 +968,7 @@ def training_log(losses: list[float], rows: int = LOGGED_STEPS) -> list[LoggedSt
 __all__ = [
     "CARD_FILE",
     "COMMIT_RE",
+    "PREDICTIONS_FILE",
     "RESULTS_FILE",
     "RUN_TAG_DIGEST_HEX",
     "RUN_TAG_RE",
@@ -898,7 +976,9 @@ __all__ = [
     "TAG_PREFIX",
     "TRANSPORT_FILES",
     "TRANSPORT_FOLDERS",
+    "BaselineRecord",
     "ClassScores",
+    "Comparison",
     "DatasetRecord",
     "Efficiency",
     "EnvironmentRecord",
@@ -915,6 +995,7 @@ __all__ = [
     "StockLoad",
     "TokenLengths",
     "TrainingRecord",
+    "Verdict",
     "Verification",
     "build_manifest",
     "check_manifest",
