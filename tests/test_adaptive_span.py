@@ -369,12 +369,29 @@ def test_the_crossover_is_the_measured_length_from_which_the_banded_kernel_wins(
         n = run.args[1].shape[-2]
         return float(n * n) if int(first.crossover) > n else 40.0 * n
 
+    banded_mb_per_token = 0.01
+
+    def fake_peak(run, device):  # the fused path 1 kB a token; the banded kernel `banded_mb_per_token`
+        n = run.args[1].shape[-2]
+        return 0.001 * n if int(first.crossover) > n else banded_mb_per_token * n
+
     monkeypatch.setattr(span_model, "wall_seconds", fake_seconds)
+    monkeypatch.setattr(span_model, "peak_memory_mb", fake_peak)
     lengths = (16, 32, 64, 128)
+    # Faster from N = 64 but ten times the memory: never the better path.
+    measured = MODULE.calibrate(loaded.model, AdaptiveSpanConfig(), lengths=lengths, repeats=1)
+    assert measured["crossover"] == 129
+    banded_mb_per_token = 0.0005  # faster from N = 64, and half the memory
     measured = MODULE.calibrate(loaded.model, AdaptiveSpanConfig(), lengths=lengths, repeats=1)
     assert measured["crossover"] == 64
     assert [row["n"] for row in measured["crossover_table"]] == [16, 32, 64, 128]
-    assert measured["crossover_table"][2] == {"n": 64, "fused_ms": 4096e3, "banded_ms": 2560e3}
+    assert measured["crossover_table"][2] == {
+        "n": 64,
+        "fused_ms": 4096e3,
+        "banded_ms": 2560e3,
+        "fused_mb": 0.064,
+        "banded_mb": 0.032,
+    }
     assert [int(s.crossover) for s in span_model.span_modules(loaded.model)] == [64, 64]
     stats = module_stats(loaded.model)
     assert (stats["crossover"], stats["crossover_measured"]) == (64, True)

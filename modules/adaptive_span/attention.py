@@ -29,11 +29,12 @@ from ..base import global_token_index, padding_and_causality
 from ..kernels import banded_attention
 from ..trace import trace_step
 
-# Sequence lengths at which `calibrate_crossover` times the fused path against the banded kernel.
-CALIBRATION_LENGTHS = (64, 128, 256, 512, 1024, 2048)
+# Sequence lengths at which `calibrate_crossover` measures the fused path against the banded kernel.
+CALIBRATION_LENGTHS = (64, 128, 256, 512, 1024, 2048, 4096)
 # Below this length inference takes the fused path, for a model whose crossover was never measured: on a CPU
-# with spans of a few tokens (MiniLM's shape) the fused path was the faster at every calibration length.
-DEFAULT_CROSSOVER = 2048
+# with spans of a few tokens (MiniLM's shape) the banded kernel, with its global token, used 2–4× the fused
+# path's memory at every calibration length, so it was never the better path.
+DEFAULT_CROSSOVER = 4097
 # Query rows per call of the fused path: the longer the block, the fewer calls, and the more scores outside
 # the band each call computes; a block also holds a copy of its query rows and its output (at N = 128 to 2048
 # with MiniLM's heads and bands of ±33, 128 rows ran within 10% of the fastest of 64, 128 and 256).
@@ -62,9 +63,9 @@ class AdaptiveSpan(nn.Module):
         self.global_token = global_token
         # Persistent buffers: peft's modules_to_save saves them with the adapter, so a reloaded run dispatches
         # as the evaluated one did. `calibration` rows hold a measured length and the median seconds of the
-        # fused path and of the banded kernel there (NaN rows: not measured).
+        # fused path and of the banded kernel there, then their peak memory in MB (NaN rows: not measured).
         self.register_buffer("crossover", torch.tensor(DEFAULT_CROSSOVER, dtype=torch.long))
-        self.register_buffer("calibration", torch.full((len(CALIBRATION_LENGTHS), 3), math.nan))
+        self.register_buffer("calibration", torch.full((len(CALIBRATION_LENGTHS), 5), math.nan))
 
     def spans(self) -> torch.Tensor:
         """z_h = S_max·σ(θ_h), in tokens: (H,)."""

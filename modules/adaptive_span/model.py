@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from ..base import attention_layers, attention_shape, install_attention, unwrap_peft
-from ..kernels.memory import wall_seconds
+from ..kernels.memory import PeakMemory, wall_seconds
 from .attention import CALIBRATION_LENGTHS, AdaptiveSpan, adaptive_span_attention, fused_path_available
 from .config import AdaptiveSpanConfig
 
@@ -110,22 +110,26 @@ def calibrate_crossover(
     repeats: int = 7,
 ) -> dict:
     """`MODULE.calibrate`: measures, on the trained spans, the length from which the banded kernel is faster
-    than the fused path, and stores it in every layer's `crossover` (saved with the adapter).
+    than the fused path without using more memory, and stores it in every layer's `crossover` (saved with
+    the adapter).
 
     Layer 0's attention function runs on synthetic q, k, v of its shape (one row, no padding) at each length,
-    forced once on each path, `repeats` times, the two paths alternating; each path's time is the median.
-    The crossover is the smallest measured length from which the banded kernel is faster at it and at every
-    longer measured length (one past the longest when the fused path always wins). Without a fused path (not
-    on the CPU, or spans that cover the sequence) nothing is timed, and the crossover stays as it was.
+    forced once on each path: a warm-up call, one call whose peak memory is measured, then `repeats` timed
+    calls, the two paths alternating; each path's time is the median. The crossover is the smallest measured
+    length from which the banded kernel is faster and its peak memory at most the fused path's, at it and at
+    every longer measured length (one past the longest when the fused path is kept at the longest). Without a
+    fused path (not on the CPU, or spans that cover the sequence) nothing is measured, and the crossover
+    stays as it was.
 
     Args:
         model: the trained model with adaptive_span installed (peft-wrapped or not).
         config: the module's config (unused: the spans are read from the model).
-        lengths: the sequence lengths timed.
+        lengths: the sequence lengths measured.
         repeats: timed calls per path and length.
 
     Returns:
-        `{"crossover": N or None, "crossover_table": [{"n", "fused_ms", "banded_ms"}, …]}`.
+        `{"crossover": N or None, "crossover_table": [{"n", "fused_ms", "banded_ms", "fused_mb",
+        "banded_mb"}, …]}`.
     """
     layer = attention_layers(model)[0].module
     span = layer.adaptive_span
@@ -139,7 +143,7 @@ def calibrate_crossover(
     modules = span_modules(model)
     generator = torch.Generator(device="cpu").manual_seed(0)
     kept = int(span.crossover)
-    medians = {}
+    measured: dict[int, tuple[float, float, float, float]] = {}
     try:
         with torch.inference_mode():
             for n in lengths:
@@ -153,26 +157,37 @@ def calibrate_crossover(
                 run = functools.partial(
                     adaptive_span_attention, layer, query, key, value, None, scaling=layer.scaling
                 )
+                paths = (("fused", n + 1), ("banded", 0))
                 times: dict[str, list[float]] = {"fused": [], "banded": []}
-                for repeat in range(repeats + 1):  # the first pass of each warms up
-                    for path, crossover in (("fused", n + 1), ("banded", 0)):
+                peaks: dict[str, float] = {}
+                for repeat in range(repeats + 2):  # a warm-up pass, a measured-memory pass, then timed passes
+                    for path, crossover in paths:
                         span.crossover.fill_(crossover)
-                        seconds = wall_seconds(run, device)
-                        if repeat:
-                            times[path].append(seconds)
-                medians[n] = (statistics.median(times["fused"]), statistics.median(times["banded"]))
+                        if repeat == 1:
+                            peaks[path] = peak_memory_mb(run, device)
+                        elif repeat > 1:
+                            times[path].append(wall_seconds(run, device))
+                        else:
+                            run()
+                measured[n] = (
+                    statistics.median(times["fused"]),
+                    statistics.median(times["banded"]),
+                    peaks["fused"],
+                    peaks["banded"],
+                )
     finally:
         span.crossover.fill_(kept)
-    if not medians:
+    if not measured:
         return {"crossover": None, "crossover_table": []}
-    measured = sorted(medians)
-    crossover = measured[-1] + 1
-    for n in reversed(measured):
-        if medians[n][1] < medians[n][0]:
+    ordered = sorted(measured)
+    crossover = ordered[-1] + 1
+    for n in reversed(ordered):
+        fused_seconds, banded_seconds, fused_mb, banded_mb = measured[n]
+        if banded_seconds < fused_seconds and banded_mb <= fused_mb:
             crossover = n
         else:
             break
-    rows = torch.tensor([(n, *medians[n]) for n in measured], dtype=torch.float64)
+    rows = torch.tensor([(n, *measured[n]) for n in ordered], dtype=torch.float64)
     for module in modules:
         module.crossover.fill_(crossover)
         module.calibration.fill_(float("nan"))
@@ -180,11 +195,24 @@ def calibrate_crossover(
     return {"crossover": crossover, "crossover_table": crossover_table(span)}
 
 
+def peak_memory_mb(run, device: torch.device) -> float:
+    """Peak memory growth of one call of `run`, in MB (0.0 where the device's peak cannot be read)."""
+    with PeakMemory(device) as memory:
+        run()
+    return memory.peak_mb if memory.block_only else 0.0
+
+
 def crossover_table(span: AdaptiveSpan) -> list[dict]:
-    """The measured medians a layer keeps (see [`calibrate_crossover`]), in milliseconds."""
+    """The measurements a layer keeps (see [`calibrate_crossover`]): medians in milliseconds, peaks in MB."""
     return [
-        {"n": int(n), "fused_ms": round(fused * 1e3, 4), "banded_ms": round(banded * 1e3, 4)}
-        for n, fused, banded in span.calibration.tolist()
+        {
+            "n": int(n),
+            "fused_ms": round(fused * 1e3, 4),
+            "banded_ms": round(banded * 1e3, 4),
+            "fused_mb": round(fused_mb, 3),
+            "banded_mb": round(banded_mb, 3),
+        }
+        for n, fused, banded, fused_mb, banded_mb in span.calibration.tolist()
         if n == n  # a measured row: not NaN
     ]
 
