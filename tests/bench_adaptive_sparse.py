@@ -2,10 +2,13 @@
 
 Run: `.venv/bin/python tests/bench_adaptive_sparse.py [N ...]` (default 512 1024 2048 4096). Shape B = 1,
 H = 12, D = 64, no mask, bidirectional, top_k the config default. Times are the median (min–max) of
-`--repeats` rounds in which every implementation runs once, interleaved, after one warm-up call each;
-memory is the growth of the peak resident set (`PeakMemory`) over one call. "full matrix" is the former
-implementation (the whole (B, H, N, N) score matrix), kept here as the baseline being replaced; it is
-skipped above `--full-max` tokens.
+`--repeats` rounds in which every implementation runs once, interleaved, after one warm-up call each; the
+speed against SDPA is the median (min–max) over those rounds of SDPA's time in the round over the
+implementation's. Memory is the growth of the peak resident set (`PeakMemory`) over one call, measured
+in `--memory-repeats` interleaved rounds of their own (a measurement returns freed memory to the system,
+which a timed call should not pay for): the median in MB, and the median (min–max) over the rounds of
+the ratio to SDPA's. "full matrix" is the former implementation (the whole (B, H, N, N) score matrix),
+kept here as the baseline being replaced; it is skipped above `--full-max` tokens.
 
 `--train N`: one training step of one layer instead (forward + backward, train mode, grad of q, k, v;
 B = 32), the three implementations at length N, timed the same way; no memory column.
@@ -47,6 +50,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("ns", nargs="*", type=int, default=[512, 1024, 2048, 4096])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--memory-repeats", type=int, default=3)
     parser.add_argument("--full-max", type=int, default=2048)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--train", type=int, default=None, help="time a training step at this N instead")
@@ -62,8 +66,8 @@ def main() -> None:
     module.adaptive_sparse = AdaptiveSparseState(top_k)
     module.eval()
     print(f"B=1 H=12 D=64 top_k={top_k} threads={torch.get_num_threads()}")
-    header = ["N", "impl", "median s", "min–max s", "speed vs SDPA", "peak MB", "× SDPA"]
-    print("{:>6} {:<12} {:>9} {:>16} {:>14} {:>9} {:>7}".format(*header))
+    header = ["N", "impl", "median s", "min–max s", "speed×SDPA", "min–max", "peak MB", "mem×SDPA", "min–max"]
+    print("{:>6} {:<12} {:>9} {:>16} {:>10} {:>11} {:>8} {:>8} {:>11}".format(*header))
     for n in args.ns:
         generator = torch.Generator().manual_seed(n)
         q, k, v = (torch.randn(1, 12, n, 64, generator=generator) for _ in range(3))
@@ -75,26 +79,33 @@ def main() -> None:
         }
         if n <= args.full_max:
             runs["full matrix"] = lambda q=q, k=k, v=v: full_matrix(q, k, v, top_k, SCALE)
-        peaks, times = {}, {name: [] for name in runs}
+        peaks, times = {name: [] for name in runs}, {name: [] for name in runs}
         with torch.no_grad():
-            for name, run in runs.items():
+            for run in runs.values():
                 run()
-                with PeakMemory(torch.device("cpu")) as memory:
-                    run()
-                peaks[name] = memory.peak_mb
+            for _ in range(args.memory_repeats):
+                for name, run in runs.items():
+                    with PeakMemory(torch.device("cpu")) as memory:
+                        run()
+                    peaks[name].append(memory.peak_mb)
             for _ in range(args.repeats):
                 for name, run in runs.items():
                     start = time.perf_counter()
                     run()
                     times[name].append(time.perf_counter() - start)
-        base = statistics.median(times["sdpa"])
         for name in runs:
-            median = statistics.median(times[name])
-            spread = f"{min(times[name]):.4f}–{max(times[name]):.4f}"
+            speed = [base / seconds for base, seconds in zip(times["sdpa"], times[name], strict=True)]
+            memory = [peak / base for base, peak in zip(peaks["sdpa"], peaks[name], strict=True)]
+            median = statistics.median
             print(
-                f"{n:>6} {name:<12} {median:>9.4f} {spread:>16} {base / median:>13.2f}× {peaks[name]:>9.1f}"
-                f" {peaks[name] / peaks['sdpa']:>6.2f}×"
+                f"{n:>6} {name:<12} {median(times[name]):>9.4f} {_spread(times[name], 4):>16}"
+                f" {median(speed):>9.2f}× {_spread(speed, 2):>11} {median(peaks[name]):>8.1f}"
+                f" {median(memory):>7.2f}× {_spread(memory, 2):>11}"
             )
+
+
+def _spread(numbers: list[float], digits: int) -> str:
+    return f"{min(numbers):.{digits}f}–{max(numbers):.{digits}f}"
 
 
 def train_step(n: int, repeats: int) -> None:

@@ -3,6 +3,7 @@ replaced (tiled path, gradients included), bounded in memory, and inside every m
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -240,37 +241,46 @@ def _full_matrix(query, key, value, mask, top_k: int | None, scaling: float, cau
 
 @pytest.fixture
 def small_tiles(monkeypatch):
-    """Tiles of `rows` query rows from 8 keys on, so that short inputs take the tiled path."""
+    """Tiles of a given shape (batch rows, heads, query rows) from 8 keys on, so that short inputs take the
+    tiled path."""
 
-    def set_tiles(rows: int, n_k: int) -> None:
+    def set_tiles(tile: tuple[int, int, int]) -> None:
         monkeypatch.setattr(sparse_attention, "SINGLE_BLOCK_MAX_KEYS", 8)
-        monkeypatch.setattr(sparse_attention, "TILE_SCORES", rows * n_k)
+        monkeypatch.setattr(sparse_attention, "query_tiles", lambda batch, heads, n_q, n_k: tile)
 
     return set_tiles
 
 
 TILED_CASES = {
-    # name: (row lengths, N, heads, kv heads, causal, padding mask given, top_k, query rows per tile)
-    "encoder, no mask, N not a multiple of the tile": ([37], 37, 4, 4, False, False, 5, 6),
-    "encoder, padded batch, GQA": ([37, 20, 3, 0], 37, 4, 2, False, True, 5, 8),
-    "decoder, no mask (keys cut at the tile's last row)": ([29, 29], 29, 4, 2, True, False, 4, 5),
-    "decoder, padded batch": ([29, 11, 2], 29, 2, 1, True, True, 3, 7),
-    "top_k beyond N: full rows": ([23, 9], 23, 2, 2, False, True, 40, 4),
-    "several heads per tile": ([12, 12], 12, 6, 3, False, False, 3, 2 * 12),
-    "several batch rows per tile": ([10, 7, 10], 10, 2, 2, True, True, 2, 2 * 2 * 10),
+    # name: (row lengths, N, heads, kv heads, causal, padding mask given, top_k, tile), the tile as
+    # (batch rows, heads, query rows)
+    "encoder, no mask, N not a multiple of the tile": ([37], 37, 4, 4, False, False, 5, (1, 1, 6)),
+    "encoder, padded batch, GQA": ([37, 20, 3, 0], 37, 4, 2, False, True, 5, (1, 1, 8)),
+    "decoder, no mask (keys cut at the tile's last row)": ([29, 29], 29, 4, 2, True, False, 4, (1, 1, 5)),
+    "decoder, padded batch": ([29, 11, 2], 29, 2, 1, True, True, 3, (1, 1, 7)),
+    "top_k beyond N: full rows": ([23, 9], 23, 2, 2, False, True, 40, (1, 1, 4)),
+    "several heads per tile": ([12, 12], 12, 6, 3, False, False, 3, (1, 2, 12)),
+    "several batch rows per tile": ([10, 7, 10], 10, 2, 2, True, True, 2, (2, 2, 10)),
+    # Tiles of every head of a block of query rows, the long inputs' tiles (`query_tiles`)
+    "every head: encoder, no mask, N not a multiple of tiles": ([37], 37, 4, 4, False, False, 5, (1, 4, 6)),
+    "every head: encoder, padded batch, GQA": ([37, 20, 3, 0], 37, 4, 2, False, True, 5, (1, 4, 8)),
+    "every head: decoder, no mask": ([29, 29], 29, 4, 2, True, False, 4, (1, 4, 5)),
+    "every head: decoder, padded batch": ([29, 11, 2], 29, 2, 1, True, True, 3, (1, 2, 7)),
+    "every head: top_k beyond N": ([23, 9], 23, 2, 2, False, True, 40, (1, 2, 4)),
+    "every head: one row per tile, k of 1": ([15, 15], 15, 3, 1, False, False, 1, (1, 3, 1)),
 }
 
 
 def _case(name: str):
-    lengths, n, heads, kv_heads, causal, masked, top_k, rows = TILED_CASES[name]
+    lengths, n, heads, kv_heads, causal, masked, top_k, tile = TILED_CASES[name]
     query, key, value, mask = _inputs(lengths, n=n, heads=heads, kv_heads=kv_heads, dim=8, causal=causal)
-    return query, key, value, (mask if masked else None), causal, top_k, rows
+    return query, key, value, (mask if masked else None), causal, top_k, tile
 
 
 @pytest.mark.parametrize("name", TILED_CASES)
 def test_tiles_equal_the_full_matrix(name, small_tiles):
-    query, key, value, mask, causal, top_k, rows = _case(name)
-    small_tiles(rows, query.shape[2])
+    query, key, value, mask, causal, top_k, tile = _case(name)
+    small_tiles(tile)
     module = _attention(top_k, causal)
     with torch.no_grad():  # the no-grad path writes every tile into the result
         output, probabilities = adaptive_sparse_attention(
@@ -287,8 +297,8 @@ def test_tiles_equal_the_full_matrix(name, small_tiles):
 
 @pytest.mark.parametrize("name", TILED_CASES)
 def test_tiles_have_the_full_matrix_gradients(name, small_tiles):
-    query, key, value, mask, causal, top_k, rows = _case(name)
-    small_tiles(rows, query.shape[2])
+    query, key, value, mask, causal, top_k, tile = _case(name)
+    small_tiles(tile)
     weights = torch.randn(query.shape[0], query.shape[2], query.shape[1], query.shape[3])
     grads = []
     for attend in (
@@ -304,9 +314,35 @@ def test_tiles_have_the_full_matrix_gradients(name, small_tiles):
         torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
 
 
-def test_tiles_in_half_precision_and_with_a_float_mask(small_tiles):
-    query, key, value, mask, causal, top_k, rows = _case("decoder, padded batch")
-    small_tiles(rows, query.shape[2])
+@pytest.mark.parametrize("tile", [(1, 1, 6), (1, 4, 6), (1, 4, 1)])
+@pytest.mark.parametrize("causal, masked", [(False, False), (True, False), (False, True), (True, True)])
+def test_tiles_with_the_two_stage_top_k(tile, causal, masked, small_tiles, monkeypatch):
+    """Chunks of 4 keys, so that rows of 64 keys take the two-stage top-k (16 chunks, at least 2k); a causal
+    tile without padding reads its keys up to a whole chunk past its last row."""
+    monkeypatch.setattr(sparse_attention, "CHUNK", 4)
+    small_tiles(tile)
+    query, key, value, mask = _inputs([64, 45], n=64, heads=4, kv_heads=2, dim=8, causal=causal)
+    mask = mask if masked else None
+    expected, expected_probabilities = _full_matrix(query, key, value, mask, 2, 0.35, causal)
+    with torch.no_grad():
+        output, probabilities = adaptive_sparse_attention(
+            _attention(2, causal), query, key, value, mask, scaling=0.35, output_attentions=True
+        )
+    torch.testing.assert_close(output, expected, atol=1e-5, rtol=1e-5)
+    assert torch.equal(probabilities > 0, expected_probabilities > 0)
+    leaves = [tensor.clone().requires_grad_(True) for tensor in (query, key, value)]
+    output, _ = adaptive_sparse_attention(_attention(2, causal).train(), *leaves, mask, scaling=0.35)
+    output.square().sum().backward()
+    expected_leaves = [tensor.clone().requires_grad_(True) for tensor in (query, key, value)]
+    _full_matrix(*expected_leaves, mask, 2, 0.35, causal)[0].square().sum().backward()
+    for got, wanted in zip(leaves, expected_leaves, strict=True):
+        torch.testing.assert_close(got.grad, wanted.grad, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["decoder, padded batch", "every head: decoder, padded batch"])
+def test_tiles_in_half_precision_and_with_a_float_mask(name, small_tiles):
+    query, key, value, mask, causal, top_k, tile = _case(name)
+    small_tiles(tile)
     additive = torch.zeros(mask.shape).masked_fill(~mask, torch.finfo(torch.float32).min)
     output, _ = adaptive_sparse_attention(
         _attention(top_k, causal), query, key, value, additive, scaling=0.35
@@ -321,8 +357,8 @@ def test_tiles_in_half_precision_and_with_a_float_mask(small_tiles):
 
 
 def test_tiles_warm_up_with_full_attention_and_apply_dropout(small_tiles):
-    query, key, value, mask, causal, _, rows = _case("encoder, padded batch, GQA")
-    small_tiles(rows, query.shape[2])
+    query, key, value, mask, causal, _, tile = _case("encoder, padded batch, GQA")
+    small_tiles(tile)
     module = _attention(2, causal, warmup_steps=1).train()
     output, _ = adaptive_sparse_attention(module, query, key, value, mask, scaling=0.35)
     torch.testing.assert_close(output, _full_matrix(query, key, value, mask, None, 0.35, causal)[0])
@@ -339,8 +375,9 @@ def test_tiles_warm_up_with_full_attention_and_apply_dropout(small_tiles):
 
 
 def test_the_trace_shows_the_first_tile(small_tiles, monkeypatch):
-    query, key, value, mask, causal, top_k, rows = _case("encoder, padded batch, GQA")
-    small_tiles(rows, query.shape[2])
+    query, key, value, mask, causal, top_k, tile = _case("encoder, padded batch, GQA")
+    small_tiles(tile)
+    rows = tile[2]
     steps = []
     monkeypatch.setattr(
         sparse_attention,
@@ -365,7 +402,8 @@ def test_the_trace_shows_the_first_tile(small_tiles, monkeypatch):
 def test_long_inputs_build_no_n_by_n_tensor(monkeypatch):
     """N = 2048 tokens, 2 heads: one N×N float32 matrix per head would be 16 MiB, the pair 32 MiB."""
     n, heads, dim = 2048, 2, 16
-    assert sparse_attention.query_tiles(1, heads, n, n) == (1, 1, sparse_attention.TILE_SCORES // n)
+    # At most TILE_SCORES // N = 112 rows per tile: 19 tiles, evened out to 108 rows.
+    assert sparse_attention.query_tiles(1, heads, n, n) == (1, 1, 108)
     query, key, value = (torch.randn(1, heads, n, dim) for _ in range(3))
     largest = []
     topk = torch.Tensor.topk
@@ -383,7 +421,7 @@ def test_long_inputs_build_no_n_by_n_tensor(monkeypatch):
             with PeakMemory(torch.device("cpu")) as memory:
                 output, _ = adaptive_sparse_attention(module, query, key, value, None, scaling=dim**-0.5)
         assert largest and max(largest) <= sparse_attention.TILE_SCORES  # every selection reads one tile
-        # The output (256 KiB) plus one tile (512 KiB) and small change; an N×N matrix alone is 16 MiB.
+        # The output (256 KiB) plus one tile (under 1 MiB) and small change; an N×N matrix alone is 16 MiB.
         if memory.block_only:
             assert memory.peak_mb < 4, memory.peak_mb
         # and still exact
@@ -408,3 +446,65 @@ def test_the_two_stage_selection_is_torch_topk(masked):
     finite = values > float("-inf")  # among -inf (disallowed) keys the choice is free
     assert torch.equal(indices[finite], expected.indices[finite])
     assert torch.equal(scores.gather(-1, indices), values)
+
+
+@pytest.mark.parametrize("tile", [(1, 1, 5), (1, 4, 5), (2, 4, 16)])
+@pytest.mark.parametrize("layout", ["projection", "fused projection", "expanded key heads"])
+def test_tiles_read_the_layouts_models_pass(tile, layout, small_tiles):
+    """Models pass q, k, v as transposed views of their projections, (B, N, H, D) read as (B, H, N, D),
+    sometimes slices of one fused projection; the value rows are read in place ([`row_table`])."""
+    generator = torch.Generator().manual_seed(2)
+    batch, n, heads, dim = 2, 16, 4, 8
+    if layout == "fused projection":  # q, k and v side by side in one (B, N, 3·H·D) tensor
+        fused = torch.randn(batch, n, 3 * heads * dim, generator=generator)
+        query, key, value = (part.view(batch, n, heads, dim).transpose(1, 2) for part in fused.chunk(3, -1))
+    else:
+        shape = (batch, n, heads, dim)
+        query, key, value = (torch.randn(shape, generator=generator).transpose(1, 2) for _ in "qkv")
+        if layout == "expanded key heads":  # one key and value head, expanded (stride 0), not copied
+            key, value = key[:, :1].expand_as(query), value[:, :1].expand_as(query)
+    small_tiles(tile)
+    for causal in (False, True):
+        output, _ = adaptive_sparse_attention(_attention(3, causal), query, key, value, None, scaling=0.35)
+        expected, _ = _full_matrix(query, key, value, None, 3, 0.35, causal)
+        torch.testing.assert_close(output, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_the_row_table_reads_value_rows_in_place():
+    generator = torch.Generator().manual_seed(3)
+    base = torch.randn(2, 5, 3 * 4 * 6, generator=generator)
+    values = {
+        "contiguous": torch.randn(2, 3, 5, 6, generator=generator),
+        "projection": base[..., :72].reshape(2, 5, 12, 6)[:, :, :3].transpose(1, 2),
+        "fused slice": base[..., 24:48].view(2, 5, 4, 6).transpose(1, 2),
+        "expanded heads": torch.randn(2, 1, 5, 6, generator=generator).expand(2, 3, 5, 6),
+        "one batch row of a batch": torch.randn(3, 3, 5, 6, generator=generator)[1:2],
+    }
+    for name, value in values.items():
+        table, b_step, h_step, n_step = sparse_attention.row_table(value)
+        assert table.data_ptr() == value.data_ptr(), name  # a view, no copy
+        for b, h, j in itertools.product(*map(range, value.shape[:-1])):
+            assert torch.equal(table[b * b_step + h * h_step + j * n_step], value[b, h, j]), name
+    assert sparse_attention.row_table(torch.randn(1, 2, 6, 5).transpose(-2, -1)) is None  # D not contiguous
+
+
+def test_weighted_rows_with_and_without_autograd():
+    generator = torch.Generator().manual_seed(4)
+    value = torch.randn(2, 3, 7, 5, generator=generator)
+    indices = torch.randint(0, 7, (2, 3, 4, 2), generator=generator)
+    weights = torch.rand(2, 3, 4, 2, generator=generator)
+    expected = torch.zeros(2, 3, 4, 5)
+    for b, h, r in itertools.product(range(2), range(3), range(4)):
+        expected[b, h, r] = weights[b, h, r] @ value[b, h, indices[b, h, r]]
+    in_place = sparse_attention.weighted_rows(value, indices, weights)  # torch.embedding_bag over the rows
+    torch.testing.assert_close(in_place, expected)
+    leaf = value.clone().requires_grad_(True)
+    gathered = sparse_attention.weighted_rows(leaf, indices, weights)  # gathered rows, for the backward
+    torch.testing.assert_close(gathered, expected)
+    gathered.sum().backward()
+    expected_grad = torch.zeros_like(value).index_put_(
+        (torch.arange(2)[:, None, None, None], torch.arange(3)[None, :, None, None], indices),
+        weights[..., None].expand(-1, -1, -1, -1, 5),
+        accumulate=True,
+    )
+    torch.testing.assert_close(leaf.grad, expected_grad)

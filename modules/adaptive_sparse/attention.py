@@ -21,10 +21,11 @@ tile outputs are concatenated at the end.
   others set to the most negative float, and a dense P·V. Memory O(N²) per head, several such tensors.
 - Longer inputs are cut into tiles of at most `TILE_SCORES` scores (whole heads and batch rows when they
   fit, else blocks of query rows of one head). Per tile: the scores of its rows against all keys (only
-  against the keys up to the tile's last row in a causal model without padding), the tile's rows of the
-  mask as -inf, the top k of each row (`torch.topk`, in two stages for rows of at least 2k chunks of
-  `CHUNK` keys: [`top_k_of_rows`]), a softmax over the k kept scores, and the weighted sum of the k value
-  rows gathered by index: P·V costs O(N·k·d) per head, not O(N²·d). Memory beyond the inputs and the
+  against the keys up to the tile's last row, rounded up to a whole `CHUNK`, in a causal model without
+  padding), the tile's rows of the mask as -inf, the top k of each row (`torch.topk`, in two stages for
+  rows of at least 2k chunks of `CHUNK` keys: [`top_k_of_rows`]), a softmax over the k kept scores, and
+  the weighted sum of the k value rows picked by index ([`weighted_rows`]: one `torch.embedding_bag`
+  without autograd): P·V costs O(N·k·d) per head, not O(N²·d). Memory beyond the inputs and the
   output is O(block·N) (one tile of scores, and its slice of the mask when there is one), not O(N²): no
   N×N tensor is built, neither scores nor mask. In training, autograd keeps per query the k indices,
   probabilities and gathered value rows, O(N·k·d) per head; the backward pass rebuilds each tile's
@@ -48,8 +49,12 @@ from ..trace import trace_step
 
 # Inputs of at most this many keys are computed as one (B, H, N, N) tile (the fastest at short lengths).
 SINGLE_BLOCK_MAX_KEYS = 256
-# Beyond it, a tile holds at most this many scores (512 KiB of float32), e.g. 32 query rows at N = 4096.
-TILE_SCORES = 2**17
+# Beyond it, a tile holds at most this many scores (896 KiB of float32), e.g. 56 query rows at N = 4096.
+# Set by fused SDPA's own footprint: at N = 4096 (B = 1, H = 12, D = 64) its peak is its output (12 MiB)
+# plus about 1.1 MiB of blocks with torch's two threads; one tile of this size with its small change stays
+# within that (measured 0.99× SDPA's peak; 64 rows, 2**18 scores, went over: 1.01×). Fewer tiles are faster
+# (each is a few parallel regions): 0.59× SDPA's speed against 0.45× for the former 2**17 on a shared CPU.
+TILE_SCORES = 7 * 2**15
 # The top-k of a long row is taken among the k chunks of this many keys with the highest maxima.
 CHUNK = 64
 
@@ -148,22 +153,27 @@ def query_tiles(batch: int, heads: int, n_q: int, n_k: int) -> tuple[int, int, i
     """How the queries are cut: `(batch rows, heads, query rows)` per tile.
 
     One tile when there are at most `SINGLE_BLOCK_MAX_KEYS` keys. Beyond, a tile holds at most
-    `TILE_SCORES` scores: blocks of query rows of one head and batch row, or, when a whole head fits,
-    several heads (and batch rows) at once.
+    `TILE_SCORES` scores: blocks of query rows of one head and batch row (as many rows in each block as
+    the count of blocks allows, so that the score buffer is no larger than needed), or, when a whole head
+    fits, several heads (and batch rows) at once. Tiles of every head of a block of rows would make one
+    batched product of thin matrices instead of one product: 4 rows of 12 heads at N = 4096 ran at 0.21×
+    SDPA's speed, 32 rows of one head at 0.74× (one thread).
 
     Example:
         >>> query_tiles(32, 12, 128, 128)  # short: one tile
         (32, 12, 128)
-        >>> query_tiles(1, 12, 4096, 4096)  # 32 query rows against 4096 keys
-        (1, 1, 32)
-        >>> query_tiles(4, 12, 1, 4096)  # one query row (decoding with a cache): 12 heads of 2 batch rows
-        (2, 12, 1)
+        >>> query_tiles(1, 12, 4096, 4096)  # 56 query rows against 4096 keys (74 tiles per head)
+        (1, 1, 56)
+        >>> query_tiles(1, 12, 512, 512)  # at most 448 rows: 2 tiles of 256 rather than 448 and 64
+        (1, 1, 256)
+        >>> query_tiles(8, 12, 1, 4096)  # one query row (decoding with a cache): 12 heads of 4 batch rows
+        (4, 12, 1)
     """
     if n_k <= SINGLE_BLOCK_MAX_KEYS:
         return batch, heads, n_q
     rows = max(1, min(n_q, TILE_SCORES // n_k))
     if rows < n_q:
-        return 1, 1, rows
+        return 1, 1, -(-n_q // -(-n_q // rows))  # the same count of blocks, evened out
     per_head = n_q * n_k
     head_step = max(1, min(heads, TILE_SCORES // per_head))
     if head_step < heads:
@@ -221,12 +231,83 @@ def top_k_of_rows(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Ten
         return scores.topk(k, dim=-1)
     leading = scores.shape[:-1]
     chunks = scores.reshape(-1, n // CHUNK, CHUNK)
-    best = chunks.amax(dim=-1).topk(k, dim=-1).indices  # (rows, k) chunks
-    rows = torch.arange(chunks.shape[0], device=scores.device)[:, None]
-    candidates = chunks[rows, best]  # (rows, k, CHUNK)
-    values, within = candidates.reshape(-1, k * CHUNK).topk(k, dim=-1)
-    indices = best.gather(-1, within // CHUNK) * CHUNK + within % CHUNK
+    # The order of the k chunks does not matter (the second stage sorts), so the first stage skips sorting.
+    best = chunks.amax(dim=-1).topk(k, dim=-1, sorted=False).indices  # (rows, k) chunks
+    candidates = chunks.gather(1, best.unsqueeze(-1).expand(-1, k, CHUNK))  # (rows, k, CHUNK)
+    values, within = candidates.view(-1, k * CHUNK).topk(k, dim=-1)
+    indices = best.gather(-1, within // CHUNK).mul_(CHUNK).add_(within % CHUNK)
     return values.view(*leading, k), indices.view(*leading, k)
+
+
+def weighted_rows(value: torch.Tensor, indices: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Σ_j weights_j · value[..., indices_j, :] for every query: the P·V of a tile over its k kept keys.
+
+    Args:
+        value: (B, H, N, D), the tile's batch rows and heads.
+        indices: (B, H, rows, k) key indices, one row of k per query.
+        weights: (B, H, rows, k) probabilities, in `value`'s dtype.
+
+    Returns:
+        (B, H, rows, D).
+
+    Without autograd, the k value rows of each query are summed by one `torch.embedding_bag` (weighted
+    sums of rows picked from a table, here `value` itself read as a table of rows: [`row_table`]), which
+    never holds the (rows, k, D) gathered rows. With autograd, or a `value` that is no such table, the
+    rows are gathered and multiplied by the weights (autograd keeps the gathered rows for the backward).
+
+    Example:
+        >>> value = torch.arange(12.0).view(1, 2, 3, 2)  # 2 heads of 3 keys, D = 2
+        >>> indices = torch.tensor([[[[0, 2]], [[1, 1]]]])  # one query per head, k = 2
+        >>> weights = torch.tensor([[[[0.5, 0.5]], [[1.0, 0.0]]]])
+        >>> weighted_rows(value, indices, weights).tolist()  # (v0 + v2) / 2 of head 0, v1 of head 1
+        [[[[2.0, 3.0]], [[8.0, 9.0]]]]
+    """
+    b, h, rows, k = indices.shape
+    table = None
+    if not (torch.is_grad_enabled() and (value.requires_grad or weights.requires_grad)):
+        table = row_table(value)
+    if table is not None:
+        rows_of, batch_step, head_step, key_step = table
+        flat = indices * key_step  # the table row of each kept key
+        if b > 1:
+            flat += torch.arange(b, device=flat.device).mul_(batch_step)[:, None, None, None]
+        if h > 1:  # (a step of 0: heads expanded from one key head)
+            flat += torch.arange(h, device=flat.device).mul_(head_step)[:, None, None]
+        bags = torch.arange(0, flat.numel(), k, device=flat.device)  # each query's k rows are one bag
+        summed = torch.embedding_bag(rows_of, flat.view(-1), bags, False, 0, False, weights.reshape(-1))[0]
+        return summed.view(b, h, rows, -1)
+    if b == h == 1:  # one head of one batch row: rows of a (N, d) matrix
+        kept_values = value[0, 0].index_select(0, indices.flatten()).view(1, 1, rows, k, value.shape[-1])
+    else:
+        batch_index = torch.arange(b, device=value.device)[:, None, None, None]
+        kept_values = value[batch_index, torch.arange(h, device=value.device)[None, :, None, None], indices]
+    return torch.matmul(weights.unsqueeze(-2), kept_values).squeeze(-2)
+
+
+def row_table(value: torch.Tensor) -> tuple[torch.Tensor, int, int, int] | None:
+    """`value` (B, H, N, D) read, without a copy, as a table of rows of D: `(table, b_step, h_step, n_step)`.
+
+    `value[b, h, j]` is row `b·b_step + h·h_step + j·n_step` of `table`. The rows are D consecutive numbers
+    of `value`'s storage every s = gcd of its batch, head and key strides, so any layout whose last
+    dimension is contiguous has one: the (B, H, N, D) of a standalone tensor, the transposed (B, N, H, D)
+    of a projection's output, a slice of a fused projection. Rows between those of `value` (of other
+    tensors sharing the storage) are never read. None when the last dimension is not contiguous.
+
+    Example:
+        >>> value = torch.randn(2, 5, 3, 4).transpose(1, 2)  # (B, H, N, D) = (2, 3, 5, 4), keys outermost
+        >>> table, b_step, h_step, n_step = row_table(value)
+        >>> (b_step, h_step, n_step), torch.equal(table[1 * b_step + 2 * h_step + 4 * n_step], value[1, 2, 4])
+        ((15, 1, 3), True)
+    """
+    if value.stride(-1) != 1 and value.shape[-1] > 1:
+        return None
+    # A dimension of size 1 is never stepped over: its stride does not count.
+    sizes = value.shape[:-1]
+    strides = [stride if size > 1 else 0 for size, stride in zip(sizes, value.stride()[:-1], strict=True)]
+    step = math.gcd(*strides) or 1
+    count = 1 + sum((size - 1) * stride // step for size, stride in zip(sizes, strides, strict=True))
+    table = value.as_strided((count, value.shape[-1]), (step, 1))
+    return (table, *(stride // step for stride in strides))
 
 
 def masked_softmax(scores: torch.Tensor, keep: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -361,7 +442,8 @@ def _sparse_tile(
         probabilities = kept.softmax(dim=-1, dtype=torch.float32).to(value.dtype)
     else:  # a row with fewer than k allowed keys has -inf among its k: probability 0, as in `_dense_tile`
         probabilities = masked_softmax(kept, values != float("-inf"), value.dtype)
-    probabilities = nn.functional.dropout(probabilities, p=dropout, training=module.training)
+    if dropout and module.training:
+        probabilities = nn.functional.dropout(probabilities, p=dropout)
     if trace:
         trace_step(
             module,
@@ -370,19 +452,13 @@ def _sparse_tile(
             {"kept scores": kept},
             {"probabilities": probabilities},
         )
-    b, h, rows, k = indices.shape
-    if b == h == 1:  # one head of one batch row (every tile of a long input): rows of a (N, d) matrix
-        kept_values = value[0, 0].index_select(0, indices.flatten()).view(1, 1, rows, k, value.shape[-1])
-    else:
-        batch_index = torch.arange(b, device=value.device)[:, None, None, None]
-        kept_values = value[batch_index, torch.arange(h, device=value.device)[None, :, None, None], indices]
-    output = torch.matmul(probabilities.unsqueeze(-2), kept_values).squeeze(-2)
+    output = weighted_rows(value, indices, probabilities)
     if trace:
         trace_step(
             module,
             "weighted sum",
-            "Σ p · v over the k gathered value rows of each query",
-            {"probabilities": probabilities, "kept values": kept_values},
+            "Σ p · v over the k value rows of each query, picked by index",
+            {"probabilities": probabilities, "indices": indices, "value": value},
             {"output": output},
         )
     return output, probabilities, indices
@@ -451,9 +527,11 @@ def adaptive_sparse_attention(
             row_parts = []
             for r0 in range(0, n_q, row_step):
                 r = slice(r0, r0 + row_step)
-                # A causal model without padding: keys after the tile's last row are never allowed.
-                keys = min(n_k, r0 + row_step + n_k - n_q) if causal and attention_mask is None else n_k
-                keys = max(keys, 1)
+                keys = n_k
+                if causal and attention_mask is None:
+                    # Keys after the tile's last row are never allowed: left out, up to a whole `CHUNK` (the
+                    # causal mask drops the rest) so that the two-stage top-k applies.
+                    keys = min(n_k, -(-max(1, r0 + row_step + n_k - n_q) // CHUNK) * CHUNK)
                 allowed = allowed_rows(attention_mask, causal, r, n_q, n_k, query.device, keys)
                 if allowed is not None and attention_mask is not None and allowed.shape[0] != 1:
                     allowed = allowed[b]
