@@ -18,8 +18,10 @@ Loading a run:
    transport's bookkeeping (`.gitattributes`, `.git/`, `.cache/huggingface/`) and the signature;
 4. refuses any file publish does not write, remote code in the configs (`auto_map`), an unknown model type,
    and an `adapter_config.json` that is not the LoRA config publish writes ([`pipeline.integrity`]);
-5. recomputes the verification from the recorded counts and the metrics from the confusion matrix, and
-   renders the card and plots again: any disagreement refuses the run;
+5. recomputes the verification from the recorded counts and the metrics from the confusion matrix, reads
+   `predictions.csv` line by line when the manifest lists it (rows, class counts, predictions hash:
+   [`pipeline.predictions.read_predictions`]), and renders the card and plots again: any
+   disagreement refuses the run;
 6. verifies the signature when one is there (against a required key or identity, if given);
 7. refuses a run whose (recomputed) status is FAIL, unless asked to load it anyway;
 8. rebuilds the model: the recorded base weights (a Hub commit, the packaged MiniLM, or a local folder passed
@@ -84,6 +86,7 @@ from .integrity import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,
     CONFIG_FILE,
+    WEIGHTS_SUFFIX,
     card_problems,
     check_run_files,
     lora_config,
@@ -91,10 +94,12 @@ from .integrity import (
     stock_problems,
 )
 from .models import MODEL_ALIASES, folder_revision, minilm_folder, pad_on_the_right
+from .predictions import read_predictions
 from .render import install_line
 from .results import (
     CARD_FILE,
     COMMIT_RE,
+    PREDICTIONS_FILE,
     RESULTS_FILE,
     RUN_TAG_DIGEST_HEX,
     RUN_TAG_RE,
@@ -246,11 +251,7 @@ def download_verified(
         >>> files.results.verification.status, len(files.revision)
         (<Status.PASS_NO_COMPRESSION: 'PASS_NO_COMPRESSION'>, 40)
     """
-    if expected_sha256 is not None and not _EXPECTED_SHA256_RE.match(expected_sha256):
-        raise DownloadError(
-            f"expected sha256 '{expected_sha256}' is not {RUN_TAG_DIGEST_HEX} to 64 lowercase hex digits; "
-            "pass the sha256 of the run's results.json (cards/<run>/results.json, or its run tag's digest)"
-        )
+    check_expected_sha256(expected_sha256)
     folder, repo_id, commit = _fetch(repo_or_path, revision, endpoint, token, cache_dir, timeout, deadline)
     where = _source(folder, repo_id, commit)
     check_run_tag(folder, revision, where)
@@ -268,6 +269,8 @@ def download_verified(
             + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
             + "; its figures were edited after they were measured: do not use this checkpoint"
         )
+    if PREDICTIONS_FILE in results.manifest:  # none in a run written before predictions were recorded
+        read_predictions(folder, results, where)
     problems = card_problems(results, folder)
     if problems:
         raise IntegrityError(
@@ -365,11 +368,29 @@ def check_safe_formats(folder: Path, where: str | None = None) -> None:
             )
 
 
-def check_files(folder: Path, manifest: dict[str, str], where: str | None = None, hub: bool = False) -> None:
+def check_files(
+    folder: Path,
+    manifest: dict[str, str],
+    where: str | None = None,
+    hub: bool = False,
+    weights_optional: bool = False,
+) -> None:
     """Checks a run folder against its manifest, raising [`IntegrityError`] on the first difference.
 
     Every file listed must be there with its sha256; any other file is an error, except results.json and
-    the transport's bookkeeping (the top `.gitattributes`, `.git/`, `.cache/huggingface/`).
+    the transport's bookkeeping (the top `.gitattributes`, `.git/`, `.cache/huggingface/`). With
+    `weights_optional`, a listed weight file (`*.safetensors`) may be absent, as in a `cards/` copy; every
+    file that is there is still checked.
+
+    Example:
+        >>> copy = Path("cards-copy")
+        >>> weights = shutil.ignore_patterns("*.safetensors")
+        >>> _ = shutil.copytree("runs/tiny-gpt2-none-sst2", copy, ignore=weights)
+        >>> check_files(copy, read_results(copy).manifest, weights_optional=True)
+        >>> check_files(copy, read_results(copy).manifest)
+        Traceback (most recent call last):
+        ...
+        attncard.pipeline.errors.IntegrityError: cards-copy: adapter_model.safetensors is missing ...
     """
     where = where or str(folder)
     folder = Path(folder)
@@ -379,7 +400,13 @@ def check_files(folder: Path, manifest: dict[str, str], where: str | None = None
             f"{where}: the manifest in {RESULTS_FILE} does not list {', '.join(missing_required)}; this is "
             "not a run folder written by publish"
         )
-    differences = check_manifest(folder, manifest, ignore_transport=True)
+    differences = [
+        difference
+        for difference in check_manifest(folder, manifest, ignore_transport=True)
+        if not (
+            weights_optional and difference.kind == "missing" and difference.path.endswith(WEIGHTS_SUFFIX)
+        )
+    ]
     redownload = (
         "; if only your copy is damaged, download it again into a new cache_dir"
         if hub
@@ -429,6 +456,22 @@ def check_run_tag(folder: Path, revision: str | None, where: str) -> None:
         raise IntegrityError(
             f"{where}: results.json was started at another time than the tag {revision} says (its tag would "
             f"be {expected}); do not use this checkpoint"
+        )
+
+
+def check_expected_sha256(expected: str | None) -> None:
+    """Refuses an expected results.json digest that is not 32 to 64 lowercase hex digits (no check when None).
+
+    Example:
+        >>> check_expected_sha256("3f1c2a9e")
+        Traceback (most recent call last):
+        ...
+        attncard.pipeline.errors.DownloadError: expected sha256 '3f1c2a9e' is not 32 to 64 lowercase hex ...
+    """
+    if expected is not None and not _EXPECTED_SHA256_RE.match(expected):
+        raise DownloadError(
+            f"expected sha256 '{expected}' is not {RUN_TAG_DIGEST_HEX} to 64 lowercase hex digits; "
+            "pass the sha256 of the run's results.json (cards/<run>/results.json, or its run tag's digest)"
         )
 
 

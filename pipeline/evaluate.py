@@ -70,6 +70,9 @@ class EvalResult:
     example: dict[str, str]  # the text columns of the first evaluated row, for the card's usage snippet
     trace: list[TraceStep]  # one real forward pass through attention layer 0
     stock: StockLoad | None = None  # the adapter as stock tools load it (see `stock_load`)
+    # float32 `(rows, labels)` logits of the evaluated split, in order: publish writes them to predictions.csv
+    # (pipeline.predictions). None only in an EvalResult built by hand without them, which publish refuses.
+    logits: torch.Tensor | None = None
 
 
 def _memory_method(memory: PeakMemory) -> str:
@@ -324,6 +327,8 @@ def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> Eval
         >>> result = evaluate(trained, data)  # the training the workspace's run recorded
         >>> len(result.predictions), result.metrics.accuracy == results.metrics.accuracy
         (40, True)
+        >>> result.logits.dtype, tuple(result.logits.shape)
+        (torch.float32, (40, 2))
     """
     model, tokenizer = trained.model, trained.loaded.tokenizer
     device = next(model.parameters()).device
@@ -386,4 +391,5 @@ def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> Eval
         trace=record_trace(model, dict(first_rows)) if module is not None else [],
         example={column: validation[0][column] for column in spec.text_columns},
         stock=stock_load(trained, data, batch_size),
+        logits=logits,
     )

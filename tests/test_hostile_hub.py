@@ -188,7 +188,7 @@ def test_cached_files_are_not_downloaded_again_and_offline_needs_a_complete_snap
     cache = tmp_path / "cache"
     first = fetch_run(REPO, endpoint=hostile.endpoint, cache_dir=cache)
     downloads = hostile.request_count("resolve")
-    assert first.folder == cache / FOLDER / published and downloads == 11  # the tiny run's files
+    assert first.folder == cache / FOLDER / published and downloads == 12  # the tiny run's files
     assert fetch_run(REPO, published, endpoint=hostile.endpoint, cache_dir=cache) == first
     assert hostile.request_count("resolve") == downloads  # a complete commit is not fetched again
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)

@@ -83,7 +83,7 @@ def test_run_folder_holds_exactly_what_is_pushed(tiny_run):
     files = {p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*") if p.is_file()}
     # `none` keeps the model's own attention: nothing to time against dense attention, so no scaling plot;
     # the tiny model's folder declares no licence, so LICENSE says so.
-    assert files == RUN_FILES | {".eval_results/sst2.yaml", "training_loss.png", "LICENSE"}
+    assert files == RUN_FILES | {".eval_results/sst2.yaml", "training_loss.png", "LICENSE", "predictions.csv"}
     assert not list(run_dir.parent.glob(".*partial*"))
     results = Results.load(run_dir)
     assert results.efficiency.scaling == [] and results.efficiency.layer_scaling == []
@@ -189,7 +189,10 @@ def test_cards_copy_leaves_the_weights_out(tiny_run, tmp_path):
     run_dir, _ = tiny_run
     destination = copy_to_cards(run_dir, tmp_path / "cards")
     copied = {p.relative_to(destination).as_posix() for p in destination.rglob("*") if p.is_file()}
-    assert copied == {"README.md", "results.json", "LICENSE", "training_loss.png", ".eval_results/sst2.yaml"}
+    run_files = {p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*") if p.is_file()}
+    # Everything but the weights: a cards copy checks against the manifest without them.
+    assert copied == run_files - {"adapter_model.safetensors"}
+    assert {"predictions.csv", "config.json", "adapter_config.json", "README.md", "results.json"} <= copied
     assert (destination / "README.md").read_bytes() == (run_dir / "README.md").read_bytes()
 
 

@@ -162,8 +162,9 @@ def test_first_push_is_one_commit_of_every_file_and_an_identical_push_makes_none
     result = push(hub, passed)
     initial, commit = hub.commits(REPO)[1], hub.commits(REPO)[0]
     assert initial.author == "system" and commit.parent == initial.oid
-    # none: no scaling plot; a loss curve, and a LICENSE (the tiny model's folder declares no licence)
-    assert holds(hub, passed) and len(files_of(passed)) == 10
+    # none: no scaling plot; a loss curve, a LICENSE (the tiny model's folder declares no licence) and the
+    # per-row predictions
+    assert holds(hub, passed) and len(files_of(passed)) == 11
     assert commit.title == "Publish tiny-gpt2-none-sst2: PASS_NO_COMPRESSION"
     assert f"results.json sha256: {sha256_file(passed / 'results.json')}" in commit.description
     assert result == PushResult(

@@ -1,0 +1,341 @@
+"""predictions.csv: each evaluated row's gold label, predicted label and logits, so that every quality figure
+of a run can be recomputed without its model or weights.
+
+The file is plain CSV (ASCII, `\\n` line ends), one header line and one line per row of the evaluated split,
+in split order:
+
+    index,label,prediction,logit_0,logit_1
+    0,1,1,-0.5,0.625
+    1,0,0,1.25,-0.75
+
+- `index`: the row's position in the split, 0 to n − 1;
+- `label`: its gold label id; `prediction`: the predicted label id, the first maximum of the logits (as
+  `torch.argmax`);
+- `logit_<i>`: the float32 logit of label i, written as Python writes that value as a float (`repr`), so it
+  reads back bit for bit.
+
+[`write_predictions`] writes it at publish time. [`read_predictions`] reads a run's file as hostile input:
+every line must be exactly what the writer writes, and the rows must be the run's (row count, class counts,
+predictions hash, as results.json records them). [`prediction_figures`] recomputes every
+quality figure and the verification from the rows, for `attncard verify --predictions`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .errors import IntegrityError
+from .evaluate import predictions_sha256, quality_metrics
+from .integrity import Figure, figures
+from .results import PREDICTIONS_FILE, RESULTS_FILE, Metrics, Results, Verification
+from .verify import all_finite, verification_from_counts
+
+# Bytes one line may take: three whole numbers of at most 20 digits and their commas, then per label a comma
+# and a logit; Python writes a float in at most 24 characters (`-1.1754943508222875e-38`).
+_LINE_BYTES = 3 * 21
+_LOGIT_BYTES = 25
+# Whatever results.json says, no predictions file is read past this (GLUE's largest split, QQP's 40,430 rows,
+# takes about 2 MB).
+MAX_PREDICTIONS_BYTES = 256 << 20
+_WHOLE_NUMBER = re.compile(r"0|[1-9][0-9]{0,18}")
+
+
+@dataclass(frozen=True)
+class Predictions:
+    """The rows of a predictions.csv, in split order.
+
+    Attributes:
+        labels: each row's gold label id.
+        predictions: each row's predicted label id (the first maximum of its logits).
+        logits: float32 `(rows, labels)`.
+    """
+
+    labels: list[int]
+    predictions: list[int]
+    logits: torch.Tensor
+
+
+def header(label_count: int) -> str:
+    """The header line of a predictions file for `label_count` labels (without its line end).
+
+    Example:
+        >>> header(3)
+        'index,label,prediction,logit_0,logit_1,logit_2'
+    """
+    return ",".join(["index", "label", "prediction", *(f"logit_{i}" for i in range(label_count))])
+
+
+def predictions_text(labels: Sequence[int], logits: torch.Tensor) -> str:
+    """The text of a predictions file: the header, then one line per row (see the module's docstring).
+
+    Args:
+        labels: the gold label ids of the evaluated split, in order.
+        logits: `(rows, labels)` logits of the same rows; written as float32.
+
+    Raises:
+        `ValueError`: the shapes disagree, a label is not a label id, or a logit is not finite (a run with
+            such logits has a non-finite loss, which results.json cannot hold either).
+
+    Example:
+        >>> print(predictions_text([0, 1], torch.tensor([[0.5, -1.25], [0.1, 0.2]])), end="")
+        index,label,prediction,logit_0,logit_1
+        0,0,0,0.5,-1.25
+        1,1,1,0.10000000149011612,0.20000000298023224
+    """
+    values = logits.detach().to("cpu", torch.float32)
+    if values.ndim != 2 or values.shape[0] != len(labels) or values.shape[1] < 1:
+        raise ValueError(f"logits of shape {tuple(values.shape)} do not fit {len(labels)} labelled rows")
+    count = values.shape[1]
+    if not all(isinstance(label, int) and 0 <= label < count for label in labels):
+        raise ValueError(f"the gold labels must be label ids 0 to {count - 1}")
+    if not bool(torch.isfinite(values).all()):
+        raise ValueError("a logit is not finite; the run is broken")
+    predicted = values.argmax(dim=-1).tolist()
+    lines = [header(count)]
+    for index, (label, prediction, row) in enumerate(zip(labels, predicted, values.tolist(), strict=True)):
+        lines.append(",".join([str(index), str(label), str(prediction), *map(repr, row)]))
+    return "\n".join(lines) + "\n"
+
+
+def write_predictions(path: str | Path, labels: Sequence[int], logits: torch.Tensor) -> Path:
+    """Writes a predictions file ([`predictions_text`]); returns its path.
+
+    Example:
+        >>> path = write_predictions(Path("predictions.csv"), [1, 0], torch.tensor([[0.0, 2.0], [3.0, 3.0]]))
+        >>> path.read_text().splitlines()[1:]
+        ['0,1,1,0.0,2.0', '1,0,0,3.0,3.0']
+    """
+    path = Path(path)
+    path.write_text(predictions_text(labels, logits), encoding="ascii", newline="\n")
+    return path
+
+
+def max_predictions_bytes(rows: int, label_count: int) -> int:
+    """The most bytes the predictions file of `rows` rows and `label_count` labels can take, capped at
+    `MAX_PREDICTIONS_BYTES`.
+
+    Example:
+        >>> max_predictions_bytes(872, 2)
+        99447
+    """
+    longest = len(header(label_count)) + 1 + max(rows, 0) * (_LINE_BYTES + label_count * _LOGIT_BYTES + 1)
+    return min(longest, MAX_PREDICTIONS_BYTES)
+
+
+def read_predictions(folder: str | Path, results: Results, where: str | None = None) -> Predictions:
+    """Reads a run folder's predictions.csv and checks it line by line and against results.json.
+
+    Every line must be what [`write_predictions`] writes for this run: the header for the run's label count;
+    whole numbers without signs or leading zeros; indices 0 to n − 1 in order; label ids of the task;
+    finite float32 logits in Python's own notation; each prediction the first maximum of its row's logits.
+    Then the rows must be the run's: as many as `verification.n`, gold labels counted as
+    `verification.class_counts`, predicted ids hashing to `metrics.predictions_sha256`. The figures computed
+    from them (the confusion matrix, the correct rows, the loss, …) are compared by [`prediction_figures`],
+    not here. The file's size is checked before it is read.
+
+    Args:
+        folder: the run folder.
+        results: its results.json.
+        where: the run, for messages (default: the folder).
+
+    Returns:
+        [`Predictions`].
+
+    Raises:
+        [`IntegrityError`]: one line naming the file, the line and what is wrong with it.
+
+    Example:
+        >>> predictions = read_predictions("runs/tiny-gpt2-none-sst2", results)
+        >>> len(predictions.labels), predictions.logits.dtype, tuple(predictions.logits.shape)
+        (40, torch.float32, (40, 2))
+        >>> predictions_sha256(predictions.predictions) == results.metrics.predictions_sha256
+        True
+    """
+    where = where or str(folder)
+    path = Path(folder) / PREDICTIONS_FILE
+
+    def refuse(problem: str) -> IntegrityError:
+        return IntegrityError(
+            f"{where}: {PREDICTIONS_FILE} {problem}; it is not the file publish wrote for this run: do not "
+            "use this checkpoint"
+        )
+
+    names = list(results.dataset.label_names)
+    count, rows = len(names), results.verification.n
+    if path.is_symlink() or not path.is_file():
+        raise refuse("is missing or not a plain file")
+    limit = max_predictions_bytes(rows, count)
+    size = path.stat().st_size
+    if size > limit:
+        raise refuse(f"holds {size} bytes, more than the {limit} that {rows} rows of {count} logits can take")
+    with path.open("rb") as handle:
+        content = handle.read(limit + 1)  # the file may grow after its size was read
+    if len(content) > limit:
+        raise refuse(f"holds more than the {limit} bytes that {rows} rows of {count} logits can take")
+    try:
+        text = content.decode("ascii")
+    except UnicodeDecodeError as error:
+        raise refuse(f"has a byte that is not ASCII at offset {error.start}") from None
+    if not text.endswith("\n"):
+        raise refuse("does not end with a line end")
+    lines = text[:-1].split("\n")
+    if lines[0] != header(count):
+        raise refuse(f"line 1 reads {lines[0][:80]!r}, not the header {header(count)!r} for {count} labels")
+    labels, predicted, logit_texts = _parse_rows(lines[1:], count, refuse)
+    if len(labels) != rows:
+        raise refuse(f"holds {len(labels)} rows, {RESULTS_FILE} records verification.n = {rows}")
+    if not labels:
+        raise refuse("holds no rows")
+    logits = _logits(logit_texts, len(labels), count, refuse)
+    argmax = logits.argmax(dim=-1)
+    wrong = (argmax != torch.tensor(predicted)).nonzero().flatten().tolist()
+    if wrong:
+        row = wrong[0]
+        raise refuse(
+            f"line {row + 2} predicts {predicted[row]}, but its logits' first maximum is label "
+            f"{int(argmax[row])}"
+        )
+    digest = predictions_sha256(predicted)
+    if digest != results.metrics.predictions_sha256:
+        raise refuse(
+            f"predictions hash to {digest[:12]}…, {RESULTS_FILE} records metrics.predictions_sha256 "
+            f"{results.metrics.predictions_sha256[:12]}…"
+        )
+    class_counts = {name: labels.count(i) for i, name in enumerate(names)}
+    if class_counts != results.verification.class_counts:
+        raise refuse(
+            f"counts the gold labels {class_counts}, {RESULTS_FILE} records verification.class_counts "
+            f"{results.verification.class_counts}"
+        )
+    return Predictions(labels=labels, predictions=predicted, logits=logits)
+
+
+def _parse_rows(
+    lines: list[str], count: int, refuse: Callable[[str], IntegrityError]
+) -> tuple[list[int], list[int], list[str]]:
+    """The gold labels, predictions and logit texts of the data lines, each field checked for its form."""
+    labels, predicted, logit_texts = [], [], []
+    width = 3 + count
+    for row, line in enumerate(lines):
+        number = row + 2  # the header is line 1
+        fields = line.split(",")
+        if len(fields) != width:
+            raise refuse(f"line {number} has {len(fields)} fields, the header {width}")
+        for name, field in zip(("index", "label", "prediction"), fields, strict=False):
+            if not _WHOLE_NUMBER.fullmatch(field):
+                raise refuse(f"line {number} has {name} {field[:24]!r}, which is not a whole number")
+        index, label, prediction = int(fields[0]), int(fields[1]), int(fields[2])
+        if index != row:
+            raise refuse(f"line {number} has index {index}, expected {row}: rows are missing, added or moved")
+        for name, value in (("label", label), ("prediction", prediction)):
+            if value >= count:
+                raise refuse(f"line {number} has {name} {value}, the run has labels 0 to {count - 1}")
+        labels.append(label)
+        predicted.append(prediction)
+        logit_texts += fields[3:]
+    return labels, predicted, logit_texts
+
+
+def _logits(texts: list[str], rows: int, count: int, refuse: Callable[[str], IntegrityError]) -> torch.Tensor:
+    """The logit texts as a float32 `(rows, count)` tensor; each must be a finite float32 value written as
+    `repr` writes it."""
+    values = []
+    for position, text in enumerate(texts):
+        try:
+            value = float(text)
+        except ValueError:
+            value = None
+        if value is None or not math.isfinite(value):
+            what = "is not a number" if value is None else "is not finite"
+            raise refuse(
+                f"line {position // count + 2} has logit_{position % count} {text[:24]!r}, which {what}"
+            )
+        values.append(value)
+    wide = np.asarray(values, dtype=np.float64)
+    narrow = wide.astype(np.float32)
+    inexact = np.flatnonzero(narrow.astype(np.float64) != wide)
+    if inexact.size:
+        position = int(inexact[0])
+        raise refuse(
+            f"line {position // count + 2} has logit_{position % count} {texts[position][:24]!r}, which is "
+            "not a float32 value"
+        )
+    for position, (text, value) in enumerate(zip(texts, narrow.tolist(), strict=True)):
+        if repr(value) != text:
+            raise refuse(
+                f"line {position // count + 2} has logit_{position % count} {text[:24]!r}, which publish "
+                f"writes as {value!r}"
+            )
+    return torch.from_numpy(narrow.reshape(rows, count))
+
+
+def recompute(predictions: Predictions, results: Results) -> tuple[Metrics, Verification]:
+    """Every quality figure and the verification, computed again from a run's predictions.
+
+    The metrics are [`pipeline.evaluate.quality_metrics`] of the logits and gold labels, as evaluation
+    computed them; the verification is [`pipeline.verify.verification_from_counts`] of the gold labels'
+    counts and the rows predicted right. The compression factor needs the model: it is results.json's
+    parameters before / after (which a download checks against its recorded factor).
+
+    Raises:
+        [`IntegrityError`]: results.json's parameter counts are impossible.
+
+    Example:
+        >>> metrics, verification = recompute(read_predictions("runs/tiny-gpt2-none-sst2", results), results)
+        >>> metrics == results.metrics, verification == results.verification
+        (True, True)
+    """
+    names = list(results.dataset.label_names)
+    metrics = quality_metrics(predictions.logits, predictions.labels, names)
+    parameters = results.parameters
+    if parameters.before < 1 or parameters.after < 1:
+        raise IntegrityError(
+            f"{RESULTS_FILE}: parameters before/after {parameters.before}/{parameters.after}"
+        )
+    correct = sum(int(t == p) for t, p in zip(predictions.labels, predictions.predictions, strict=True))
+    finite = all_finite(dataclasses.asdict(metrics)) and all_finite(dataclasses.asdict(results.efficiency))
+    verification = verification_from_counts(
+        [predictions.labels.count(i) for i in range(len(names))],
+        correct,
+        names,
+        parameters.before / parameters.after,
+        finite,
+    )
+    return metrics, verification
+
+
+def prediction_figures(predictions: Predictions, results: Results) -> list[Figure]:
+    """Each recorded quality figure and verification figure of a run against the same figure recomputed from
+    its predictions ([`recompute`]).
+
+    Example:
+        >>> pairs = prediction_figures(read_predictions("runs/tiny-gpt2-none-sst2", results), results)
+        >>> [pair.name for pair in pairs][:3], all(pair.equal() for pair in pairs)
+        (['metrics.accuracy', 'metrics.f1_macro', 'metrics.f1_weighted'], True)
+    """
+    metrics, verification = recompute(predictions, results)
+    return [
+        *figures("metrics", results.metrics, metrics),
+        *figures("verification", results.verification, verification),
+    ]
+
+
+__all__ = [
+    "MAX_PREDICTIONS_BYTES",
+    "Predictions",
+    "header",
+    "max_predictions_bytes",
+    "prediction_figures",
+    "predictions_text",
+    "read_predictions",
+    "recompute",
+    "write_predictions",
+]
