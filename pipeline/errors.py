@@ -150,6 +150,11 @@ class HubDeadlineError(AttncardError):
 # --- publishing and pushing --------------------------------------------------------------------------------
 
 
+class BaselineError(AttncardError):
+    """The dense baseline named or found for a paired verdict is not one: another setup, or files that do not
+    check."""
+
+
 class CardLintError(AttncardError):
     """The rendered card has a finding of `attncard lint`: it is not written, let alone pushed."""
 

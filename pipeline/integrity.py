@@ -33,9 +33,11 @@ from transformers import CONFIG_MAPPING
 from ..modules.base import FAMILIES
 from .errors import IncompatibleRunError, IntegrityError
 from .evaluate import label_metrics
+from .paired import comparison_problems
 from .render import LICENSE_FILE, render_card, render_license, write_plots
 from .results import (
     CARD_FILE,
+    PREDICTIONS_FILE,
     RESULTS_FILE,
     SIGNATURE_FILE,
     Metrics,
@@ -46,6 +48,7 @@ from .results import (
 from .verify import all_finite, verification_from_counts
 
 ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
+WEIGHTS_SUFFIX = ".safetensors"  # the weight files, which a `cards/` copy of a run leaves out
 ADAPTER_CONFIG_FILE = "adapter_config.json"
 CONFIG_FILE = "config.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
@@ -61,6 +64,7 @@ RUN_FILES = frozenset(
         RESULTS_FILE,
         SIGNATURE_FILE,
         LICENSE_FILE,
+        PREDICTIONS_FILE,  # checked by pipeline.predictions; absent in runs written before it was recorded
         "tokenizer.json",
         TOKENIZER_CONFIG_FILE,
         "chat_template.jinja",
@@ -350,6 +354,8 @@ def recorded_figure_problems(results: Results) -> list[str]:
         ]
         if not figure.equal(_REL_TOL)
     ]
+    # The paired verdict against the dense model is recomputed from its counts (pipeline.paired).
+    problems += [f"comparison: {problem}" for problem in comparison_problems(results)]
     # The status first: it is what a forger is after.
     return sorted(problems, key=lambda problem: not problem.startswith("verification.status "))
 
@@ -455,6 +461,7 @@ def card_problems(results: Results, folder: Path) -> list[str]:
 
 __all__ = [
     "RUN_FILES",
+    "WEIGHTS_SUFFIX",
     "Figure",
     "card_problems",
     "check_run_files",

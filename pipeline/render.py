@@ -20,6 +20,7 @@ import yaml
 from huggingface_hub import EvalResult, EvalResultEntry, ModelCard, ModelCardData, eval_result_entries_to_yaml
 
 from ..modules import get_module
+from . import paired
 from .data import GLUE_BIBTEX, GLUE_CITATION, GLUE_LANGUAGE, HUB_DATASET_ID, TASKS
 from .results import COMMIT_RE, RESULTS_FILE, Results, TrainConfig
 
@@ -212,6 +213,83 @@ def status_line(results: Results) -> str:
         "model is not compressed.",
         "FAIL": f"{_capitalize_first(v.reasons[0])}. Do not use this checkpoint.",
     }[v.status.value]
+
+
+def _signed_points(share: float) -> str:
+    """An accuracy difference in points, signed with a real minus; no sign when it rounds to zero.
+
+    Example:
+        >>> _signed_points(-0.0034), _signed_points(0.0052), _signed_points(-0.00001)
+        ('−0.34', '+0.52', '0.00')
+    """
+    text = f"{abs(100 * share):.2f}"
+    if text == "0.00":
+        return text
+    return ("+" if share > 0 else "−") + text
+
+
+def _p_value(value: float) -> str:
+    """A p-value to two significant digits, as a sentence quotes it.
+
+    Example:
+        >>> _p_value(0.6776), _p_value(1.0), _p_value(3.1e-07)
+        ('0.68', '1', '3.1e-07')
+    """
+    return f"{value:.2g}"
+
+
+_VERDICT_MEANING = {
+    "NON_INFERIOR": "`{module}` keeps the dense model's accuracy to within the margin.",
+    "INFERIOR": "`{module}` loses more than the margin against the dense model.",
+    "INCONCLUSIVE": "these rows cannot tell whether `{module}` keeps the dense model's accuracy to within "
+    "the margin.",
+}
+
+
+def _has_verdict(results: Results) -> bool:
+    """Whether the run is a module run whose comparison has a baseline and a verdict to show."""
+    c = results.comparison
+    if results.module.name == paired.DENSE_MODULE or c is None:
+        return False
+    return bool(c.baselines) and c.verdict is not None
+
+
+def comparison_line(results: Results) -> str:
+    """The paragraph beside the status on the paired verdict against the dense baseline (see
+    [`pipeline.paired`]); "" for a module run that recorded no comparison (written before it was recorded).
+
+    Example:
+        >>> print(comparison_line(results))  # a run of `none`
+        This run is the dense baseline: ...
+        >>> results.module.name = "sliding_window"
+        >>> results.comparison = paired.no_baseline()
+        >>> print(comparison_line(results))
+        No dense baseline of the same setup ... was found, so this card says nothing about whether ...
+    """
+    module = results.module.name
+    if module == paired.DENSE_MODULE:
+        return (
+            "This run is the dense baseline: the runs of the other attention modules with the same base "
+            "model and revision, task, data, seed and training settings are compared with it, row by row."
+        )
+    c = results.comparison
+    if c is None:
+        return ""
+    if not _has_verdict(results):
+        return (
+            "No dense baseline of the same setup (a run of the module `none` with the same base model and "
+            "revision, task, data, seed and training settings) was found, so this card says nothing about "
+            f"whether `{module}` keeps the dense model's accuracy."
+        )
+    runs = "; ".join(f"{b.repo_name}, accuracy {_pct(b.accuracy)}" for b in c.baselines)
+    against = "the dense model" if len(c.baselines) == 1 else f"the dense models of {len(c.baselines)} seeds"
+    margin = f"{100 * c.margin:.1f} point{'' if 100 * c.margin == 1 else 's'}"
+    return (
+        f"Against {against} ({runs}): {_signed_points(c.difference)} points "
+        f"({100 * c.confidence:g}% CI {_signed_points(c.ci_low)} to {_signed_points(c.ci_high)}), exact "
+        f"McNemar p = {_p_value(c.mcnemar_p)}: **{c.verdict.value}** at a non-inferiority margin of "
+        f"{margin}. {_capitalize_first(_VERDICT_MEANING[c.verdict.value].format(module=module))}"
+    )
 
 
 def _stat_value(value) -> str:
@@ -488,6 +566,9 @@ def render_card(results: Results, plots: list[dict[str, str]] | None = None) -> 
         r=results,
         front_matter=card_data(results).to_yaml(),
         status_line=status_line(results),
+        comparison_line=comparison_line(results),
+        # The counts and the dense runs, shown under the verdict when the line gives one.
+        comparison=results.comparison if _has_verdict(results) else None,
         task_title=TASK_TITLES.get(results.dataset.task, results.dataset.task),
         task_citation=TASKS[results.dataset.task].citation,
         glue_citation=GLUE_CITATION,

@@ -81,10 +81,10 @@ def test_stock_accuracy_is_what_stock_peft_gives_on_the_saved_run(span_run):
         f"`adaptive_span`, and silently ignore 6 of the adapter's {len(names)} weight tensors."
     )
     assert line in card.splitlines()
-    # Near the top: the paragraph right under the status line.
+    # Near the top: right under the status line and the paired verdict beside it.
     lines = card.splitlines()
     status = next(i for i, text in enumerate(lines) if text.startswith("**Status:"))
-    assert lines[status + 2] == line
+    assert lines[status + 4] == line
 
 
 def test_an_adapter_stock_peft_cannot_load_records_its_error(
