@@ -43,6 +43,16 @@ files that every loader reads, and nothing that changed after results.json took 
    not links).
 5. **Manifest**: `check_manifest(run_dir, results.manifest)`: files missing, changed, or not listed.
 
+A **cards copy** (`publish --cards`, `attncard sweep --cards`: the run folder without its weights) is checked
+the same way, except that weight files (`*.safetensors`) listed in the manifest may be absent; every other
+file must be there and match, and nothing unlisted may be (`lint_run_folder(folder, cards_copy=True)`). A
+folder whose manifest lists weights of which none is there is taken for a cards copy ([`is_cards_copy`]).
+
+A **cards folder** with its leaderboard (`attncard summary`, see `pipeline.summary`) is checked by
+[`lint_leaderboard`]: README.md and leaderboard.png must be what the cards copies' results.json files render
+now (each line or table cell that differs is one finding), and each cards copy must pass as above.
+[`lint_folder`] tells the three kinds apart, as `attncard lint DIR` does.
+
 Example:
     >>> card = Path("runs/tiny-gpt2-none-sst2/README.md")
     >>> with card.open("a") as text:
@@ -56,9 +66,11 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import json
 import re
+import tempfile
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -72,6 +84,7 @@ from huggingface_hub.repocard import REGEX_YAML_BLOCK, metadata_load
 from huggingface_hub.utils import validate_repo_id
 
 from .errors import AttncardError, NonFiniteNumberError, ResultsError
+from .paired import comparison_problems
 from .render import template_environment
 from .results import COMMIT_RE, RESULTS_FILE, Results, check_manifest, loads_strict
 
@@ -79,6 +92,7 @@ CARD_FILE = "README.md"
 CONFIG_FILE = "config.json"
 ADAPTER_CONFIG_FILE = "adapter_config.json"
 EVAL_RESULTS_DIR = ".eval_results"
+WEIGHTS_SUFFIX = ".safetensors"  # the files a cards copy leaves out
 
 # Table columns that describe rather than measure: their cells may hold any number ("Dropout on 2 of the 4
 # layers"). Compared without case, `*` or backticks.
@@ -157,7 +171,7 @@ class _Card:
     metadata: dict[str, Any] | None = None  # the parsed front matter, once it parsed
 
 
-def lint_run_folder(run_dir: str | Path) -> list[Finding]:
+def lint_run_folder(run_dir: str | Path, *, cards_copy: bool = False) -> list[Finding]:
     """Checks a run folder: placeholders, unparseable files, untraceable figures, missing files, manifest.
 
     Bad content is reported, never raised: a file that does not parse is one finding, and the checks that
@@ -165,6 +179,8 @@ def lint_run_folder(run_dir: str | Path) -> list[Finding]:
 
     Args:
         run_dir: the run folder written by `publish`, e.g. `runs/minilm-none-sst2`.
+        cards_copy: `run_dir` is a cards copy of one: the weight files its manifest lists (`*.safetensors`)
+            may be absent, and links to them are not followed; every other check is the same.
 
     Returns:
         The findings, sorted by file and line; empty when the folder is clean.
@@ -190,7 +206,7 @@ def lint_run_folder(run_dir: str | Path) -> list[Finding]:
     if card is not None:
         findings += _check_front_matter(run_dir, card)
         findings += _check_placeholders(card, _quoted_texts(results) if results is not None else [])
-        findings += _check_links(run_dir, card)
+        findings += _check_links(run_dir, card, cards_copy)
         if results is not None and results_data is not None:
             findings += _check_model_index(card, results)
             findings += _check_table_figures(card, results_data)
@@ -200,8 +216,34 @@ def lint_run_folder(run_dir: str | Path) -> list[Finding]:
     findings += _check_adapter_config(run_dir)
     findings += _check_eval_results(run_dir)
     if results is not None:
-        findings += _check_manifest(run_dir, results)
+        findings += _check_manifest(run_dir, results, cards_copy)
     return sorted(findings, key=lambda f: (f.path, f.line or 0))
+
+
+def is_cards_copy(folder: str | Path) -> bool:
+    """Whether a folder is a cards copy of a run: its results.json's manifest lists weight files
+    (`*.safetensors`) and none of them is there. False when results.json does not parse (the lint says why).
+
+    Example:
+        >>> from attncard.pipeline.publish import copy_to_cards
+        >>> is_cards_copy("runs/tiny-gpt2-none-sst2")
+        False
+        >>> is_cards_copy(copy_to_cards(Path("runs/tiny-gpt2-none-sst2"), Path("cards")))
+        True
+    """
+    folder = Path(folder)
+    try:
+        manifest = loads_strict((folder / RESULTS_FILE).read_text(encoding="utf-8")).get("manifest")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return False
+    if not isinstance(manifest, dict):
+        return False
+    weights = [path for path in manifest if isinstance(path, str) and _is_weights(path)]
+    return bool(weights) and not any((folder / path).exists() for path in weights)
+
+
+def _is_weights(path: str) -> bool:
+    return path.endswith(WEIGHTS_SUFFIX)
 
 
 def renderings(value: int | float) -> set[str]:
@@ -281,7 +323,10 @@ def _check_results(run_dir: Path) -> tuple[Results | None, dict[str, Any] | None
         # The finding already names the file; the error's own message starts with it too.
         message = str(error).removeprefix(f"{RESULTS_FILE}: ").removeprefix(f"{RESULTS_FILE} ")
         return None, None, [Finding(RESULTS_FILE, None, f"{message}{skipped}")]
-    return results, data, []
+    # The card shows the paired verdict: its figures must be the ones its counts give.
+    problems = comparison_problems(results)
+    findings = [Finding(RESULTS_FILE, None, f"comparison: {problem}") for problem in problems]
+    return results, data, findings
 
 
 def _check_config(run_dir: Path) -> list[Finding]:
@@ -364,11 +409,13 @@ def eval_results_problems(data: list) -> list[str]:
     return problems
 
 
-def _check_manifest(run_dir: Path, results: Results) -> list[Finding]:
-    """Every file of the folder must be listed in results.json's manifest with its current sha256."""
+def _check_manifest(run_dir: Path, results: Results, cards_copy: bool = False) -> list[Finding]:
+    """Every file of the folder must be listed in results.json's manifest with its current sha256; in a cards
+    copy, the weight files may be missing."""
     return [
         Finding(difference.path, None, _MANIFEST_MESSAGES[difference.kind])
         for difference in check_manifest(run_dir, results.manifest)
+        if not (cards_copy and difference.kind == "missing" and _is_weights(difference.path))
     ]
 
 
@@ -676,8 +723,9 @@ def _split_row(line: str) -> list[str]:
     return [cell.strip() for cell in _CELL_SEPARATOR.split(text)]
 
 
-def _check_links(run_dir: Path, card: _Card) -> list[Finding]:
-    """Every relative link or image target of the card body must be a file or folder of the run folder."""
+def _check_links(run_dir: Path, card: _Card, cards_copy: bool = False) -> list[Finding]:
+    """Every relative link or image target of the card body must be a file or folder of the run folder; in a
+    cards copy, a weight file need not be."""
     root = run_dir.resolve()
     findings = []
     for number, line, fence in _card_lines(card, front_matter=False):
@@ -696,7 +744,7 @@ def _check_links(run_dir: Path, card: _Card) -> list[Finding]:
                 findings.append(
                     Finding(CARD_FILE, number, f"link target {target!r} is outside the run folder")
                 )
-            elif not resolved.exists():
+            elif not resolved.exists() and not (cards_copy and _is_weights(path)):
                 findings.append(
                     Finding(CARD_FILE, number, f"link target {target!r} is not in the run folder")
                 )
@@ -710,6 +758,167 @@ def _local_target(target: str) -> str | None:
         return None
     path = urllib.parse.unquote(re.split(r"[?#]", target, maxsplit=1)[0])
     return path or None
+
+
+# --- a cards folder and its leaderboard ---------------------------------------------------------------------
+
+
+def lint_leaderboard(cards_dir: str | Path) -> list[Finding]:
+    """Checks a cards folder with its leaderboard: every figure of README.md and the plot must be what the
+    cards copies' results.json files render now, and every cards copy must pass [`lint_run_folder`] as one.
+
+    The leaderboard is rendered again from the cards (`pipeline.summary`) and compared line by line: a table
+    row that differs is one finding per cell that differs, naming its column; any other line that differs, is
+    missing or is extra is one finding. leaderboard.png must have the bytes the cards draw.
+
+    Args:
+        cards_dir: the cards folder, e.g. `cards`.
+
+    Returns:
+        The findings, paths relative to `cards_dir` (`README.md`, `<copy>/results.json`), sorted; empty when
+        the leaderboard and every copy are clean.
+
+    Raises:
+        `AttncardError`: `cards_dir` is not a folder, or holds no cards copy.
+
+    Example:
+        >>> from attncard.pipeline.publish import copy_to_cards
+        >>> from attncard.pipeline.summary import write_summary
+        >>> _ = copy_to_cards(Path("runs/tiny-gpt2-none-sst2"), Path("cards"))
+        >>> readme, _ = write_summary("cards")
+        >>> lint_leaderboard("cards")
+        []
+        >>> _ = readme.write_text(readme.read_text().replace("| 10 | 0 |", "| 20 | 0 |"))
+        >>> for finding in lint_leaderboard("cards"):
+        ...     print(finding)
+        README.md:7: column 'Steps' of row 'gpt2, none, sst2' reads '20', the cards give '10'
+    """
+    # Imported here: the summary imports the statistics of the paired verdict, which lint needs nowhere else.
+    from .summary import LEADERBOARD_FILE, LEADERBOARD_PLOT, draw_leaderboard, read_cards, render_leaderboard
+
+    cards_dir = Path(cards_dir)
+    if not cards_dir.is_dir():
+        raise AttncardError(f"{cards_dir}: not a folder; give a cards folder (attncard summary writes one)")
+    copies = sorted(path.parent for path in cards_dir.glob(f"*/{RESULTS_FILE}"))
+    if not copies:
+        raise AttncardError(
+            f"{cards_dir}: no cards copy (*/{RESULTS_FILE}) in it; give a run folder, a cards copy, or a "
+            "cards folder"
+        )
+    findings: list[Finding] = []
+    for copy in copies:
+        findings += [
+            dataclasses.replace(finding, path=f"{copy.name}/{finding.path}")
+            for finding in lint_run_folder(copy, cards_copy=True)
+        ]
+    try:
+        groups = read_cards(cards_dir)
+        rendered = render_leaderboard(groups)
+    except AttncardError as error:  # a copy that does not load, two copies of a seed, seeds that do not pool
+        message = f"cannot be rendered again from the cards: {_one_line(error)}"
+        return sorted([*findings, Finding(LEADERBOARD_FILE, None, message)], key=_finding_order)
+    findings += _compare_leaderboard(cards_dir / LEADERBOARD_FILE, rendered)
+    plot = cards_dir / LEADERBOARD_PLOT
+    with tempfile.TemporaryDirectory(prefix="attncard-leaderboard-") as scratch:
+        drawn = draw_leaderboard(groups, Path(scratch) / LEADERBOARD_PLOT).read_bytes()
+    redo = f"write it again with `attncard summary {cards_dir}`"
+    if not plot.is_file():
+        findings.append(Finding(LEADERBOARD_PLOT, None, f"missing; {redo}"))
+    elif plot.read_bytes() != drawn:
+        findings.append(Finding(LEADERBOARD_PLOT, None, f"is not the plot the cards draw; {redo}"))
+    return sorted(findings, key=_finding_order)
+
+
+def _finding_order(finding: Finding) -> tuple[str, int]:
+    return finding.path, finding.line or 0
+
+
+def _compare_leaderboard(path: Path, rendered: str) -> list[Finding]:
+    """Each difference between the leaderboard file and the one the cards render."""
+    from .summary import COLUMNS
+
+    name = path.name
+    if not path.is_file():
+        return [Finding(name, None, f"missing; write it with `attncard summary {path.parent}`")]
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        return [Finding(name, None, f"not UTF-8 text ({error.reason} at byte {error.start})")]
+    if text == rendered:
+        return []
+    shown, expected = text.splitlines(), rendered.splitlines()
+    findings = []
+    opcodes = difflib.SequenceMatcher(a=shown, b=expected, autojunk=False).get_opcodes()
+    for tag, start, end, expected_start, expected_end in opcodes:
+        if tag == "equal":
+            continue
+        paired = min(end - start, expected_end - expected_start) if tag == "replace" else 0
+        for offset in range(paired):
+            findings += _line_differences(
+                name, start + offset + 1, shown[start + offset], expected[expected_start + offset], COLUMNS
+            )
+        for number in range(start + paired, end):
+            message = f"line {_clip(shown[number])} is not in the leaderboard the cards render"
+            findings.append(Finding(name, number + 1, message))
+        for line in expected[expected_start + paired : expected_end]:
+            message = f"missing line {_clip(line)}, which the cards render here"
+            findings.append(Finding(name, start + paired + 1, message))
+    if not findings:  # the same lines: the line endings or the end of the file differ
+        findings.append(
+            Finding(name, None, "differs from the leaderboard the cards render in its line endings")
+        )
+    return findings
+
+
+def _line_differences(
+    name: str, number: int, shown: str, rendered: str, columns: tuple[tuple[str, str], ...]
+) -> list[Finding]:
+    """The findings of one line that differs: one per table cell when both are table rows of as many cells."""
+    shown_cells, rendered_cells = _split_row(shown), _split_row(rendered)
+    is_row = shown.lstrip().startswith("|") and rendered.lstrip().startswith("|")
+    if not is_row or len(shown_cells) != len(rendered_cells) or len(rendered_cells) != len(columns):
+        return [Finding(name, number, f"reads {_clip(shown)}, the cards render {_clip(rendered)}")]
+    label = ", ".join(rendered_cells[:3])  # model, module, task
+    return [
+        Finding(
+            name, number, f"column '{header}' of row '{label}' reads '{cell}', the cards give '{expected}'"
+        )
+        for (header, _), cell, expected in zip(columns, shown_cells, rendered_cells, strict=True)
+        if cell != expected
+    ]
+
+
+def _clip(line: str, width: int = 80) -> str:
+    return repr(line if len(line) <= width else line[: width - 1] + "…")
+
+
+def lint_folder(folder: str | Path) -> tuple[str, list[Finding]]:
+    """Checks whatever `attncard lint DIR` is given: a run folder, a cards copy, or a cards folder with its
+    leaderboard (a folder without results.json whose subfolders hold cards copies).
+
+    Returns:
+        `(kind, findings)`, kind one of `run folder`, `cards copy`, `cards folder`.
+
+    Raises:
+        `AttncardError`: `folder` is not a folder, or none of the three.
+
+    Example:
+        >>> lint_folder("runs/tiny-gpt2-none-sst2")
+        ('run folder', [])
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise AttncardError(f"{folder}: not a folder; give a run folder, a cards copy or a cards folder")
+    if (folder / RESULTS_FILE).is_file():
+        if is_cards_copy(folder):
+            return "cards copy", lint_run_folder(folder, cards_copy=True)
+        return "run folder", lint_run_folder(folder)
+    if any(folder.glob(f"*/{RESULTS_FILE}")):
+        return "cards folder", lint_leaderboard(folder)
+    raise AttncardError(
+        f"{folder}: has no {RESULTS_FILE}, and no subfolder has one; give a run folder written by publish, a "
+        "cards copy of one, or a cards folder (attncard summary)"
+    )
 
 
 # --- helpers -----------------------------------------------------------------------------------------------
@@ -769,7 +978,11 @@ __all__ = [
     "DESCRIPTIVE_HEADERS",
     "FIXED_DECIMALS",
     "PYTHON_FENCES",
+    "WEIGHTS_SUFFIX",
     "Finding",
+    "is_cards_copy",
+    "lint_folder",
+    "lint_leaderboard",
     "lint_run_folder",
     "renderings",
 ]

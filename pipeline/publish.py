@@ -35,11 +35,25 @@ from ..modules import get_module, module_provenance
 from .data import TaskData, load_task, sample_rows, task_statistics
 from .errors import (
     AttncardError,
+    BaselineError,
     CardLintError,
+    IntegrityError,
+    first_line,
 )
 from .evaluate import EvalResult, evaluate
+from .integrity import WEIGHTS_SUFFIX
 from .lint import lint_run_folder
 from .models import MODEL_ALIASES, load_model, resolve_model_name
+from .paired import (
+    DEFAULT_MARGIN,
+    DENSE_MODULE,
+    baseline_name,
+    baseline_record,
+    no_baseline,
+    paired_comparison,
+    setup_differences,
+)
+from .predictions import Predictions, read_predictions, write_predictions
 from .push import sign_and_push
 from .render import (
     LICENSE_FILE,
@@ -52,8 +66,9 @@ from .render import (
 )
 from .results import (
     CARD_FILE,
-    RESULTS_FILE,
+    PREDICTIONS_FILE,
     SCHEMA_VERSION,
+    Comparison,
     DatasetRecord,
     EnvironmentRecord,
     ModelRecord,
@@ -65,6 +80,7 @@ from .results import (
     Verification,
     build_manifest,
     default_repo_name,
+    is_transport_path,
     sha256_file,
     training_log,
     utc_now,
@@ -158,7 +174,8 @@ def model_dimensions(config) -> dict[str, int | None]:
 
 
 def write_run_folder(evaluation: EvalResult, results: Results, run_dir: str | os.PathLike) -> Path:
-    """Writes the run folder: adapter, config, tokenizer, model card and results.json, all or nothing.
+    """Writes the run folder: adapter, config, tokenizer, predictions.csv, model card and results.json, all or
+    nothing.
 
     Args:
         evaluation: holds the trained model and tokenizer to save.
@@ -189,6 +206,10 @@ def write_run_folder(evaluation: EvalResult, results: Results, run_dir: str | os
         # peft writes a boilerplate README.md of its own; ours replaces it.
         (partial / CARD_FILE).unlink(missing_ok=True)
 
+        if evaluation.logits is None:
+            raise ValueError("the evaluation holds no logits; publish needs them for predictions.csv")
+        # Every row's labels and logits, covered by the manifest: the quality figures, without the weights.
+        write_predictions(partial / PREDICTIONS_FILE, evaluation.labels, evaluation.logits)
         write_eval_results(results, partial)
         licence = render_license(results)
         if licence is not None:
@@ -234,15 +255,22 @@ def write_run_folder(evaluation: EvalResult, results: Results, run_dir: str | os
 
 
 def copy_to_cards(run_dir: Path, cards_dir: Path) -> Path:
-    """Copies a run's card, results.json, LICENSE, plots and `.eval_results` to `cards_dir/<repo-name>/`, so
-    the card can be reviewed in a pull request; the weights stay out of git."""
-    destination = Path(cards_dir) / Path(run_dir).name
+    """Copies every file of a run folder but its weights (`*.safetensors`) to `cards_dir/<repo-name>/`, so the
+    run can be reviewed in a pull request and checked there without its weights (`attncard verify
+    --predictions`); the weights stay out of git.
+
+    Example:
+        >>> copy = copy_to_cards(Path("runs/tiny-gpt2-none-sst2"), Path("cards"))
+        >>> sorted(path.name for path in copy.iterdir())[:4], list(copy.glob("*.safetensors"))
+        (['.eval_results', 'LICENSE', 'README.md', 'adapter_config.json'], [])
+    """
+    run_dir = Path(run_dir)
+    destination = Path(cards_dir) / run_dir.name
     shutil.rmtree(destination, ignore_errors=True)
     destination.mkdir(parents=True)
-    for path in sorted(Path(run_dir).rglob("*")):
+    for path in sorted(run_dir.rglob("*")):
         relative = path.relative_to(run_dir)
-        reviewed = path.suffix in (".md", ".png", ".yaml") or relative.name in (RESULTS_FILE, LICENSE_FILE)
-        if path.is_file() and reviewed:
+        if path.is_file() and path.suffix != WEIGHTS_SUFFIX and not is_transport_path(relative.as_posix()):
             (destination / relative).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, destination / relative)
     return destination
@@ -267,11 +295,18 @@ class PublishOptions:
     hub_timeout: float | None = None
     hub_deadline: float | None = None
     sign_key: Path | None = None
+    # The run folder's name without a Hub repository (the sweep's `<model>-<module>-<task>-seed<k>`).
+    name: str | None = None
+    # The dense run the paired verdict compares with; None: looked for among the folders of `output`.
+    baseline: Path | None = None
+    margin: float = DEFAULT_MARGIN  # the verdict's non-inferiority margin, in accuracy
 
     @property
     def repo_name(self) -> str:
         if self.repo_id:
             return self.repo_id.split("/")[-1]
+        if self.name:
+            return self.name
         model = self.model if self.model in MODEL_ALIASES else resolve_model_name(self.model)[1]
         return default_repo_name(model, self.module, self.task)
 
@@ -378,6 +413,134 @@ def check_output_folder(folder: Path, destination: Path, option: str) -> None:
         )
 
 
+def baseline_candidate(options: PublishOptions) -> Path | None:
+    """The dense run a module run will be compared with, as far as it can be told before training: the
+    `--baseline` folder, which must be a run of `none` on the same task with the same training settings, or
+    else the first such folder in `options.output` (the one named like the run with `none` for the module
+    first). Its files are checked as a download checks them, so a broken baseline stops the run before it
+    trains. The full setup (base model revision, data) is compared after training ([`dense_comparison`]).
+
+    Args:
+        options: the run's options.
+
+    Returns:
+        The baseline's folder; None for a run of `none` itself, or when `output` holds no candidate.
+
+    Raises:
+        [`BaselineError`]: the `--baseline` folder is not a dense run of this setup, or its files do not
+            check.
+
+    Example:
+        >>> options = PublishOptions(
+        ...     model="tiny-gpt2", module="sliding_window", task="sst2",
+        ...     train=TrainConfig(steps=2, batch_size=8), data_dir=Path("glue"), output=Path("runs"),
+        ...     repo_id=None, push=False,
+        ... )
+        >>> baseline_candidate(options)  # runs/tiny-gpt2-none-sst2 was trained with other settings
+        >>> import dataclasses
+        >>> same = Results.load("runs/tiny-gpt2-none-sst2").training.hyperparameters
+        >>> baseline_candidate(dataclasses.replace(options, train=same))
+        PosixPath('runs/tiny-gpt2-none-sst2')
+    """
+    if options.module == DENSE_MODULE:
+        return None
+    if options.baseline is not None:
+        folders, explicit = [Path(options.baseline)], True
+    else:
+        output = Path(options.output)
+        folders = sorted(p for p in output.iterdir() if p.is_dir()) if output.is_dir() else []
+        named = output / baseline_name(options.repo_name, options.module)
+        folders.sort(key=lambda folder: folder != named)
+        explicit = False
+    for folder in folders:
+        try:
+            recorded = Results.load(folder)
+        except AttncardError as error:
+            if explicit:
+                raise BaselineError(
+                    f"--baseline {folder}: {first_line(error)}; give a run folder of `none`"
+                ) from None
+            continue
+        differences = []
+        if recorded.module.name != DENSE_MODULE:
+            differences.append(f"its module is '{recorded.module.name}', not '{DENSE_MODULE}'")
+        if recorded.dataset.task != options.task:
+            differences.append(f"its task is '{recorded.dataset.task}', not '{options.task}'")
+        if recorded.training.hyperparameters != options.train:
+            differences.append(
+                f"it was trained with {recorded.training.hyperparameters}, this run with {options.train}"
+            )
+        if differences:
+            if explicit:
+                raise BaselineError(
+                    f"--baseline {folder} is not the dense baseline of this run: {differences[0]}; train "
+                    f"`none` with the same settings first, or leave --baseline out"
+                )
+            continue
+        try:
+            baseline_predictions(folder, recorded)
+        except AttncardError as error:
+            raise BaselineError(
+                f"the dense baseline {folder} does not check: {first_line(error)}; publish it again, or give "
+                "another one with --baseline"
+            ) from None
+        return folder
+    return None
+
+
+def baseline_predictions(folder: Path, results: Results) -> Predictions:
+    """The per-row predictions of a dense run, checked: listed in its manifest with the sha256 of the file
+    read, and consistent with its results.json (`pipeline.predictions.read_predictions`). The paired verdict
+    reads nothing else of the baseline."""
+    path = Path(folder) / PREDICTIONS_FILE
+    recorded = results.manifest.get(PREDICTIONS_FILE)
+    if recorded is None or not path.is_file():
+        raise IntegrityError(
+            f"{folder}: no {PREDICTIONS_FILE} in its manifest and folder; it was published before per-row "
+            "predictions were kept"
+        )
+    if sha256_file(path) != recorded:
+        raise IntegrityError(f"{path}: its sha256 is not the one its results.json manifest records")
+    return read_predictions(folder, results)
+
+
+def dense_comparison(
+    results: Results, evaluation: EvalResult, candidate: Path | None, margin: float, explicit: bool
+) -> Comparison | None:
+    """The paired verdict of a trained module run against its dense baseline (see `pipeline.paired`): None
+    for a run of `none`, [`no_baseline`] when no candidate was found or the candidate turns out to be of
+    another setup (another base model revision or data; refused when it was named with `--baseline`).
+
+    Raises:
+        [`BaselineError`]: a `--baseline` of another setup, or predictions of other rows.
+    """
+    if results.module.name == DENSE_MODULE:
+        return None
+    if candidate is None:
+        return no_baseline(margin)
+    baseline = Results.load(candidate)
+    differences = setup_differences(results, baseline)
+    if differences:
+        if explicit:
+            raise BaselineError(
+                f"--baseline {candidate} is not the dense baseline of this run: {differences[0]}"
+            )
+        return no_baseline(margin)
+    predictions = baseline_predictions(candidate, baseline)
+    if predictions.labels != evaluation.labels:
+        raise BaselineError(
+            f"the dense baseline {candidate} was evaluated on other rows (its gold labels differ from this "
+            "run's); publish it again on the same data"
+        )
+    return paired_comparison(
+        evaluation.labels,
+        evaluation.predictions,
+        predictions.predictions,
+        baselines=[baseline_record(candidate, baseline)],
+        margin=margin,
+    )
+
+
 def run_publish(options: PublishOptions) -> Path:
     """Runs every stage for one (model, module, task) and writes the run folder; pushes it when
     `options.push`. Progress goes to this module's logger (the command line prints it on stderr).
@@ -415,6 +578,7 @@ def run_publish(options: PublishOptions) -> Path:
         f"data: {data.spec.name}, {len(data.train)} training rows, {len(data.validation)} validation rows "
         f"({data.source.dataset_id}, {data.source.revision})"
     )
+    baseline = baseline_candidate(options)  # checked before training: a broken baseline stops the run here
     transformers.set_seed(options.train.seed)  # the classification head is initialised while loading
     loaded = load_model(options.model, data.spec.label_names)
     module.apply(loaded.model, module_config)
@@ -445,6 +609,9 @@ def run_publish(options: PublishOptions) -> Path:
         ),
         evaluation=evaluation,
         verification=verification,
+    )
+    results.comparison = dense_comparison(
+        results, evaluation, baseline, options.margin, explicit=options.baseline is not None
     )
     run_dir = write_run_folder(evaluation, results, options.run_dir)
     if options.cards is not None:

@@ -4,6 +4,8 @@ A self-consistent run — figures, card and manifest all agreeing — can still 
 access. [`reverify`] catches it: it loads the run with [`pipeline.download.load_verified`] (every check of a
 download), evaluates it on the recorded task's validation split (never data from the repository, and only
 the recorded data: their sha256 or Hub commit must match), and compares every figure the card shows.
+[`reverify_predictions`] recomputes the quality figures from the run's predictions.csv instead, in seconds and
+without the model or its weights (a `cards/` copy will do): it checks the figures, not the model.
 """
 
 from __future__ import annotations
@@ -29,19 +31,40 @@ from .data import (
 )
 
 # The files every run folder must list in its manifest: without them there is nothing to rebuild or check.
-from .download import SHA_PREFIX, download_verified, load_files, predict_logits, stock_load_files
+from .download import (
+    SHA_PREFIX,
+    check_expected_sha256,
+    check_files,
+    check_results_sha256,
+    check_safe_formats,
+    download_verified,
+    load_files,
+    predict_logits,
+    read_results,
+    stock_load_files,
+)
 from .errors import (
     DataError,
+    DownloadError,
+    IntegrityError,
 )
-from .evaluate import count_deployed_parameters, quality_metrics
+from .evaluate import count_deployed_parameters, predictions_sha256, quality_metrics
 from .integrity import (
     Figure,
+    check_run_files,
     figures,
+    recorded_figure_problems,
 )
+from .paired import paired_comparison
+from .predictions import Predictions, read_predictions, recompute
+from .publish import baseline_predictions
 from .results import (
     COMMIT_RE,
+    PREDICTIONS_FILE,
+    RESULTS_FILE,
     Results,
     Status,
+    sha256_file,
 )
 from .verify import all_finite, verification_from_counts
 
@@ -97,8 +120,6 @@ class Reverification:
     @property
     def data_matches(self) -> bool:
         return self.recorded_data_revision == self.data_revision and self.recorded_rows == self.rows
-
-
 
 
 def reverify(
@@ -239,6 +260,171 @@ def reverify(
     return check
 
 
+def reverify_predictions(
+    run_dir: str | os.PathLike,
+    *,
+    data_dir: str | os.PathLike | None = None,
+    expected_sha256: str | None = None,
+    baselines: list[str | os.PathLike] | None = None,
+) -> Reverification:
+    """Recomputes every quality figure of a run from its predictions.csv, without its model or weights.
+
+    For a local run folder, or its `cards/` copy (every file but the weights). The folder is checked as a
+    download checks it, except that the weight files (`*.safetensors`) may be absent: results.json field by
+    field (against `expected_sha256` when given) and its figures against each other, no pickle, every file
+    that is there listed in the manifest with its sha256, only files a run folder holds, no remote code.
+    Then predictions.csv is read line by line ([`pipeline.predictions.read_predictions`]) and its gold labels
+    compared with the recorded task's evaluated split, read as [`reverify`] reads it (never from the
+    repository). From the logits every quality figure is recomputed as evaluation computes it (accuracy, F1,
+    precision, recall, loss, confusion matrix, per-class scores, predictions hash) and the verification as
+    [`pipeline.verify.verify`] decides it (p0, SE, threshold, p-value, Wilson interval, status, reasons),
+    with results.json's parameter counts (the deployed parameters need the model); also the dataset revision
+    and sample rows. The paired verdict against the dense model, when the run records one, is recomputed
+    from this predictions.csv and the dense run's ([`comparison_figures`]). It takes seconds.
+
+    What it cannot tell: whether the model predicts these logits; [`reverify`] evaluates the model again.
+
+    Args:
+        run_dir: a local run folder, or its copy in `cards/`.
+        data_dir: a folder of GLUE TSV files (default: `GLUE_DIR`, else the recorded Hub dataset).
+        expected_sha256: the sha256 of the run's results.json (at least 32 hex digits), e.g. from git.
+        baselines: folders holding the dense runs the verdict names (default: the run folder's parent, where
+            a sweep or `cards/` puts them).
+
+    Returns:
+        A [`Reverification`]; its `matches` says whether everything is equal, `problems` what is not.
+
+    Raises:
+        [`DownloadError`]: `run_dir` is not a folder. [`IntegrityError`], [`ResultsError`],
+        [`UnsafeFormatError`], [`IncompatibleRunError`]: the folder fails a check, or has no predictions.csv
+        (a run written before they were recorded: verify it with its model). [`DataError`]: the task's data
+        cannot be had or are not the recorded data.
+
+    Example:
+        >>> check = reverify_predictions("runs/tiny-gpt2-none-sst2", data_dir="glue")
+        >>> check.matches, check.recomputed_status, check.problems
+        (True, <Status.PASS_NO_COMPRESSION: 'PASS_NO_COMPRESSION'>, [])
+    """
+    check_expected_sha256(expected_sha256)
+    folder = Path(os.fspath(run_dir)).expanduser()
+    if not folder.is_dir():
+        raise DownloadError(
+            f"{run_dir}: no such run folder; --predictions checks a local run folder or its cards/ copy "
+            "(download a Hub run first: attncard download ORG/NAME --output DIR)"
+        )
+    where = str(folder)
+    check_results_sha256(folder, expected_sha256, where)
+    results = read_results(folder, where)
+    check_safe_formats(folder, where)
+    check_files(folder, results.manifest, where, weights_optional=True)
+    check_run_files(folder, [*results.manifest, RESULTS_FILE], where)
+    problems = recorded_figure_problems(results)
+    if problems:
+        raise IntegrityError(
+            f"{where}: {RESULTS_FILE} contradicts itself: {problems[0]}"
+            + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+            + "; its figures were edited after they were measured: do not use this checkpoint"
+        )
+    if PREDICTIONS_FILE not in results.manifest:
+        raise IntegrityError(
+            f"{where}: the manifest in {RESULTS_FILE} lists no {PREDICTIONS_FILE} (the run was written "
+            "before attncard recorded predictions); verify it with its model: attncard verify RUN"
+        )
+    predictions = read_predictions(folder, results, where)
+    data = _recorded_task(results, data_dir, where)
+    metrics, verification = recompute(predictions, results)
+    labels = list(data.validation["label"])
+    # The file's gold labels against the data's (their hashes, as the predictions are hashed), first row off.
+    pairs = zip(predictions.labels, labels, strict=True)
+    differing = [row for row, (written, read) in enumerate(pairs) if written != read]
+    label_check = Figure(
+        f"{PREDICTIONS_FILE} gold labels" + (f" (first differing: row {differing[0]})" if differing else ""),
+        predictions_sha256(predictions.labels),
+        predictions_sha256(labels),
+    )
+    samples = sample_rows(data.validation, data.spec, count=len(results.dataset.samples))
+    check = Reverification(
+        source=where,
+        repo_id=None,
+        revision=None,
+        recorded_accuracy=results.metrics.accuracy,
+        recomputed_accuracy=metrics.accuracy,
+        recorded_status=results.verification.status,
+        recomputed_status=verification.status,
+        recorded_predictions_sha256=results.metrics.predictions_sha256,
+        recomputed_predictions_sha256=metrics.predictions_sha256,
+        recorded_compression_factor=results.parameters.compression_factor,
+        recomputed_compression_factor=verification.compression_factor,
+        recorded_data_revision=results.dataset.revision,
+        data_revision=data.source.revision,
+        recorded_rows=results.verification.n,
+        rows=len(labels),
+        threshold=verification.threshold,
+        reasons=verification.reasons,
+        figures=[
+            label_check,
+            *figures("metrics", results.metrics, metrics),
+            *figures("verification", results.verification, verification),
+            Figure("dataset.revision", results.dataset.revision, data.source.revision),
+            *figures("dataset.samples", results.dataset.samples, samples),
+            *comparison_figures(results, predictions, [folder.parent] if baselines is None else baselines),
+        ],
+    )
+    check.problems = [
+        f"{figure.name} {shown(figure.recomputed)} recomputed, {shown(figure.recorded)} recorded"
+        for figure in check.figures
+        if not figure.equal()
+    ]
+    check.matches = not check.problems
+    return check
+
+
+def comparison_figures(
+    results: Results, predictions: Predictions, folders: list[str | os.PathLike]
+) -> list[Figure]:
+    """The run's paired verdict recomputed from its predictions and its dense baselines' predictions.csv.
+
+    Each baseline the verdict names is looked for by its folder name in `folders`; its results.json must
+    have the recorded sha256, and its predictions.csv must check against it. With several baselines (pooled
+    seeds) their predictions are compared in the recorded order, each against this run's rows.
+
+    Raises:
+        [`IntegrityError`]: a named baseline is missing, is not the recorded one, or its predictions do not
+            check.
+    """
+    recorded = results.comparison
+    if recorded is None or not recorded.baselines:
+        return []
+    module_predictions, dense_predictions, labels = [], [], []
+    for baseline in recorded.baselines:
+        candidates = [Path(os.fspath(root)) / baseline.repo_name for root in folders]
+        found = [candidate for candidate in candidates if (candidate / RESULTS_FILE).is_file()]
+        if not found:
+            raise IntegrityError(
+                f"the dense baseline {baseline.repo_name} of the paired verdict is not in "
+                f"{', '.join(str(root) for root in folders)}; put its run folder or cards copy there, or "
+                "pass --baseline DIR"
+            )
+        if sha256_file(found[0] / RESULTS_FILE) != baseline.results_sha256:
+            raise IntegrityError(
+                f"{found[0]}: its {RESULTS_FILE} is not the one the paired verdict names (sha256 "
+                f"{baseline.results_sha256[:SHA_PREFIX]}…)"
+            )
+        dense = baseline_predictions(found[0], read_results(found[0], str(found[0])))
+        labels += predictions.labels
+        module_predictions += predictions.predictions
+        dense_predictions += dense.predictions
+    recomputed = paired_comparison(
+        labels,
+        module_predictions,
+        dense_predictions,
+        baselines=recorded.baselines,
+        margin=recorded.margin,
+        confidence=recorded.confidence,
+    )
+    return figures("comparison", recorded, recomputed)
+
+
 def _data_figures(results: Results, data: TaskData, tokenizer) -> list[Figure]:
     """The card's dataset statistics and sample rows, computed again from the data with the run's tokenizer
     (when results.json has statistics)."""
@@ -281,5 +467,3 @@ def _recorded_task(results: Results, data_dir: str | os.PathLike | None, where: 
             "the same GLUE files"
         )
     return data
-
-

@@ -8,6 +8,7 @@ Example:
     $ attncard modules
     $ publish --model minilm --module none --task sst2
     $ attncard verify runs/minilm-none-sst2 --data-dir ../shared/data/glue
+    $ attncard sweep cards/matrix.yaml --seeds 0 1 2 --cards cards && attncard summary cards
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ COMMANDS = {
     "push": ("push", "push a run folder to the Hub: one commit, tagged; refused on lint findings or FAIL"),
     "download": ("download", "download a published run, check every file, refuse FAIL"),
     "verify": ("verify", "re-evaluate a published run and compare with its card"),
-    "lint": ("lint", "check a run folder's card, files and manifest"),
+    "sweep": ("sweep", "publish every (row, seed) of a matrix file, resumable; the dense runs first"),
+    "summary": ("summary", "write a cards folder's leaderboard: accuracy over seeds, verdicts, speed-ups"),
+    "lint": ("lint", "check a run folder, a cards copy, or a cards folder's leaderboard and its cards"),
     "bench": ("bench", "benchmarks: `attncard bench attention [--json FILE]`"),
 }
 

@@ -15,7 +15,8 @@ from ...modules import module_names
 from ..data import TASKS, check_data_dir, get_task
 from ..errors import AttncardError, UnknownNameError
 from ..models import MODEL_ALIASES, resolve_model_name
-from ..publish import PublishOptions, check_output_folder, run_publish
+from ..paired import DEFAULT_MARGIN, DENSE_MODULE
+from ..publish import PublishOptions, baseline_candidate, check_output_folder, run_publish
 from ..push import check_push_setup
 from ..results import TrainConfig
 from .common import OneLineParser, positive_float, positive_int, repo_id, run_command
@@ -90,6 +91,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="also copy the card, results.json and plots to DIR/<repo-name>/ for review (e.g. cards)",
     )
+    group = parser.add_argument_group("the paired verdict against the dense model")
+    group.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        metavar="RUN",
+        help="the run folder of `none` with the same model, task, data, seed and training settings that this "
+        "run is compared with, row by row (default: looked for in --output)",
+    )
+    group.add_argument(
+        "--margin",
+        type=margin_points,
+        default=DEFAULT_MARGIN * 100,
+        metavar="POINTS",
+        help="non-inferiority margin of the verdict, in accuracy points (default: %(default)s)",
+    )
     group = parser.add_argument_group("pushing to the Hub")
     group.add_argument(
         "--push",
@@ -100,12 +117,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_push_arguments(group)
 
 
+def margin_points(text: str) -> float:
+    """A non-inferiority margin in accuracy points: a number in (0, 100)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of accuracy points") from None
+    if not 0 < value < 100:
+        raise argparse.ArgumentTypeError(f"{text} must be between 0 and 100 accuracy points, e.g. 1.0")
+    return value
+
+
 def options_from_args(args: argparse.Namespace) -> PublishOptions:
     """Checks every input before any work starts, so a typo costs nothing and nothing is written.
 
     Checked: the module, task and model names (a model folder must hold a config and weights), the data
     folder (`--data-dir`, else `GLUE_DIR`: a folder holding the task's folder), the folders written
-    (`--output` and `--cards`: see [`check_output_folder`]), and with `--push` what a push needs.
+    (`--output` and `--cards`: see [`check_output_folder`]), `--baseline` (a run of `none` with the same
+    task and training settings, whose predictions check), and with `--push` what a push needs.
 
     Raises:
         [`AttncardError`]: the first input found wrong; its message names the option and what to do.
@@ -149,7 +178,11 @@ def options_from_args(args: argparse.Namespace) -> PublishOptions:
         hub_timeout=args.hub_timeout,
         hub_deadline=args.hub_deadline,
         sign_key=args.sign_key,
+        baseline=args.baseline,
+        margin=args.margin / 100,
     )
+    if options.baseline is not None and options.module == DENSE_MODULE:
+        raise AttncardError("--baseline only applies to a module run; `none` is the dense baseline itself")
     check_output_folder(options.output, options.run_dir, "--output")
     if options.cards is not None:
         cards_dir = options.cards / options.repo_name
@@ -160,6 +193,8 @@ def options_from_args(args: argparse.Namespace) -> PublishOptions:
                 f"--cards {options.cards} would copy the card to {cards_dir}, which overlaps the run folder "
                 f"{run_dir}; pass --cards and --output that are different folders"
             )
+    if options.baseline is not None:
+        baseline_candidate(options)  # a dense run of this setup, whose predictions check
     return options
 
 

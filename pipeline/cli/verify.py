@@ -1,21 +1,40 @@
 """`attncard verify REPO|DIR [--data-dir D] [--base-model DIR] …`: reloads a published run, evaluates it again
-on its recorded task and compares every figure of its card (`pipeline.reverify`)."""
+on its recorded task and compares every figure of its card (`pipeline.reverify`).
+
+`attncard verify --predictions DIR [--data-dir D]`: recomputes every quality figure of a local run folder (or
+its `cards/` copy) from its predictions.csv, without the model or its weights, in seconds."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from ..reverify import reverify, shown
+from ..errors import AttncardError
+from ..reverify import reverify, reverify_predictions, shown
 from .common import EXIT_MISMATCH, EXIT_OK, run_command
 from .download import add_run_arguments, run_options
 
 DESCRIPTION = (
     "Reload a published run and evaluate it again on its task's validation split: exit 0 "
     "when every recomputed figure of its card (metrics, per-class scores, confusion matrix, p-value, "
-    "Wilson interval, status) equals the recorded one, 1 when not, 2 on errors."
+    "Wilson interval, status) equals the recorded one, 1 when not, 2 on errors. With --predictions, the "
+    "figures are recomputed from the run's predictions.csv instead, without the model or its weights."
 )
-EPILOG = "example: attncard verify attncard/minilm-none-sst2 --data-dir ../shared/data/glue"
+EPILOG = (
+    "examples: attncard verify attncard/minilm-none-sst2 --data-dir ../shared/data/glue; "
+    "attncard verify --predictions cards/minilm-none-sst2 --data-dir ../shared/data/glue"
+)
+# Options that name a Hub download, a signer or the base model: none applies to --predictions.
+_MODEL_ONLY_OPTIONS = (
+    ("revision", "--revision"),
+    ("hub_endpoint", "--hub-endpoint"),
+    ("require_signer", "--require-signer"),
+    ("require_key", "--require-key"),
+    ("signer_issuer", "--signer-issuer"),
+    ("hub_timeout", "--hub-timeout"),
+    ("hub_deadline", "--hub-deadline"),
+    ("base_model", "--base-model"),
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,6 +55,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="the base model's folder, for a run trained on a local folder (its weights sha256 is checked)",
     )
+    parser.add_argument(
+        "--predictions",
+        action="store_true",
+        help="recompute every quality figure and the verification from the run's predictions.csv, without "
+        "the model or its weights: REPO is a local run folder or its cards/ copy (weights may be absent)",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        action="append",
+        default=None,
+        metavar="DIR",
+        help="with --predictions: a folder holding the dense run(s) the paired verdict names (repeatable; "
+        "default: the run folder's parent)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,13 +82,33 @@ def run(args: argparse.Namespace) -> int:
           metrics.accuracy                        recorded 0.7912844036697247  recomputed 0.7912844036697247
           …
         MATCH: runs/minilm-none-sst2 reproduces all 41 recorded figures
+        $ attncard verify --predictions cards/minilm-none-sst2 --data-dir ../shared/data/glue
+        cards/minilm-none-sst2
+          predictions.csv gold labels             recorded 9a0e3b41c7d2…  recomputed 9a0e3b41c7d2…
+          …
+        MATCH: cards/minilm-none-sst2 reproduces all 45 recorded figures
     """
     return run_command(lambda: _verify(args))
 
 
 def _verify(args: argparse.Namespace) -> int:
-    options = run_options(args)
-    check = reverify(args.repo, args.revision, data_dir=args.data_dir, base_model=args.base_model, **options)
+    if args.baseline and not args.predictions:
+        raise AttncardError("--baseline applies with --predictions; add --predictions, or drop --baseline")
+    if args.predictions:
+        given = [option for name, option in _MODEL_ONLY_OPTIONS if getattr(args, name) is not None]
+        if given:
+            raise AttncardError(
+                f"{given[0]} does not apply to --predictions, which reads a local run folder and no model; "
+                f"drop {given[0]}, or drop --predictions to evaluate the model again"
+            )
+        check = reverify_predictions(
+            args.repo, data_dir=args.data_dir, expected_sha256=args.expect_sha256, baselines=args.baseline
+        )
+    else:
+        options = run_options(args)
+        check = reverify(
+            args.repo, args.revision, data_dir=args.data_dir, base_model=args.base_model, **options
+        )
     print(f"{check.source}")
     for figure in check.figures:
         mark = "  " if figure.equal() else "≠ "

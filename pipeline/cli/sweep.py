@@ -1,0 +1,197 @@
+"""`attncard sweep MATRIX.yaml`: every (row, seed) of a matrix as one publish run (`pipeline.sweep`), with one
+progress bar over all of them.
+
+The whole matrix and every option are checked before the first run: bad input ends with one line on stderr
+and exit status 2, and nothing is trained or written. Then each run is trained, or skipped when its folder
+holds it finished; a run that fails is one line on stderr, `<run name>: <error>`, and the sweep goes on. The
+exit status is 1 when any run failed, 0 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
+
+from ..results import TrainConfig
+from ..sweep import RunOutcome, SweepSettings, check_sweep, plan_sweep, read_matrix, run_sweep
+from .common import EXIT_INTERRUPTED, EXIT_MISMATCH, EXIT_OK, positive_float, positive_int, run_command
+from .push import add_push_arguments
+
+DESCRIPTION = (
+    "Run every (row, seed) of a matrix file (cards/matrix.yaml: rows of model, module, task, steps and "
+    "seeds) as one publish run into <output>/<model>-<module>-<task>-seed<seed>/, the dense (none) runs "
+    "first. A run whose folder holds it finished and checked is skipped; a run that fails is reported in one "
+    "line and the others go on (exit status 1)."
+)
+EPILOG = "example: attncard sweep cards/matrix.yaml --seeds 0 1 2 --cards cards"
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 0")
+    return value
+
+
+def hub_owner(text: str) -> str:
+    if not text or "/" in text:
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a Hub user or organisation; write ORG, without /NAME"
+        )
+    return text
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `attncard sweep`."""
+    defaults = TrainConfig()
+    parser.add_argument(
+        "matrix", type=Path, metavar="MATRIX.yaml", help="the matrix file, e.g. cards/matrix.yaml"
+    )
+    parser.add_argument(
+        "--seeds",
+        type=non_negative_int,
+        nargs="+",
+        default=None,
+        metavar="SEED",
+        help="train every row with these seeds, whatever the matrix says (default: each row's seeds, else "
+        f"the matrix's, else {defaults.seed})",
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=None,
+        metavar="PATTERN",
+        help="run only the runs whose name matches this shell pattern (e.g. '*-seed0'); may be repeated",
+    )
+    group = parser.add_argument_group("training (every run)")
+    group.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=defaults.batch_size,
+        help="training rows per step (default: %(default)s)",
+    )
+    group.add_argument(
+        "--lr", type=positive_float, default=defaults.lr, help="learning rate (default: %(default)s)"
+    )
+    group.add_argument(
+        "--max-length",
+        type=positive_int,
+        default=defaults.max_length,
+        help="tokens per row, longer rows are truncated (default: %(default)s)",
+    )
+    group = parser.add_argument_group("input and output")
+    group.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="folder of GLUE TSV files (SST-2/dev.tsv, …); default: $GLUE_DIR, else the Hub",
+    )
+    group.add_argument(
+        "--output",
+        type=Path,
+        default=Path("runs"),
+        help="folder that receives the run folders (default: runs)",
+    )
+    group.add_argument(
+        "--cards",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also copy each finished run, weights left out, to DIR/<run name>/ (then: attncard summary DIR)",
+    )
+    group = parser.add_argument_group("pushing to the Hub")
+    group.add_argument(
+        "--hub-org",
+        type=hub_owner,
+        default=None,
+        metavar="ORG",
+        help="the Hub user or organisation of the runs: run <name> is rendered for the repository ORG/<name>",
+    )
+    group.add_argument(
+        "--push",
+        action="store_true",
+        help="push each finished run to ORG/<run name> (needs --hub-org), as publish --push does; token: "
+        "$HF_TOKEN, else `hf auth login`",
+    )
+    add_push_arguments(group)
+
+
+def settings_from_args(args: argparse.Namespace) -> SweepSettings:
+    """The settings of every run, from the command line."""
+    return SweepSettings(
+        output=args.output,
+        cards=args.cards,
+        data_dir=args.data_dir,
+        hub_org=args.hub_org,
+        push=args.push,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        max_length=args.max_length,
+        allow_fail=args.allow_fail,
+        hub_endpoint=args.hub_endpoint,
+        hub_timeout=args.hub_timeout,
+        hub_deadline=args.hub_deadline,
+        sign_key=args.sign_key,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Checks the matrix and the options, runs the sweep with a progress bar, then prints one line per run
+    (`ran`, `skipped` or `failed`) and the counts on stdout; exit 0 when no run failed, 1 when one did, 2 with
+    one line on stderr on bad input (nothing is trained then).
+
+    Example:
+        $ attncard sweep cards/matrix.yaml --seeds 0 1 --cards cards
+        ran      minilm-none-sst2-seed0: PASS_NO_COMPRESSION, accuracy 0.9002
+        …
+        10 runs: 10 ran, 0 skipped, 0 failed
+    """
+    return run_command(lambda: _sweep(args))
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    matrix = read_matrix(args.matrix)
+    runs = plan_sweep(matrix, seeds=args.seeds, only=args.only)
+    settings = settings_from_args(args)
+    check_sweep(runs, settings)
+    outcomes: list[RunOutcome] = []
+    loggers = [logging.getLogger("attncard.pipeline"), logging.getLogger("attncard.pipeline.push")]
+    try:
+        with (
+            tqdm(total=len(runs), desc="sweep", unit="run", file=sys.stderr) as bar,
+            logging_redirect_tqdm(loggers=loggers),
+        ):
+            for outcome in run_sweep(runs, settings):
+                outcomes.append(outcome)
+                bar.set_postfix_str(f"{outcome.run.name}: {outcome.state}", refresh=False)
+                bar.update(1)
+    except KeyboardInterrupt:
+        print(
+            f"interrupted after {len(outcomes)} of {len(runs)} runs; the finished run folders are kept: run "
+            "the same sweep again to go on",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    for outcome in outcomes:
+        print(_outcome_line(outcome))
+    counts = {state: sum(o.state == state for o in outcomes) for state in ("ran", "skipped", "failed")}
+    print(
+        f"{len(outcomes)} run{'s' if len(outcomes) != 1 else ''}: "
+        + ", ".join(f"{count} {state}" for state, count in counts.items())
+    )
+    return EXIT_MISMATCH if counts["failed"] else EXIT_OK
+
+
+def _outcome_line(outcome: RunOutcome) -> str:
+    if outcome.state == "failed":
+        return f"failed   {outcome.run.name}: {outcome.error}"
+    status = outcome.status.value if outcome.status is not None else ""
+    return f"{outcome.state:<8} {outcome.run.name}: {status}, accuracy {outcome.accuracy:.4f}"

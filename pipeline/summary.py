@@ -1,0 +1,489 @@
+"""`attncard summary CARDS_DIR`: the leaderboard of a study, from the cards copies alone.
+
+A cards folder holds one copy per run (`publish --cards`, `attncard sweep --cards`: every file of the run
+folder but its weights). [`write_summary`] reads every `CARDS_DIR/*/results.json`, groups the runs by
+(model, module, task), one group per row, its seeds pooled, and writes
+
+    CARDS_DIR/README.md         the leaderboard: a table, the plot, and how each column is computed
+    CARDS_DIR/leaderboard.png   accuracy (mean ± standard deviation over seeds) against speed-up
+
+Both are a function of the results.json files alone, with no date and no path of this machine in them, so
+the same cards give the same bytes: `attncard lint CARDS_DIR` renders both again and reports every difference
+(see [`pipeline.lint`]).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import AttncardError
+from .paired import DENSE_MODULE, pool_comparisons
+from .results import RESULTS_FILE, Comparison, Results, ScalingRow, Status
+
+LEADERBOARD_FILE = "README.md"
+LEADERBOARD_PLOT = "leaderboard.png"
+# The statuses in the order the Status column lists them.
+STATUS_ORDER = (Status.PASS, Status.PASS_NO_COMPRESSION, Status.FAIL)
+NOT_TIMED = "not timed: the model's own attention"
+
+COLUMNS = (
+    ("Model", "`model.model_id` of results.json: the Hub id of the base model, or its folder's name."),
+    ("Module", "`module.name`: the attention module installed."),
+    ("Task", "`dataset.task`: the GLUE task, evaluated on its whole validation split."),
+    ("Steps", "`training.hyperparameters.steps`: every seed of a row is trained with the same settings."),
+    ("Seeds", "`training.hyperparameters.seed` of each cards copy of the row."),
+    (
+        "Accuracy (mean ± sd)",
+        "the mean of the seeds' `metrics.accuracy` ± their sample standard deviation (n − 1); one seed has "
+        "no spread.",
+    ),
+    ("Accuracy by seed", "each seed's `metrics.accuracy`."),
+    (
+        "Status",
+        "each seed's `verification.status` (PASS, PASS_NO_COMPRESSION or FAIL) and the seeds that have it.",
+    ),
+    (
+        "Against dense (pooled)",
+        "the paired verdict against the dense runs (module `none`), pooled over seeds: the four counts of "
+        "each seed's `comparison` (both correct, module only, dense only, both wrong) are summed, and the "
+        "difference (module − dense, in accuracy points), its interval, McNemar's exact p-value and the "
+        "verdict are computed from the sums as for one run (`pipeline.paired.comparison_from_counts`, at the "
+        "seeds' margin and confidence), with n the rows of all those seeds. Seeds with no dense baseline, or "
+        "no comparison recorded, are left out of the pool and named.",
+    ),
+    (
+        "Speed-up at the task's length",
+        "the whole model, dense time ÷ module time (above 1: the module is faster): in each seed, the row "
+        "of `efficiency.scaling` whose N is the training `max_length` (else the nearest N, the shorter on a "
+        "tie); the median over seeds, with that N.",
+    ),
+    (
+        "Memory at the task's length",
+        "the same row's `memory_ratio`, module peak ÷ dense peak (below 1: the module needs less); the "
+        "median over the seeds where it was measurable.",
+    ),
+    (
+        "Layer speed-up at the longest N",
+        "attention layer 0 alone: the `speedup` of the last row of `efficiency.layer_scaling` (its longest "
+        "N) in each seed; the median over seeds, with that N.",
+    ),
+    (
+        "Layer memory at the longest N",
+        "that row's `memory_ratio`; the median over the seeds where measurable.",
+    ),
+    ("Compression", "`parameters.compression_factor`, parameters before ÷ after; the median over seeds."),
+    ("Cards", "each seed's card, `<folder>/README.md` of its cards copy."),
+)
+
+
+@dataclass(frozen=True)
+class Card:
+    """One cards copy: its folder's name in the cards folder and its results.json."""
+
+    folder: str
+    results: Results
+
+    @property
+    def seed(self) -> int:
+        return self.results.training.hyperparameters.seed
+
+
+@dataclass(frozen=True)
+class Group:
+    """The cards copies of one (model, module, task), one per seed, in the order of their seeds."""
+
+    model: str
+    module: str
+    task: str
+    cards: tuple[Card, ...]
+
+    @property
+    def seeds(self) -> list[int]:
+        return [card.seed for card in self.cards]
+
+    @property
+    def accuracies(self) -> list[float]:
+        return [card.results.metrics.accuracy for card in self.cards]
+
+    @property
+    def accuracy_mean(self) -> float:
+        return statistics.fmean(self.accuracies)
+
+    @property
+    def accuracy_sd(self) -> float | None:
+        """The sample standard deviation (n − 1) over seeds; None with one seed."""
+        return statistics.stdev(self.accuracies) if len(self.cards) > 1 else None
+
+    @property
+    def speedup(self) -> float | None:
+        """The median over seeds of the whole model's speed-up at the task's length; 1 for the dense runs
+        (by definition: they are the reference), None when no seed timed the module."""
+        if self.module == DENSE_MODULE:
+            return 1.0
+        rows = [task_length_row(card.results) for card in self.cards]
+        speedups = [row.speedup for row in rows if row is not None]
+        return statistics.median(speedups) if speedups else None
+
+
+def task_length_row(results: Results) -> ScalingRow | None:
+    """The row of `efficiency.scaling` (the whole model) at the run's training length: N equal to
+    `max_length`, else the nearest N (the shorter on a tie); None when nothing was timed.
+
+    Example:
+        >>> print(task_length_row(results))  # a run of `none`: the model's own attention, nothing timed
+        None
+        >>> row = ScalingRow(64, 3, 1.0, 0.9, 1.1, 2.0, 1.9, 2.1, None, None, 2.0, 1.7, 2.3, None)
+        >>> results.efficiency.scaling = [dataclasses.replace(row, n=n) for n in (32, 64, 160)]
+        >>> task_length_row(results).n  # max_length 128: 160 is nearer than 64
+        160
+    """
+    rows = results.efficiency.scaling
+    if not rows:
+        return None
+    length = results.training.hyperparameters.max_length
+    return min(rows, key=lambda row: (abs(row.n - length), row.n))
+
+
+def read_cards(cards_dir: str | Path) -> list[Group]:
+    """Reads every cards copy of a cards folder (`*/results.json`) and groups them by (model, module, task).
+
+    Args:
+        cards_dir: the cards folder, e.g. `cards`.
+
+    Returns:
+        The groups, by model, task, the dense (`none`) group first, then module; each group's copies by seed.
+
+    Raises:
+        [`AttncardError`]: the folder is missing or holds no cards copy; a results.json does not load; two
+            copies of a group have the same seed, or were trained with other settings than their seeds.
+
+    Example:
+        >>> from attncard.pipeline.publish import copy_to_cards
+        >>> _ = copy_to_cards(Path("runs/tiny-gpt2-none-sst2"), Path("cards"))
+        >>> [(group.model, group.module, group.task, group.seeds) for group in read_cards("cards")]
+        [('gpt2', 'none', 'sst2', [0])]
+    """
+    cards_dir = Path(cards_dir)
+    if not cards_dir.is_dir():
+        raise AttncardError(
+            f"{cards_dir}: not a folder; give the cards folder that publish --cards or attncard sweep "
+            "--cards wrote"
+        )
+    paths = sorted(cards_dir.glob(f"*/{RESULTS_FILE}"))
+    if not paths:
+        raise AttncardError(
+            f"{cards_dir}: no cards copy (*/{RESULTS_FILE}) in it; copy runs there with publish --cards "
+            f"{cards_dir} or attncard sweep --cards {cards_dir}"
+        )
+    grouped: dict[tuple[str, str, str], list[Card]] = {}
+    for path in paths:
+        try:
+            results = Results.load(path)
+        except AttncardError as error:
+            raise AttncardError(f"{error}; fix or remove the cards copy {path.parent}") from None
+        key = (results.model.model_id, results.module.name, results.dataset.task)
+        grouped.setdefault(key, []).append(Card(folder=path.parent.name, results=results))
+    groups = []
+    for (model, module, task), cards in grouped.items():
+        cards.sort(key=lambda card: (card.seed, card.folder))
+        _check_group(cards_dir, cards)
+        groups.append(Group(model=model, module=module, task=task, cards=tuple(cards)))
+    return sorted(groups, key=lambda g: (g.model, g.task, g.module != DENSE_MODULE, g.module))
+
+
+def _check_group(cards_dir: Path, cards: list[Card]) -> None:
+    """The copies of a group are one study: one per seed, trained alike but for the seed."""
+    first = cards[0]
+    settings = dataclasses.replace(first.results.training.hyperparameters, seed=0)
+    for previous, card in itertools.pairwise(cards):  # sorted by seed: a repeated seed is adjacent
+        if card.seed == previous.seed:
+            raise AttncardError(
+                f"{cards_dir}: {previous.folder} and {card.folder} are the same model, module, task and seed "
+                f"{card.seed}; keep one of them in the cards folder"
+            )
+        differs = [
+            field.name
+            for field in dataclasses.fields(settings)
+            if field.name != "seed"
+            and getattr(settings, field.name) != getattr(card.results.training.hyperparameters, field.name)
+        ]
+        if differs:
+            name = differs[0]
+            raise AttncardError(
+                f"{cards_dir}: {first.folder} and {card.folder} are the same model, module and task trained "
+                f"with another {name} ({getattr(settings, name)} and "
+                f"{getattr(card.results.training.hyperparameters, name)}); a leaderboard pools seeds of one "
+                "setting: keep one setting in the cards folder"
+            )
+
+
+# --- the leaderboard ---------------------------------------------------------------------------------------
+
+
+def pooled_comparison(group: Group) -> tuple[Comparison | None, list[int]]:
+    """The group's comparison with the dense runs, pooled over the seeds that have one (see
+    [`pool_comparisons`]), and the seeds left out (no dense baseline found, or no comparison recorded).
+
+    Returns:
+        `(pooled or None, seeds left out)`; `(None, [])` for the dense group itself.
+
+    Example:
+        >>> from attncard.pipeline.paired import baseline_record, comparison_from_counts
+        >>> pooled_comparison(Group("tiny-gpt2", "none", "sst2", (Card("tiny-gpt2-none-sst2", results),)))
+        (None, [])
+        >>> seed0, seed1 = Results.load("runs/tiny-gpt2-none-sst2"), Results.load("runs/tiny-gpt2-none-sst2")
+        >>> seed1.training.hyperparameters.seed = 1
+        >>> dense = baseline_record(Path("runs/tiny-gpt2-none-sst2"), results)
+        >>> seed0.comparison = comparison_from_counts(30, 2, 1, 7, baselines=[dense])
+        >>> group = Group("tiny-gpt2", "sliding_window", "sst2", (Card("s0", seed0), Card("s1", seed1)))
+        >>> pooled, left_out = pooled_comparison(group)
+        >>> pooled.n, pooled.verdict, left_out
+        (40, <Verdict.INCONCLUSIVE: 'INCONCLUSIVE'>, [1])
+    """
+    if group.module == DENSE_MODULE:
+        return None, []
+    compared = [
+        card.results.comparison is not None and bool(card.results.comparison.baselines)
+        for card in group.cards
+    ]
+    left_out = [card.seed for card, kept in zip(group.cards, compared, strict=True) if not kept]
+    pooled = [card.results.comparison for card, kept in zip(group.cards, compared, strict=True) if kept]
+    return (pool_comparisons(pooled) if pooled else None), left_out
+
+
+def render_leaderboard(groups: list[Group]) -> str:
+    """The leaderboard, README.md of the cards folder: one table row per group, the plot, and how each column
+    is computed.
+
+    Example:
+        >>> from attncard.pipeline.publish import copy_to_cards
+        >>> _ = copy_to_cards(Path("runs/tiny-gpt2-none-sst2"), Path("cards"))
+        >>> text = render_leaderboard(read_cards("cards"))
+        >>> print(next(line for line in text.splitlines() if line.startswith("| gpt2")))
+        | gpt2 | none | sst2 | 10 | 0 | ... (one seed: no spread) | ... (seed 0)
+        | PASS_NO_COMPRESSION: seed 0 | the dense baseline | not timed: the model's own attention | ...
+        | [seed 0](tiny-gpt2-none-sst2/README.md) |
+    """
+    runs = sum(len(group.cards) for group in groups)
+    lines = [
+        "# Leaderboard",
+        "",
+        f"{runs} run{'s' if runs != 1 else ''} in {len(groups)} group{'s' if len(groups) != 1 else ''}: one "
+        "row per (model, module, task), its seeds pooled. Written by `attncard summary` from the cards "
+        f"copies of this folder (`*/{RESULTS_FILE}`) alone; `attncard lint` on this folder renders it again "
+        "and reports every figure that differs.",
+        "",
+        "| " + " | ".join(header for header, _ in COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
+    ]
+    lines += ["| " + " | ".join(_cell(text) for text in _row(group)) + " |" for group in groups]
+    lines += [
+        "",
+        f"![Accuracy (mean ± sd over seeds) against the whole model's speed-up at the task's length]"
+        f"({LEADERBOARD_PLOT})",
+        "",
+        "The plot shows each group at its mean accuracy (bars: ± the sample standard deviation over seeds) "
+        "and its median speed-up at the task's length; the dense runs sit at 1 by definition, and a group "
+        "whose module was not timed is left out.",
+        "",
+        "## How each column is computed",
+        "",
+    ]
+    lines += [f"- **{header}**: {meaning}" for header, meaning in COLUMNS]
+    return "\n".join(lines) + "\n"
+
+
+def _row(group: Group) -> list[str]:
+    """The cells of a group's table row, in the order of `COLUMNS`."""
+    first = group.cards[0].results
+    sd = group.accuracy_sd
+    accuracy = (
+        f"{group.accuracy_mean:.4f} ± {sd:.4f}"
+        if sd is not None
+        else (f"{group.accuracy_mean:.4f} (one seed: no spread)")
+    )
+    by_seed = ", ".join(f"{card.results.metrics.accuracy:.4f} (seed {card.seed})" for card in group.cards)
+    statuses = []
+    for status in STATUS_ORDER:
+        seeds = [card.seed for card in group.cards if card.results.verification.status == status]
+        if seeds:
+            statuses.append(f"{status.value}: {_seeds(seeds)}")
+    return [
+        group.model,
+        group.module,
+        group.task,
+        str(first.training.hyperparameters.steps),
+        ", ".join(str(seed) for seed in group.seeds),
+        accuracy,
+        by_seed,
+        "; ".join(statuses),
+        _verdict(group),
+        _median_cell(group, task_length_row, "speedup", "×"),
+        _median_cell(group, task_length_row, "memory_ratio", ""),
+        _median_cell(group, _longest_layer_row, "speedup", "×"),
+        _median_cell(group, _longest_layer_row, "memory_ratio", ""),
+        f"{statistics.median(card.results.parameters.compression_factor for card in group.cards):.2f}×",
+        ", ".join(f"[seed {card.seed}]({card.folder}/README.md)" for card in group.cards),
+    ]
+
+
+def _seeds(seeds: list[int]) -> str:
+    return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(str(seed) for seed in seeds)
+
+
+def _points(share: float) -> str:
+    """An accuracy difference in points, signed with a real minus; no sign when it rounds to zero."""
+    text = f"{abs(100 * share):.2f}"
+    return text if text == "0.00" else ("+" if share > 0 else "−") + text
+
+
+def _verdict(group: Group) -> str:
+    if group.module == DENSE_MODULE:
+        return "the dense baseline"
+    pooled, left_out = pooled_comparison(group)
+    unrecorded = [card.seed for card in group.cards if card.results.comparison is None]
+    reasons = [
+        f"{_seeds(seeds)} ({reason})"
+        for seeds, reason in (
+            ([seed for seed in left_out if seed not in unrecorded], "no dense baseline found"),
+            (unrecorded, "no comparison recorded"),
+        )
+        if seeds
+    ]
+    missing = f"not compared: {'; '.join(reasons)}" if reasons else ""
+    if pooled is None:
+        return missing
+    text = (
+        f"{pooled.verdict.value if pooled.verdict else 'no verdict'}: {_points(pooled.difference)} points "
+        f"[{_points(pooled.ci_low)}, {_points(pooled.ci_high)}] ({100 * pooled.confidence:g}% interval), "
+        f"margin {100 * pooled.margin:g} points, McNemar p {pooled.mcnemar_p:.2g}, n {pooled.n} "
+        f"({_seeds([card.seed for card in group.cards if card.seed not in left_out])})"
+    )
+    return f"{text}; {missing}" if missing else text
+
+
+def _longest_layer_row(results: Results) -> ScalingRow | None:
+    rows = results.efficiency.layer_scaling
+    return rows[-1] if rows else None
+
+
+def _median_cell(group: Group, pick: Callable[[Results], ScalingRow | None], field: str, unit: str) -> str:
+    """The median over seeds of one figure of a scaling row, with the row's N."""
+    rows = [row for row in (pick(card.results) for card in group.cards) if row is not None]
+    if not rows:
+        return NOT_TIMED
+    values = [getattr(row, field) for row in rows if getattr(row, field) is not None]
+    lengths = "/".join(str(n) for n in sorted({row.n for row in rows}))
+    if not values:
+        return f"not measurable (N {lengths})"
+    counted = "" if len(values) == len(group.cards) else f", {len(values)} of {len(group.cards)} seeds"
+    return f"{statistics.median(values):.2f}{unit} (N {lengths}{counted})"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+# --- the plot ----------------------------------------------------------------------------------------------
+
+
+def draw_leaderboard(groups: list[Group], path: str | Path) -> Path:
+    """Draws accuracy (mean ± sd over seeds) against the whole model's speed-up at the task's length, one
+    point per group, to a PNG; the same groups give the same bytes (no date in the file, a fixed size and
+    order).
+
+    Example:
+        >>> from attncard.pipeline.publish import copy_to_cards
+        >>> _ = copy_to_cards(Path("runs/tiny-gpt2-none-sst2"), Path("cards"))
+        >>> groups = read_cards("cards")
+        >>> draw_leaderboard(groups, "a.png").read_bytes() == draw_leaderboard(groups, "b.png").read_bytes()
+        True
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    from matplotlib import pyplot
+
+    path = Path(path)
+    figure, axis = pyplot.subplots(figsize=(7, 4.5))
+    settings = sorted({(group.model, group.task) for group in groups})
+    colors = pyplot.rcParams["axes.prop_cycle"].by_key()["color"]
+    for index, (model, task) in enumerate(settings):
+        color = colors[index % len(colors)]
+        plotted = [g for g in groups if (g.model, g.task) == (model, task) and g.speedup is not None]
+        for number, group in enumerate(plotted):
+            sd = group.accuracy_sd or 0.0
+            axis.errorbar(
+                [group.speedup],
+                [group.accuracy_mean],
+                yerr=[sd],
+                fmt="s" if group.module == DENSE_MODULE else "o",
+                color=color,
+                capsize=3,
+                label=f"{model}, {task}" if number == 0 else None,
+            )
+            axis.annotate(
+                group.module,
+                (group.speedup, group.accuracy_mean),
+                textcoords="offset points",
+                xytext=(5, 4),
+                fontsize=8,
+            )
+    axis.axvline(1.0, color="0.6", linestyle="--", linewidth=0.8)
+    axis.margins(x=0.15, y=0.15)  # room for the module names beside the points
+    axis.set(
+        xlabel="whole-model speed-up at the task's length (median over seeds; dense = 1)",
+        ylabel="accuracy (mean ± sd over seeds)",
+        title="accuracy against speed-up",
+    )
+    if axis.get_legend_handles_labels()[0]:
+        axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    pyplot.close(figure)
+    return path
+
+
+def write_summary(cards_dir: str | Path) -> tuple[Path, Path]:
+    """Writes the leaderboard of a cards folder: `README.md` and `leaderboard.png` in it (see the module doc).
+
+    Args:
+        cards_dir: the cards folder.
+
+    Returns:
+        `(README.md, leaderboard.png)`.
+
+    Raises:
+        [`AttncardError`]: see [`read_cards`].
+
+    Example:
+        >>> from attncard.pipeline.publish import copy_to_cards
+        >>> _ = copy_to_cards(Path("runs/tiny-gpt2-none-sst2"), Path("cards"))
+        >>> write_summary("cards")
+        (PosixPath('cards/README.md'), PosixPath('cards/leaderboard.png'))
+    """
+    cards_dir = Path(cards_dir)
+    groups = read_cards(cards_dir)
+    readme = cards_dir / LEADERBOARD_FILE
+    readme.write_text(render_leaderboard(groups), encoding="utf-8")
+    return readme, draw_leaderboard(groups, cards_dir / LEADERBOARD_PLOT)
+
+
+__all__ = [
+    "COLUMNS",
+    "LEADERBOARD_FILE",
+    "LEADERBOARD_PLOT",
+    "Card",
+    "Group",
+    "draw_leaderboard",
+    "pooled_comparison",
+    "read_cards",
+    "render_leaderboard",
+    "task_length_row",
+    "write_summary",
+]

@@ -1,0 +1,618 @@
+"""`attncard sweep MATRIX.yaml`: every (row, seed) of a matrix as one publish run, resumable, as a study.
+
+A matrix (`cards/matrix.yaml`) lists runs, one row per (model, module, task), and the seeds to train each
+with:
+
+    seeds: [0, 1, 2]          # optional: every row's seeds, unless the row has its own (default: [0])
+    runs:
+      - {model: minilm, module: none, task: sst2, steps: 1000}
+      - {model: minilm, module: sliding_window, task: sst2, steps: 1000, seeds: [0, 1]}
+
+`model` is an alias, a Hub id or a local folder (as `publish --model` takes it, a folder relative to the
+current folder); `module` and `task` are names `publish` knows; `steps` (optional, default that of
+`publish`) is a whole number of at least 1; `seeds` are whole numbers of at least 0, each once. A row is
+named at most once (a second row of the same model, module and task would write the same folders).
+
+Each (row, seed) is one [`run_publish`] into `<output>/<model>-<module>-<task>-seed<seed>/`, the model being
+the last part of its alias, Hub id or folder as publish names runs. The `none` runs go first, so that a
+module run finds the dense run of its (model, task, steps, seed) on disk. A run whose folder is there, passes
+the checks of a download (`download_verified`, its status FAIL included) and is that very run (model, module,
+task, training settings and seed, named for the same Hub repository) is not trained again. A run that fails
+is reported in one line and the sweep goes on with the next.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id
+
+from ..modules import get_module
+from .data import check_data_dir, get_task
+from .download import download_verified
+from .errors import AttncardError, first_line
+from .models import MODEL_ALIASES, resolve_model_name
+from .publish import PublishOptions, check_output_folder, copy_to_cards, run_publish
+from .push import check_push_setup, sign_and_push
+from .results import Results, Status, TrainConfig, default_repo_name
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SEEDS = (TrainConfig().seed,)
+# The dense run, which every module run of the same (model, task, steps, seed) is set against.
+BASELINE_MODULE = "none"
+ROW_KEYS = ("model", "module", "task", "steps", "seeds")
+MATRIX_KEYS = ("runs", "seeds")
+
+
+class MatrixError(AttncardError):
+    """A matrix file that cannot be run: unreadable, or a row that names something unknown or is given twice.
+
+    The message names the file, the line and the row, and says what to write instead.
+    """
+
+
+class StaleRunError(AttncardError):
+    """A run folder of the sweep that is there but is not a finished run of its (row, seed): it fails the
+    checks of a download, or it is another run. The sweep trains it again."""
+
+
+@dataclass(frozen=True)
+class MatrixRow:
+    """One row of a matrix, as written.
+
+    Attributes:
+        line: the row's line in the matrix file, for messages.
+        model, module, task: as `publish --model/--module/--task` take them.
+        steps: optimizer steps; None for publish's default.
+        seeds: the row's own seeds; None when the row has none (the matrix's apply).
+    """
+
+    line: int
+    model: str
+    module: str
+    task: str
+    steps: int | None
+    seeds: tuple[int, ...] | None
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """A matrix file: its rows and the seeds of the rows that have none of their own."""
+
+    path: Path
+    rows: tuple[MatrixRow, ...]
+    seeds: tuple[int, ...] | None
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """One (row, seed) of a sweep: what it trains and where its folder goes.
+
+    Attributes:
+        model: as the matrix gives it (an alias, a Hub id or a folder).
+        model_id: the model id publish records for it (a folder's name, an alias's Hub id).
+        module, task: the attention module and the GLUE task.
+        steps: optimizer steps.
+        seed: the training seed.
+        name: the run folder's name, `<model>-<module>-<task>-seed<seed>`.
+    """
+
+    model: str
+    model_id: str
+    module: str
+    task: str
+    steps: int
+    seed: int
+    name: str
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """What applies to every run of a sweep: where runs go, the training settings the matrix does not set, and
+    the push.
+
+    Attributes:
+        output: the folder that receives the run folders.
+        cards: copy each finished run there for review (`copy_to_cards`); None: no copy.
+        data_dir: the GLUE folder; None: `GLUE_DIR`, else the Hub.
+        hub_org: the Hub owner of the runs' repositories, `<hub_org>/<run name>`; the cards are rendered for
+            them. None: the runs name no repository.
+        push: push each finished run to its repository (needs `hub_org`).
+        batch_size, lr, max_length: training settings of every run (publish's defaults).
+        allow_fail, hub_endpoint, hub_timeout, hub_deadline, sign_key: as `publish --push` takes them.
+    """
+
+    output: Path = Path("runs")
+    cards: Path | None = None
+    data_dir: Path | None = None
+    hub_org: str | None = None
+    push: bool = False
+    batch_size: int = TrainConfig().batch_size
+    lr: float = TrainConfig().lr
+    max_length: int = TrainConfig().max_length
+    allow_fail: bool = False
+    hub_endpoint: str | None = None
+    hub_timeout: float | None = None
+    hub_deadline: float | None = None
+    sign_key: Path | None = None
+
+    def train_config(self, run: SweepRun) -> TrainConfig:
+        """The training settings of one run."""
+        return TrainConfig(
+            steps=run.steps, batch_size=self.batch_size, lr=self.lr, max_length=self.max_length, seed=run.seed
+        )
+
+    def repo_id(self, run: SweepRun) -> str | None:
+        """The Hub repository of one run, `<hub_org>/<run name>`; None without `hub_org`."""
+        return f"{self.hub_org}/{run.name}" if self.hub_org else None
+
+
+@dataclass
+class RunOutcome:
+    """What became of one run of a sweep.
+
+    Attributes:
+        run: the run.
+        state: `ran` (trained and written now), `skipped` (finished before) or `failed`.
+        folder: the run folder, when there is one.
+        status: its verification status, when it finished.
+        accuracy: its accuracy, when it finished.
+        error: the first line of the error, when it failed.
+    """
+
+    run: SweepRun
+    state: Literal["ran", "skipped", "failed"]
+    folder: Path | None = None
+    status: Status | None = None
+    accuracy: float | None = None
+    error: str = ""
+
+
+# --- the matrix --------------------------------------------------------------------------------------------
+
+
+def read_matrix(path: str | os.PathLike) -> Matrix:
+    """Reads and checks a matrix file: every row's keys, names and numbers, before anything runs.
+
+    Checked: the file is YAML holding a mapping with a `runs` list (and an optional `seeds` list); each row
+    is a mapping of the keys `ROW_KEYS`, with `model`, `module` and `task` (a model alias, Hub id or model
+    folder; a module [`get_module`] knows; a GLUE task), `steps` a whole number of at least 1, `seeds` a
+    non-empty list of distinct whole numbers of at least 0; no two rows name the same run.
+
+    Args:
+        path: the matrix file, e.g. `cards/matrix.yaml`.
+
+    Returns:
+        The [`Matrix`].
+
+    Raises:
+        [`MatrixError`]: the first problem found, naming the file, the line and what to write instead.
+
+    Example:
+        >>> _ = Path("matrix.yaml").write_text(  # with examples/sliding_window installed
+        ...     "seeds: [0, 1]\\nruns:\\n"
+        ...     "  - {model: tiny-gpt2, module: none, task: sst2, steps: 2}\\n"
+        ...     "  - {model: tiny-gpt2, module: sliding_window, task: sst2, steps: 2, seeds: [3]}\\n"
+        ... )
+        >>> matrix = read_matrix("matrix.yaml")
+        >>> [(row.module, row.steps, row.seeds) for row in matrix.rows], matrix.seeds
+        ([('none', 2, None), ('sliding_window', 2, (3,))], (0, 1))
+        >>> bad_row = "{model: tiny-gpt2, module: adaptive_spam, task: sst2}"
+        >>> _ = Path("bad.yaml").write_text(f"runs:\\n  - {bad_row}\\n")
+        >>> read_matrix("bad.yaml")
+        Traceback (most recent call last):
+        ...
+        attncard.pipeline.sweep.MatrixError: bad.yaml:2: row 1: unknown module 'adaptive_spam'; ...
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise MatrixError(f"{path}: no such matrix file; pass a YAML file like cards/matrix.yaml") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise MatrixError(f"{path}: cannot be read ({first_line(error)}); pass a UTF-8 YAML file") from None
+    try:
+        data, root = yaml.safe_load(text), yaml.compose(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(error, "problem", None) or first_line(error)
+        raise MatrixError(f"{where}: not valid YAML: {problem}; fix the file") from None
+    if not isinstance(data, dict) or not isinstance(data.get("runs"), list) or not data["runs"]:
+        raise MatrixError(
+            f"{path}: must be a mapping with a non-empty list 'runs' of rows (see cards/matrix.yaml)"
+        )
+    unknown = sorted(str(key) for key in data if key not in MATRIX_KEYS)
+    if unknown:
+        raise MatrixError(
+            f"{path}: unknown key '{unknown[0]}'; a matrix has the keys {', '.join(MATRIX_KEYS)}"
+        )
+    seeds = _seeds(data["seeds"], f"{path}:{_line(root, 'seeds')}: seeds") if "seeds" in data else None
+    row_nodes = _mapping_value(root, "runs")
+    lines = [node.start_mark.line + 1 for node in row_nodes.value] if row_nodes is not None else []
+    rows: list[MatrixRow] = []
+    named: dict[str, int] = {}
+    for number, (item, line) in enumerate(zip(data["runs"], lines, strict=True), start=1):
+        row = _row(item, f"{path}:{line}: row {number}", line)
+        name = _run_name(row.model, row.module, row.task)
+        if name in named:
+            raise MatrixError(
+                f"{path}:{line}: row {number} names {name} again (row {named[name]}); list each model, "
+                "module and task once, with all its seeds"
+            )
+        named[name] = number
+        rows.append(row)
+    return Matrix(path=path, rows=tuple(rows), seeds=seeds)
+
+
+def _row(item: Any, where: str, line: int) -> MatrixRow:
+    """One row of the matrix, checked; `where` starts every message."""
+    if not isinstance(item, dict):
+        raise MatrixError(f"{where}: a row is a mapping {{model: …, module: …, task: …}}, not {_kind(item)}")
+    unknown = sorted(str(key) for key in item if key not in ROW_KEYS)
+    if unknown:
+        raise MatrixError(f"{where}: unknown key '{unknown[0]}'; a row has the keys {', '.join(ROW_KEYS)}")
+    for key in ("model", "module", "task"):
+        if not isinstance(item.get(key), str) or not item[key].strip():
+            given = "no" if key not in item else _kind(item[key]) + " as"
+            raise MatrixError(f"{where}: {given} {key}; write {key}: <name>")
+    try:
+        get_module(item["module"])
+        get_task(item["task"])
+        resolve_model_name(item["model"])
+    except AttncardError as error:
+        raise MatrixError(f"{where}: {error}") from None
+    steps = item.get("steps")
+    if steps is not None and (not _is_whole(steps) or steps < 1):
+        raise MatrixError(
+            f"{where}: steps {steps!r} is not a whole number of at least 1; write e.g. steps: 200"
+        )
+    seeds = _seeds(item["seeds"], f"{where}: seeds") if "seeds" in item else None
+    return MatrixRow(
+        line=line, model=item["model"], module=item["module"], task=item["task"], steps=steps, seeds=seeds
+    )
+
+
+def _seeds(value: Any, where: str) -> tuple[int, ...]:
+    """A checked list of seeds: non-empty, whole numbers of at least 0, each once."""
+    if not isinstance(value, list) or not value:
+        raise MatrixError(f"{where}: write a non-empty list of whole numbers, e.g. [0, 1, 2]")
+    for seed in value:
+        if not _is_whole(seed) or seed < 0:
+            raise MatrixError(f"{where}: {seed!r} is not a whole number of at least 0")
+    repeated = sorted({seed for seed in value if value.count(seed) > 1})
+    if repeated:
+        raise MatrixError(f"{where}: seed {repeated[0]} is listed twice; list each seed once")
+    return tuple(value)
+
+
+def _is_whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _kind(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a text"}.get(type(value), f"the value {value!r}")
+
+
+def _mapping_value(node: yaml.Node | None, key: str) -> yaml.Node | None:
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.value == key:
+                return value_node
+    return None
+
+
+def _line(root: yaml.Node, key: str) -> int:
+    node = _mapping_value(root, key)
+    return node.start_mark.line + 1 if node is not None else 1
+
+
+def _run_name(model: str, module: str, task: str, seed: int | None = None) -> str:
+    """`<model>-<module>-<task>` as publish names a run (see `PublishOptions.repo_name`), `-seed<seed>`
+    appended when a seed is given."""
+    named = model if model in MODEL_ALIASES else resolve_model_name(model)[1]
+    name = default_repo_name(named, module, task)
+    return name if seed is None else f"{name}-seed{seed}"
+
+
+# --- the plan ----------------------------------------------------------------------------------------------
+
+
+def plan_sweep(
+    matrix: Matrix, seeds: list[int] | tuple[int, ...] | None = None, only: list[str] | None = None
+) -> list[SweepRun]:
+    """The runs of a matrix, in the order they run: every (row, seed), the `none` runs first.
+
+    Args:
+        matrix: from [`read_matrix`].
+        seeds: the seeds of every row, overriding the matrix's (`--seeds`); None: each row's `seeds`, else the
+            matrix's, else `DEFAULT_SEEDS`.
+        only: keep the runs whose name matches one of these shell patterns (`fnmatch`, e.g. `*-seed0`).
+
+    Returns:
+        The runs: the dense (`none`) runs first, then the others, each part in the matrix's order of rows and,
+        within a row, of seeds.
+
+    Raises:
+        [`MatrixError`]: a seed is negative or given twice, or a pattern of `only` matches no run.
+
+    Example:
+        >>> _ = Path("matrix.yaml").write_text(  # with examples/sliding_window installed
+        ...     "runs:\\n  - {model: tiny-gpt2, module: sliding_window, task: sst2, steps: 2}\\n"
+        ...     "  - {model: tiny-gpt2, module: none, task: sst2, steps: 2}\\n"
+        ... )
+        >>> for run in plan_sweep(read_matrix("matrix.yaml"), seeds=[0, 1]):
+        ...     print(run.name)
+        tiny-gpt2-none-sst2-seed0
+        tiny-gpt2-none-sst2-seed1
+        tiny-gpt2-sliding_window-sst2-seed0
+        tiny-gpt2-sliding_window-sst2-seed1
+    """
+    if seeds is not None:
+        seeds = _seeds(list(seeds), "--seeds")
+    default_steps = TrainConfig().steps
+    runs = []
+    for row in matrix.rows:
+        model_id = resolve_model_name(row.model)[1]
+        for seed in seeds or row.seeds or matrix.seeds or DEFAULT_SEEDS:
+            runs.append(
+                SweepRun(
+                    model=row.model,
+                    model_id=model_id,
+                    module=row.module,
+                    task=row.task,
+                    steps=row.steps if row.steps is not None else default_steps,
+                    seed=seed,
+                    name=_run_name(row.model, row.module, row.task, seed),
+                )
+            )
+    if only:
+        for pattern in only:
+            if not any(fnmatch.fnmatchcase(run.name, pattern) for run in runs):
+                shown = ", ".join(run.name for run in runs[:4]) + (", …" if len(runs) > 4 else "")
+                raise MatrixError(f"--only {pattern} matches no run of {matrix.path} (runs: {shown})")
+        runs = [run for run in runs if any(fnmatch.fnmatchcase(run.name, pattern) for pattern in only)]
+    # Stable: the matrix's order within each part.
+    return sorted(runs, key=lambda run: run.module != BASELINE_MODULE)
+
+
+def check_sweep(runs: list[SweepRun], settings: SweepSettings) -> None:
+    """Checks, before any training, what every run needs: its data, the folders it writes, and its push.
+
+    Checked: the GLUE folder holds every task's folder (`settings.data_dir`, else `GLUE_DIR`, when either is
+    set); every run folder and cards folder can be written and is not a file; `--cards` and `--output` do not
+    overlap; `hub_org` makes a valid repository id with every run's name; with `push`, a token, the network
+    and the signing key (`check_push_setup`); the push options are only given with `push`.
+
+    Raises:
+        [`AttncardError`]: the first problem, naming the option and what to do.
+
+    Example:
+        >>> _ = Path("matrix.yaml").write_text("runs:\\n  - {model: tiny-gpt2, module: none, task: sst2}\\n")
+        >>> runs = plan_sweep(read_matrix("matrix.yaml"))
+        >>> check_sweep(runs, SweepSettings(data_dir=Path("glue"), push=True))
+        Traceback (most recent call last):
+        ...
+        attncard.pipeline.errors.AttncardError: --push needs --hub-org ORG: ...
+    """
+    data_dir = settings.data_dir or os.environ.get("GLUE_DIR") or None
+    if data_dir is not None:
+        for task in sorted({run.task for run in runs}):
+            check_data_dir(get_task(task), data_dir)
+    if settings.push and not settings.hub_org:
+        raise AttncardError(
+            "--push needs --hub-org ORG: each run goes to ORG/<run name>; add --hub-org, or drop --push"
+        )
+    if not settings.push:
+        given = [
+            name
+            for name in ("allow_fail", "hub_endpoint", "hub_timeout", "hub_deadline", "sign_key")
+            if getattr(settings, name)
+        ]
+        if given:
+            option = "--" + given[0].replace("_", "-")
+            raise AttncardError(f"{option} only applies with --push; add --push, or drop {option}")
+    for run in runs:
+        repo_id = settings.repo_id(run)
+        if repo_id is not None:
+            try:
+                validate_repo_id(repo_id)
+            except HFValidationError:
+                raise AttncardError(
+                    f"--hub-org {settings.hub_org}: '{repo_id}' is not a Hub repository id; pass the name "
+                    "of a Hub user or organisation"
+                ) from None
+        check_output_folder(settings.output, settings.output / run.name, "--output")
+        if settings.cards is not None:
+            cards_dir = settings.cards / run.name
+            check_output_folder(settings.cards, cards_dir, "--cards")
+            run_dir, cards_dir = (settings.output / run.name).resolve(), cards_dir.resolve()
+            if run_dir == cards_dir or run_dir in cards_dir.parents or cards_dir in run_dir.parents:
+                raise AttncardError(
+                    f"--cards {settings.cards} would copy the cards to {cards_dir}, which overlaps the run "
+                    f"folder {run_dir}; pass --cards and --output that are different folders"
+                )
+    if settings.push and runs:
+        check_push_setup(settings.repo_id(runs[0]), settings.hub_endpoint, settings.sign_key)
+
+
+# --- running -----------------------------------------------------------------------------------------------
+
+
+def publish_options(run: SweepRun, settings: SweepSettings) -> PublishOptions:
+    """The options of publish for one run of a sweep: its folder is `<output>/<run name>/`.
+
+    Example:
+        >>> name = "tiny-gpt2-none-sst2-seed1"
+        >>> run = SweepRun("tiny-gpt2", "tiny-gpt2", "none", "sst2", steps=2, seed=1, name=name)
+        >>> options = publish_options(run, SweepSettings(hub_org="loopback-user"))
+        >>> options.run_dir, options.repo_id, options.train.seed
+        (PosixPath('runs/tiny-gpt2-none-sst2-seed1'), 'loopback-user/tiny-gpt2-none-sst2-seed1', 1)
+    """
+    return PublishOptions(
+        model=run.model,
+        module=run.module,
+        task=run.task,
+        train=settings.train_config(run),
+        data_dir=settings.data_dir,
+        output=settings.output,
+        repo_id=settings.repo_id(run),
+        push=settings.push,
+        cards=settings.cards,
+        allow_fail=settings.allow_fail,
+        hub_endpoint=settings.hub_endpoint,
+        hub_timeout=settings.hub_timeout,
+        hub_deadline=settings.hub_deadline,
+        sign_key=settings.sign_key,
+        name=run.name,
+    )
+
+
+def previous_run(run: SweepRun, settings: SweepSettings) -> Results | None:
+    """The results of a run finished before: its folder is there, passes the checks of a download
+    (`download_verified`, a FAIL status accepted: that run is finished too) and is this very run.
+
+    This very run: the same model id, module, task, training settings (steps, seed, batch size, learning rate,
+    length and the rest of `TrainConfig`), run name and Hub repository.
+
+    Returns:
+        Its results; None when there is no folder.
+
+    Raises:
+        [`StaleRunError`]: the folder is there but fails a check or holds another run; the message says which.
+
+    Example:
+        >>> name = "tiny-gpt2-none-sst2"  # trained from a model folder named gpt2, since copied to tiny-gpt2/
+        >>> run = SweepRun("tiny-gpt2", "gpt2", "none", "sst2", steps=10, seed=0, name=name)
+        >>> settings = SweepSettings(batch_size=8, lr=3e-2, hub_org="loopback-user")
+        >>> previous_run(run, settings).verification.status
+        <Status.PASS_NO_COMPRESSION: 'PASS_NO_COMPRESSION'>
+        >>> previous_run(dataclasses.replace(run, seed=1), settings)
+        Traceback (most recent call last):
+        ...
+        attncard.pipeline.sweep.StaleRunError: runs/tiny-gpt2-none-sst2 holds another run: its seed is 0, ...
+    """
+    folder = settings.output / run.name
+    if not folder.exists():
+        return None
+    try:
+        results = download_verified(folder, allow_failed=True).results
+    except AttncardError as error:
+        raise StaleRunError(f"{folder} fails its checks: {first_line(error)}") from None
+    recorded: list[tuple[str, Any, Any]] = [
+        ("model", results.model.model_id, run.model_id),
+        ("module", results.module.name, run.module),
+        ("task", results.dataset.task, run.task),
+        ("name", results.repo_name, run.name),
+        ("Hub repository", results.repo_id, settings.repo_id(run)),
+    ]
+    expected_config, config = settings.train_config(run), results.training.hyperparameters
+    recorded += [
+        (field.name.replace("_", " "), getattr(config, field.name), getattr(expected_config, field.name))
+        for field in dataclasses.fields(TrainConfig)
+    ]
+    for what, found, wanted in recorded:
+        if found != wanted:
+            raise StaleRunError(f"{folder} holds another run: its {what} is {found}, not {wanted}")
+    return results
+
+
+def run_sweep(runs: list[SweepRun], settings: SweepSettings) -> Iterator[RunOutcome]:
+    """Runs each run of a sweep in turn, yielding what became of it; a failure does not stop the sweep.
+
+    A run finished before (see [`previous_run`]) is not trained again: it is copied to `settings.cards` and,
+    with `settings.push`, pushed again (a push of what the Hub already holds commits nothing). Any other run
+    is trained, evaluated and written by [`run_publish`], which copies and pushes it. A run that raises is
+    reported in one line, `<run name>: <first line of the error>`, and the next one starts. Progress goes to
+    this module's logger.
+
+    Check the runs with [`check_sweep`] first.
+
+    Args:
+        runs: from [`plan_sweep`], in that order.
+        settings: what applies to every run.
+
+    Yields:
+        A [`RunOutcome`] for each run, once it is done.
+    """
+    for run in runs:
+        try:
+            outcome = _run_one(run, settings)
+        except KeyboardInterrupt:
+            raise
+        except Exception as error:  # one run's failure, whatever it is, must not end the study
+            message = first_line(error)
+            if not isinstance(error, AttncardError):
+                message = f"{type(error).__name__}: {message}"
+            logger.error(f"{run.name}: {message}")
+            outcome = RunOutcome(run=run, state="failed", error=message)
+        yield outcome
+
+
+def _run_one(run: SweepRun, settings: SweepSettings) -> RunOutcome:
+    try:
+        results = previous_run(run, settings)
+    except StaleRunError as error:
+        logger.info(f"{run.name}: training it again: {error}")
+        results = None
+    folder = settings.output / run.name
+    if results is not None:
+        logger.info(
+            f"{run.name}: skipped, finished before ({results.verification.status.value}, accuracy "
+            f"{results.metrics.accuracy:.4f}): {folder}/"
+        )
+        if settings.cards is not None:
+            copy_to_cards(folder, settings.cards)
+        repo_id = settings.repo_id(run)
+        if settings.push and repo_id is not None:
+            sign_and_push(
+                folder,
+                repo_id,
+                settings.allow_fail,
+                settings.hub_endpoint,
+                settings.hub_timeout,
+                settings.hub_deadline,
+                settings.sign_key,
+            )
+        state: Literal["ran", "skipped"] = "skipped"
+    else:
+        logger.info(f"{run.name}: training ({run.module}, {run.task}, {run.steps} steps, seed {run.seed})")
+        folder = run_publish(publish_options(run, settings))
+        results = Results.load(folder)
+        state = "ran"
+    return RunOutcome(
+        run=run,
+        state=state,
+        folder=folder,
+        status=results.verification.status,
+        accuracy=results.metrics.accuracy,
+    )
+
+
+__all__ = [
+    "BASELINE_MODULE",
+    "DEFAULT_SEEDS",
+    "Matrix",
+    "MatrixError",
+    "MatrixRow",
+    "RunOutcome",
+    "StaleRunError",
+    "SweepRun",
+    "SweepSettings",
+    "check_sweep",
+    "plan_sweep",
+    "previous_run",
+    "publish_options",
+    "read_matrix",
+    "run_sweep",
+]
