@@ -251,6 +251,11 @@ def reverify(
             "CPU: float rounding differs between them, which can move a borderline prediction"
         ),
     )
+    return settled(check)
+
+
+def settled(check: Reverification) -> Reverification:
+    """`check` with `problems` (each figure that differs, recomputed then recorded) and `matches` set."""
     check.problems = [
         f"{figure.name} {shown(figure.recomputed)} recomputed, {shown(figure.recorded)} recorded"
         for figure in check.figures
@@ -370,13 +375,7 @@ def reverify_predictions(
             *comparison_figures(results, predictions, [folder.parent] if baselines is None else baselines),
         ],
     )
-    check.problems = [
-        f"{figure.name} {shown(figure.recomputed)} recomputed, {shown(figure.recorded)} recorded"
-        for figure in check.figures
-        if not figure.equal()
-    ]
-    check.matches = not check.problems
-    return check
+    return settled(check)
 
 
 def comparison_figures(

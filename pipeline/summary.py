@@ -361,7 +361,8 @@ def _verdict(group: Group) -> str:
     text = (
         f"{pooled.verdict.value if pooled.verdict else 'no verdict'}: {_points(pooled.difference)} points "
         f"[{_points(pooled.ci_low)}, {_points(pooled.ci_high)}] ({100 * pooled.confidence:g}% interval), "
-        f"margin {100 * pooled.margin:g} points, McNemar p {pooled.mcnemar_p:.2g}, n {pooled.n} "
+        f"margin {100 * pooled.margin:g} point{'' if 100 * pooled.margin == 1 else 's'}, "
+        f"McNemar p {pooled.mcnemar_p:.2g}, n {pooled.n} "
         f"({_seeds([card.seed for card in group.cards if card.seed not in left_out])})"
     )
     return f"{text}; {missing}" if missing else text

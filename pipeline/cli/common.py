@@ -11,11 +11,13 @@ import contextlib
 import logging
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
 from ..errors import AttncardError
+from ..results import TrainConfig
 
 EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_INTERRUPTED = 130
@@ -26,6 +28,37 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
+
+
+def add_batch_arguments(group: argparse._ArgumentGroup) -> None:
+    """`--batch-size`, `--lr` and `--max-length`: the training settings `publish` and `sweep` share (the
+    defaults of `TrainConfig`)."""
+    defaults = TrainConfig()
+    group.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=defaults.batch_size,
+        help="training rows per step (default: %(default)s)",
+    )
+    group.add_argument(
+        "--lr", type=positive_float, default=defaults.lr, help="learning rate (default: %(default)s)"
+    )
+    group.add_argument(
+        "--max-length",
+        type=positive_int,
+        default=defaults.max_length,
+        help="tokens per row, longer rows are truncated (default: %(default)s)",
+    )
+
+
+def add_data_dir_argument(group: argparse._ArgumentGroup) -> None:
+    """`--data-dir`, as `publish` and `sweep` read it."""
+    group.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="folder of GLUE TSV files (SST-2/dev.tsv, …); default: $GLUE_DIR, else the Hub",
+    )
 
 
 def positive_int(text: str) -> int:

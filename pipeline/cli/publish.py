@@ -19,7 +19,14 @@ from ..paired import DEFAULT_MARGIN, DENSE_MODULE
 from ..publish import PublishOptions, baseline_candidate, check_output_folder, run_publish
 from ..push import check_push_setup
 from ..results import TrainConfig
-from .common import OneLineParser, positive_float, positive_int, repo_id, run_command
+from .common import (
+    OneLineParser,
+    add_batch_arguments,
+    add_data_dir_argument,
+    positive_int,
+    repo_id,
+    run_command,
+)
 from .push import add_push_arguments
 
 DESCRIPTION = (
@@ -49,29 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--steps", type=positive_int, default=defaults.steps, help="optimizer steps (default: %(default)s)"
     )
-    group.add_argument(
-        "--batch-size",
-        type=positive_int,
-        default=defaults.batch_size,
-        help="training rows per step (default: %(default)s)",
-    )
-    group.add_argument(
-        "--lr", type=positive_float, default=defaults.lr, help="learning rate (default: %(default)s)"
-    )
-    group.add_argument(
-        "--max-length",
-        type=positive_int,
-        default=defaults.max_length,
-        help="tokens per row, longer rows are truncated (default: %(default)s)",
-    )
+    add_batch_arguments(group)
     group.add_argument("--seed", type=int, default=defaults.seed, help="random seed (default: %(default)s)")
     group = parser.add_argument_group("input and output")
-    group.add_argument(
-        "--data-dir",
-        type=Path,
-        default=None,
-        help="folder of GLUE TSV files (SST-2/dev.tsv, …); default: $GLUE_DIR, else the Hub",
-    )
+    add_data_dir_argument(group)
     group.add_argument(
         "--output",
         type=Path,

@@ -19,7 +19,14 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from ..results import TrainConfig
 from ..sweep import RunOutcome, SweepSettings, check_sweep, plan_sweep, read_matrix, run_sweep
-from .common import EXIT_INTERRUPTED, EXIT_MISMATCH, EXIT_OK, positive_float, positive_int, run_command
+from .common import (
+    EXIT_INTERRUPTED,
+    EXIT_MISMATCH,
+    EXIT_OK,
+    add_batch_arguments,
+    add_data_dir_argument,
+    run_command,
+)
 from .push import add_push_arguments
 
 DESCRIPTION = (
@@ -72,28 +79,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run only the runs whose name matches this shell pattern (e.g. '*-seed0'); may be repeated",
     )
     group = parser.add_argument_group("training (every run)")
-    group.add_argument(
-        "--batch-size",
-        type=positive_int,
-        default=defaults.batch_size,
-        help="training rows per step (default: %(default)s)",
-    )
-    group.add_argument(
-        "--lr", type=positive_float, default=defaults.lr, help="learning rate (default: %(default)s)"
-    )
-    group.add_argument(
-        "--max-length",
-        type=positive_int,
-        default=defaults.max_length,
-        help="tokens per row, longer rows are truncated (default: %(default)s)",
-    )
+    add_batch_arguments(group)
     group = parser.add_argument_group("input and output")
-    group.add_argument(
-        "--data-dir",
-        type=Path,
-        default=None,
-        help="folder of GLUE TSV files (SST-2/dev.tsv, …); default: $GLUE_DIR, else the Hub",
-    )
+    add_data_dir_argument(group)
     group.add_argument(
         "--output",
         type=Path,
