@@ -58,7 +58,7 @@ from ..modules.base import (
     implementation_name,
     unwrap_peft,
 )
-from ..modules.kernels.memory import PeakMemory, wall_seconds
+from ..modules.kernels.memory import peak_memory_mb, wall_seconds
 from .results import FlopsEstimate, ScalingRow
 
 SMALLEST_DEFAULT_LENGTH = 128
@@ -192,26 +192,6 @@ def synthetic_input_ids(
 
 # ----------------------------------------------------------------------------------------------------------
 # Measuring
-
-
-def peak_memory_mb(run: Callable[[], object], device: torch.device) -> float | None:
-    """Peak memory growth during one call of `run`, in MB (see `MEMORY_METHOD`).
-
-    Args:
-        run: the call to measure.
-        device: where it computes; CUDA reads the allocator, the CPU the process's peak RSS.
-
-    Returns:
-        MB, or None on a CPU without /proc/self/clear_refs (not Linux), where the peak cannot be reset.
-
-    Example:
-        >>> peak = peak_memory_mb(lambda: torch.ones(2**20), torch.device("cpu"))  # 4 MiB of float32
-        >>> 2 < peak < 6  # about 4: the resident set is counted in pages, and some may be there already
-        True
-    """
-    with PeakMemory(device) as memory:
-        run()
-    return memory.peak_mb if memory.block_only else None
 
 
 def measure_pair(

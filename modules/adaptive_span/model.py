@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from ..base import attention_layers, attention_shape, install_attention, unwrap_peft
-from ..kernels.memory import PeakMemory, wall_seconds
+from ..kernels.memory import peak_memory_mb, wall_seconds
 from .attention import CALIBRATION_LENGTHS, AdaptiveSpan, adaptive_span_attention, fused_path_available
 from .config import AdaptiveSpanConfig
 
@@ -164,7 +164,8 @@ def calibrate_crossover(
                     for path, crossover in paths:
                         span.crossover.fill_(crossover)
                         if repeat == 1:
-                            peaks[path] = peak_memory_mb(run, device)
+                            # A peak that cannot be read counts as 0.0 on both paths: speed alone decides.
+                            peaks[path] = peak_memory_mb(run, device) or 0.0
                         elif repeat > 1:
                             times[path].append(wall_seconds(run, device))
                         else:
@@ -193,13 +194,6 @@ def calibrate_crossover(
         module.calibration.fill_(float("nan"))
         module.calibration[: len(rows)] = rows
     return {"crossover": crossover, "crossover_table": crossover_table(span)}
-
-
-def peak_memory_mb(run, device: torch.device) -> float:
-    """Peak memory growth of one call of `run`, in MB (0.0 where the device's peak cannot be read)."""
-    with PeakMemory(device) as memory:
-        run()
-    return memory.peak_mb if memory.block_only else 0.0
 
 
 def crossover_table(span: AdaptiveSpan) -> list[dict]:

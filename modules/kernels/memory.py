@@ -91,3 +91,23 @@ def wall_seconds(run: Callable[[], object], device: torch.device) -> float:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return time.perf_counter() - start
+
+
+def peak_memory_mb(run: Callable[[], object], device: torch.device) -> float | None:
+    """Peak memory growth during one call of `run`, in MB ([`PeakMemory`]).
+
+    Args:
+        run: the call to measure.
+        device: where it computes; CUDA reads the allocator, the CPU the process's peak RSS.
+
+    Returns:
+        MB, or None on a CPU without /proc/self/clear_refs (not Linux), where the peak cannot be reset.
+
+    Example:
+        >>> peak = peak_memory_mb(lambda: torch.ones(2**20), torch.device("cpu"))  # 4 MiB of float32
+        >>> 2 < peak < 6  # about 4: the resident set is counted in pages, and some may be there already
+        True
+    """
+    with PeakMemory(device) as memory:
+        run()
+    return memory.peak_mb if memory.block_only else None
