@@ -255,20 +255,12 @@ def download_verified(
     folder, repo_id, commit = _fetch(repo_or_path, revision, endpoint, token, cache_dir, timeout, deadline)
     where = _source(folder, repo_id, commit)
     check_run_tag(folder, revision, where)
-    check_results_sha256(folder, expected_sha256, where)
-    results = read_results(folder, where)
-    check_safe_formats(folder, where)
-    check_files(folder, results.manifest, where, repo_id is not None)
-    check_run_files(folder, [*results.manifest, RESULTS_FILE], where)
+    results = read_checked_files(folder, expected_sha256, where, hub=repo_id is not None)
     module, _ = _module_and_config(results, where)
     lora_config(folder, where, results.training.lora_target_modules, list(module.trainable_modules))
-    problems = recorded_figure_problems(results) + stock_problems(results, module.changes_attention)
-    if problems:
-        raise IntegrityError(
-            f"{where}: {RESULTS_FILE} contradicts itself: {problems[0]}"
-            + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
-            + "; its figures were edited after they were measured: do not use this checkpoint"
-        )
+    refuse_contradictions(
+        recorded_figure_problems(results) + stock_problems(results, module.changes_attention), where
+    )
     if PREDICTIONS_FILE in results.manifest:  # none in a run written before predictions were recorded
         read_predictions(folder, results, where)
     problems = card_problems(results, folder)
@@ -336,6 +328,36 @@ def _fetch(
         deadline=deadline,
     )
     return fetched.folder, text, fetched.commit
+
+
+def read_checked_files(
+    folder: Path,
+    expected_sha256: str | None,
+    where: str,
+    *,
+    hub: bool = False,
+    weights_optional: bool = False,
+) -> Results:
+    """The checks of a run folder's files that come before anything reads them, and its results.json: the
+    results sha256 when one is expected, results.json field by field, no unsafe format, every file against
+    the manifest (only the weights may be absent with `weights_optional`), and only files a run holds."""
+    check_results_sha256(folder, expected_sha256, where)
+    results = read_results(folder, where)
+    check_safe_formats(folder, where)
+    check_files(folder, results.manifest, where, hub, weights_optional=weights_optional)
+    check_run_files(folder, [*results.manifest, RESULTS_FILE], where)
+    return results
+
+
+def refuse_contradictions(problems: list[str], where: str) -> None:
+    """Raises [`IntegrityError`] naming the first of results.json's figures that disagree with their
+    recomputation from its own counts (and how many more), when there are any."""
+    if problems:
+        raise IntegrityError(
+            f"{where}: {RESULTS_FILE} contradicts itself: {problems[0]}"
+            + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+            + "; its figures were edited after they were measured: do not use this checkpoint"
+        )
 
 
 def read_results(folder: Path, where: str | None = None) -> Results:

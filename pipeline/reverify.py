@@ -34,13 +34,12 @@ from .data import (
 from .download import (
     SHA_PREFIX,
     check_expected_sha256,
-    check_files,
-    check_results_sha256,
-    check_safe_formats,
     download_verified,
     load_files,
     predict_logits,
+    read_checked_files,
     read_results,
+    refuse_contradictions,
     stock_load_files,
 )
 from .errors import (
@@ -51,7 +50,6 @@ from .errors import (
 from .evaluate import count_deployed_parameters, predictions_sha256, quality_metrics
 from .integrity import (
     Figure,
-    check_run_files,
     figures,
     recorded_figure_problems,
 )
@@ -318,18 +316,8 @@ def reverify_predictions(
             "(download a Hub run first: attncard download ORG/NAME --output DIR)"
         )
     where = str(folder)
-    check_results_sha256(folder, expected_sha256, where)
-    results = read_results(folder, where)
-    check_safe_formats(folder, where)
-    check_files(folder, results.manifest, where, weights_optional=True)
-    check_run_files(folder, [*results.manifest, RESULTS_FILE], where)
-    problems = recorded_figure_problems(results)
-    if problems:
-        raise IntegrityError(
-            f"{where}: {RESULTS_FILE} contradicts itself: {problems[0]}"
-            + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
-            + "; its figures were edited after they were measured: do not use this checkpoint"
-        )
+    results = read_checked_files(folder, expected_sha256, where, weights_optional=True)
+    refuse_contradictions(recorded_figure_problems(results), where)
     if PREDICTIONS_FILE not in results.manifest:
         raise IntegrityError(
             f"{where}: the manifest in {RESULTS_FILE} lists no {PREDICTIONS_FILE} (the run was written "
