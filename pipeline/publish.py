@@ -325,7 +325,7 @@ class PublishOptions:
         - `--data-dir "$GLUE_DIR"` when the rows were read from a GLUE folder (`--data-dir` or
           `GLUE_DIR`): the reader sets `GLUE_DIR` to their copy, whose files results.json names by
           path within it and sha256. Left out when the rows came from the Hub.
-        - The training options in full, and `--repo-id` when given; never `--output`, `--cards` or
+        - The training options in full, and `--repo-id` or `--name` when given; never `--output`, `--cards` or
           `--push`, which say where this run was written, not what it is.
 
         Args:
@@ -370,6 +370,8 @@ class PublishOptions:
             command += f" --data-dir {GLUE_DIR_PLACEHOLDER}"  # unquoted by shlex: the shell expands it
         if self.repo_id:
             command += f" --repo-id {shlex.quote(self.repo_id)}"
+        elif self.name:
+            command += f" --name {shlex.quote(self.name)}"  # the folder a reader's rerun writes
         return command
 
 

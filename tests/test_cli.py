@@ -38,6 +38,7 @@ def test_help_explains_every_option(capsys):
         "--data-dir",
         "--output",
         "--repo-id",
+        "--name",
         "--push",
     ):
         assert option in out
@@ -57,6 +58,10 @@ def test_help_explains_every_option(capsys):
             "unknown task 'sst3'; valid tasks: cola",
         ),
         (["--model", "minilm", "--module", "none", "--push"], "--push needs --repo-id ORG/NAME"),
+        (
+            ["--model", "minilm", "--module", "none", "--name", "mine", "--repo-id", "org/theirs"],
+            "--name mine and --repo-id org/theirs both name the run folder; give one of them",
+        ),
     ],
 )
 def test_bad_names_give_one_line_and_exit_2(capsys, tmp_path, argv, message):
@@ -72,6 +77,8 @@ def test_bad_names_give_one_line_and_exit_2(capsys, tmp_path, argv, message):
         (["--lr", "nan"], "argument --lr: nan must be a positive finite number"),
         (["--batch-size", "many"], "argument --batch-size: 'many' is not a whole number"),
         (["--repo-id", "no owner"], "argument --repo-id: 'no owner' is not a Hub repo id"),
+        (["--name", "../up"], "argument --name: '../up' is not a repository name"),
+        (["--name", "org/run"], "argument --name: 'org/run' names an owner; give the NAME alone"),
     ],
 )
 def test_bad_values_give_one_line_and_exit_2(capsys, argv, message):

@@ -5,10 +5,13 @@ the cards."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import json
+import os
 import re
+import shlex
 import shutil
 import statistics
 from dataclasses import dataclass
@@ -18,6 +21,8 @@ import pytest
 
 from attncard.pipeline import sweep as sweep_stage
 from attncard.pipeline.cli import main
+from attncard.pipeline.cli.publish import add_arguments as add_publish_arguments
+from attncard.pipeline.cli.publish import options_from_args
 from attncard.pipeline.lint import is_cards_copy, lint_leaderboard, lint_run_folder
 from attncard.pipeline.paired import baseline_record, comparison_from_counts, no_baseline
 from attncard.pipeline.results import Results
@@ -129,6 +134,20 @@ def test_the_sweep_runs_every_row_and_seed_into_its_folder_the_dense_runs_first(
     ]
     assert all(line.startswith("ran ") for line in lines[:-1])
     assert "sweep: 100%" in study.err  # the progress bar over all runs
+
+
+def test_each_runs_recorded_command_writes_a_folder_of_its_name(study, monkeypatch):
+    """A reader who runs a sweep run's command as its card records it (beside the model folder, GLUE_DIR set)
+    gets the folder of that run's name, not the unseeded `<model>-<module>-<task>` of another run."""
+    monkeypatch.chdir(study.model.parent)
+    monkeypatch.setenv("GLUE_DIR", str(study.glue))
+    for name in study.names():
+        command = Results.load(study.runs / name).command
+        program, *argv = shlex.split(os.path.expandvars(command))
+        assert program == "publish" and argv[-2:] == ["--name", name]
+        parser = argparse.ArgumentParser()
+        add_publish_arguments(parser)
+        assert options_from_args(parser.parse_args(argv)).run_dir == Path("runs", name)
 
 
 def test_a_second_sweep_trains_nothing_and_says_so(study, copied, trained, capsys):

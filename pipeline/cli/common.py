@@ -91,6 +91,22 @@ def repo_id(text: str) -> str:
     return text
 
 
+def run_name(text: str) -> str:
+    """A run folder's name, which is also a Hub repository's NAME: letters, digits, '-', '_' and '.'."""
+    try:
+        validate_repo_id(text)
+    except HFValidationError:
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a repository name; use letters, digits, '-', '_' and '.', "
+            "e.g. minilm-none-sst2-seed1"
+        ) from None
+    if "/" in text:
+        raise argparse.ArgumentTypeError(
+            f"'{text}' names an owner; give the NAME alone, or use --repo-id ORG/NAME"
+        )
+    return text
+
+
 @contextlib.contextmanager
 def progress_on_stderr() -> Iterator[None]:
     """Shows the library's progress (its `logging` INFO records) on stderr while a command runs; the push's

@@ -26,6 +26,7 @@ from .common import (
     positive_int,
     repo_id,
     run_command,
+    run_name,
 )
 from .push import add_push_arguments
 
@@ -71,6 +72,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=repo_id,
         default=None,
         help="Hub repository ORG/NAME; its NAME names the run folder (default name: <model>-<module>-<task>)",
+    )
+    group.add_argument(
+        "--name",
+        type=run_name,
+        default=None,
+        help="the run folder's name when there is no --repo-id (default: <model>-<module>-<task>; "
+        "`attncard sweep` names its runs <model>-<module>-<task>-seed<k>)",
     )
     group.add_argument(
         "--cards",
@@ -134,6 +142,10 @@ def options_from_args(args: argparse.Namespace) -> PublishOptions:
     data_dir = args.data_dir or os.environ.get("GLUE_DIR") or None
     if data_dir is not None:
         check_data_dir(spec, data_dir)
+    if args.name is not None and args.repo_id is not None:
+        raise AttncardError(
+            f"--name {args.name} and --repo-id {args.repo_id} both name the run folder; give one of them"
+        )
     if args.push:
         check_push_setup(args.repo_id, args.hub_endpoint, args.sign_key)
     else:
@@ -166,6 +178,7 @@ def options_from_args(args: argparse.Namespace) -> PublishOptions:
         hub_timeout=args.hub_timeout,
         hub_deadline=args.hub_deadline,
         sign_key=args.sign_key,
+        name=args.name,
         baseline=args.baseline,
         margin=args.margin / 100,
     )
