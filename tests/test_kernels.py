@@ -229,6 +229,28 @@ def test_rows_with_nothing_to_attend_are_zero_not_nan():
         actual.sum().backward()
         for tensor in leaves:
             assert torch.isfinite(tensor.grad).all()
+        # Without autograd the global key joins each call through the kernel's log-sum-exp instead.
+        with torch.no_grad():
+            actual = banded_attention_sdpa(*qkv, window, block_size=8, chunk_rows=8, **kwargs)
+        torch.testing.assert_close(actual, expected, **TOLERANCE)
+
+
+def test_sdpa_kernel_merges_the_global_key_through_the_log_sum_exp_without_autograd(monkeypatch):
+    """With inputs that need no gradient the global key column is merged by the CPU kernel's log-sum-exp;
+    with the private op missing the column is appended to each key window: both give the reference."""
+    from attncard.modules.kernels import banded
+
+    for causal, padded in itertools.product(BOTH, BOTH):
+        qkv, window, kwargs = make_inputs(
+            150, windows="narrow", padded=padded, with_global=True, bias="-inf", causal=causal, seed=4
+        )
+        expected = dense_banded_reference(*qkv, window, **kwargs)
+        for op in (banded._FLASH_CPU_OP, None):
+            monkeypatch.setattr(banded, "_FLASH_CPU_OP", op)
+            for block_size, chunk_rows in ((None, None), (16, None), (16, 48)):
+                blocking = dict(block_size=block_size, chunk_rows=chunk_rows)
+                actual = banded_attention_sdpa(*qkv, window, **blocking, **kwargs)
+                torch.testing.assert_close(actual, expected, **TOLERANCE)
 
 
 # Triton picks its interpreter when a kernel is decorated, i.e. when triton and the kernel module are first

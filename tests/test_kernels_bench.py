@@ -10,7 +10,7 @@ from attncard.modules.kernels import bench
 from attncard.modules.kernels.bench import format_table, run_attention_benchmark
 from attncard.pipeline.cli import main
 
-FORWARD_IMPLS = ("sdpa_dense", "dense_reference", "banded", "banded_torch")
+FORWARD_IMPLS = ("sdpa_dense", "sdpa_fused", "dense_reference", "banded", "banded_torch")
 
 
 def test_benchmark_records_and_table(tmp_path, monkeypatch):
@@ -25,6 +25,7 @@ def test_benchmark_records_and_table(tmp_path, monkeypatch):
         ("forward_backward", 128, "banded"),
     }
     baselines = {(r["mode"], r["n"]): r for r in records if r["impl"] in ("sdpa_dense", "dense_bias")}
+    fused_rows = {r["n"]: r for r in records if r["impl"] == "sdpa_fused"}
     for r in records:
         assert r["repeats"] == 3
         assert 0 < r["seconds_min"] <= r["seconds"] <= r["seconds_max"]
@@ -38,6 +39,11 @@ def test_benchmark_records_and_table(tmp_path, monkeypatch):
         assert r["speedup_low"] <= r["speedup"] <= r["speedup_high"]
         if r["peak_mb"] is not None and base["peak_mb"]:
             assert r["memory_ratio"] == pytest.approx(r["peak_mb"] / base["peak_mb"])
+        fused = fused_rows.get(r["n"]) if r["mode"] == "forward" else None
+        if fused is None or r is fused:
+            assert "fused_memory_ratio" not in r
+        elif r["peak_mb"] is not None and fused["peak_mb"]:
+            assert r["fused_memory_ratio"] == pytest.approx(r["peak_mb"] / fused["peak_mb"])
 
     banded = {(r["mode"], r["n"]): r for r in records if r["impl"] == "banded"}
     # Dense pairs over band pairs: N² / (N(2W + 1) - W(W + 1)) with every head at W = 8.
@@ -51,6 +57,7 @@ def test_benchmark_records_and_table(tmp_path, monkeypatch):
 
     table = format_table(records)
     assert table.startswith("| mode | N |") and "| banded | sdpa |" in table and "speed-up (range)" in table
+    assert table.splitlines()[0].endswith("| memory ratio | memory vs fused |")
 
     out, markdown = tmp_path / "bench.json", tmp_path / "bench.md"
     arguments = ["--ns", "64", "--span", "4", "--heads", "2", "--head-dim", "8", "--repeats", "2"]
@@ -76,3 +83,5 @@ def test_attention_benchmark(tmp_path):
     banded = {r["n"]: r["peak_mb"] for r in records if r["mode"] == "forward" and r["impl"] == "banded"}
     if banded[4096] is not None and banded[16384] is not None:
         assert banded[16384] < 6 * banded[4096]  # linear: 4x; quadratic would be 16x
+    fused = {r["n"]: r.get("fused_memory_ratio") for r in records if r["impl"] == "banded" and r["n"] >= 1024}
+    print("banded peak / unmasked fused SDPA peak, N >= 1024:", fused)

@@ -29,6 +29,9 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
+# The fused CPU kernel that also returns the softmax's log-sum-exp (a private but stable ATen op).
+_FLASH_CPU_OP = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+
 # Disallowed scores. Finite, so that the fused softmax of a row with nothing to attend to is uniform instead
 # of NaN; such rows are found by their max and zeroed. exp(MASKED - s) is exactly 0 next to any real score s.
 MASKED = -1e30
@@ -43,10 +46,10 @@ DEFAULT_BLOCK_SIZE = 32
 SDPA_BLOCK_SIZE = 32
 # Query rows per fused call. Each call's (H, rows, D) result (and, with padding, its (H, rows, span) mask) is
 # the temporary on top of the output it is copied into, so the peak is the output plus one call's share. On
-# a quiet CPU, 512-row calls measured as fast as 4096-row ones at N = 4096 and 16384 (B = 1, H = 12, D = 64)
-# at 15.6 MB instead of 24.4 MB at 4096 (fused SDPA: 13.9 MB); with a global token each call also copies its
-# key windows to append the global key column, (H, rows, span + 1, D) for keys and values alike.
-SDPA_CHUNK_ROWS = 512
+# a quiet CPU (B = 1, H = 12, D = 64, W = 64) 64-row calls peaked below unmasked fused SDPA at N = 1024, 4096
+# and 16384 (4.15, 12.9, 48.8 MB against 4.18, 13.3, 49.6); 128 rows went over at 1024 and 4096, 512 rows
+# everywhere (6.2, 15.6, 51.3 MB). 64 rows cost 0% at 4096 and 8–10% at 1024 and 16384 against 512.
+SDPA_CHUNK_ROWS = 64
 
 
 @dataclass(frozen=True)
@@ -201,10 +204,12 @@ def banded_attention_sdpa(
     Queries and key windows are strided views of the inputs, so a call copies nothing and stores no scores.
     The band and the distance bias are one (H, block, span) float mask shared by every block (one head's,
     when all windows are equal and there is no bias); key padding and the global key column make it per
-    block, for that call only. The few blocks at each end, whose windows would reach past the sequence, are a
-    call of their own: all of them read one shared window of the keys they need (a stride-0 view), with a
-    per-block band. Memory beyond the output is O(H·chunk_rows·(D + span)) (with B = 1, one more output for
-    the cat that joins the calls), never O(N²).
+    block, for that call only. The global key column joins each call through the log-sum-exp the CPU kernel
+    returns (the call's output moves towards v_g by g's share of the softmax) when no gradient is needed;
+    otherwise it is appended to the call's key windows, a copy of them. The few blocks at each end, whose
+    windows would reach past the sequence, are a call of their own: all of them read one shared window of the
+    keys they need (a stride-0 view), with a per-block band. Memory beyond the output is
+    O(H·chunk_rows·(D + span)), never O(N²).
 
     Gradients flow to query, key and value (through SDPA's own backward) but not to ``distance_bias``: the
     fused kernels give an additive mask no gradient, so a ``distance_bias`` that requires grad (with grad
@@ -250,6 +255,15 @@ def banded_attention_sdpa(
     # key is masked in its window, is computed apart): no row can be empty, nothing to check.
     may_be_empty = key_padding_mask is not None or distance_bias is not None
 
+    # The global key column joins each call's softmax through the kernel's log-sum-exp (no copy of the key
+    # windows to append it to) where the CPU kernel returns it and no gradient flows: the log-sum-exp output
+    # has no derivative, so with autograd the column is appended to the keys.
+    merge_global = (
+        global_index is not None
+        and query.device.type == "cpu"
+        and _FLASH_CPU_OP is not None
+        and not (torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value)))
+    )
     block, span = layout.block, layout.span
     calls = _sdpa_calls(layout, length, max(1, (chunk_rows or SDPA_CHUNK_ROWS) // block))
     # Each call's result is copied into place as it comes, so the peak is the output and one call's result; a
@@ -282,21 +296,41 @@ def banded_attention_sdpa(
                 if not all_keys_valid:
                     columns = _windows(key_bias[b], window_start, count, span, block)[..., 0]  # (count, span)
                     mask = band + columns[:, None]  # (H or 1, count, block, span)
+            rows_bias = None  # (count, block, 1): the bias of each query row towards the global key
             if global_index is not None:
-                global_key = _gather_position(key, global_index)[b, :, None].expand(-1, count, 1, -1)
-                global_value = _gather_position(value, global_index)[b, :, None].expand(-1, count, 1, -1)
-                keys = torch.cat([keys, global_key], dim=2)
-                values = torch.cat([values, global_value], dim=2)
                 rows_bias = _windows(global_bias[b, :, None], start, count, block, block, pad_value=MASKED)
-                mask = mask.expand(-1, count, -1, -1)
-                mask = torch.cat([mask, rows_bias.to(query.dtype).expand(mask.shape[0], -1, -1, -1)], dim=-1)
-            attended = F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask, scale=scaling)
-
+            # The highest bias of each row, to find the rows with no key at all (before a global column).
+            reach = mask.amax(dim=-1) if may_be_empty else None
+            if merge_global:
+                attended, log_sum = _FLASH_CPU_OP(
+                    queries, keys, values, 0.0, False, attn_mask=mask, scale=scaling
+                )[:2]
+                # softmax over the window and the global key g: the window's output moves towards v_g by g's
+                # share σ(s_ig − logsumexp(window)), s_ig with the row's bias (MASKED where i may not see g).
+                g = int(global_index[b])
+                logit = torch.matmul(queries, key[b, :, None, g, :, None]).float().mul_(scaling)
+                logit = logit.add_(rows_bias).sub_(log_sum[..., None])  # (H, count, block, 1)
+                attended.lerp_(value[b, :, None, g : g + 1, :], logit.sigmoid_().to(attended.dtype))
+                if reach is not None:
+                    reach = torch.maximum(reach, rows_bias[..., 0].to(reach.dtype))
+            else:
+                if global_index is not None:
+                    global_key = _gather_position(key, global_index)[b, :, None].expand(-1, count, 1, -1)
+                    global_value = _gather_position(value, global_index)[b, :, None].expand(-1, count, 1, -1)
+                    keys = torch.cat([keys, global_key], dim=2)
+                    values = torch.cat([values, global_value], dim=2)
+                    mask = mask.expand(-1, count, -1, -1)
+                    mask = torch.cat(
+                        [mask, rows_bias.to(query.dtype).expand(mask.shape[0], -1, -1, -1)], dim=-1
+                    )
+                    reach = mask.amax(dim=-1) if may_be_empty else None
+                attended = F.scaled_dot_product_attention(
+                    queries, keys, values, attn_mask=mask, scale=scaling
+                )
             attended = attended.flatten(1, 2)[:, : stop - start]  # (H, rows, D)
-
             if may_be_empty:
                 # Rows whose mask is all MASKED got a uniform softmax, and padding queries output zeros.
-                keep = (mask.amax(dim=-1) > MASKED / 2).expand(-1, count, -1).flatten(1, 2)[:, : stop - start]
+                keep = (reach > MASKED / 2).expand(-1, count, -1).flatten(1, 2)[:, : stop - start]
                 if key_padding_mask is not None:
                     keep = keep & key_padding_mask[b, start:stop]
                 if not bool(keep.all()):

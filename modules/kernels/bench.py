@@ -1,11 +1,14 @@
 """Time and peak memory of banded attention against dense attention (``attncard bench attention``).
 
 Forward: every head uses the same window ``span``; dense SDPA gets the (N, N) boolean band mask, built inside
-the measured call since it is part of what dense attention needs. "banded" is what
-:func:`~modules.kernels.dispatch.banded_attention` runs for the call (its ``kernel`` field names it),
-"banded_torch" the plain-torch kernel, for comparison. Forward + backward: per-head adaptive spans up to
-``backward_span``, with a soft ramp entering as a log-mask ``distance_bias`` that requires grad; the dense
-side gets the equivalent (H, N, N) float bias, gathered from the same ``distance_bias`` inside the call.
+the measured call since it is part of what dense attention needs. "sdpa_fused" is SDPA with no mask at all
+(full attention, a different result): the fused kernel at its leanest, which never holds N×N on any device,
+so its peak is the memory a banded layer must not exceed (``fused_memory_ratio`` of the banded rows).
+"banded" is what :func:`~modules.kernels.dispatch.banded_attention` runs for the call (its ``kernel`` field
+names it), "banded_torch" the plain-torch kernel, for comparison. Forward + backward: per-head adaptive
+spans up to ``backward_span``, with a soft ramp entering as a log-mask ``distance_bias`` that requires grad;
+the dense side gets the equivalent (H, N, N) float bias, gathered from the same ``distance_bias`` inside the
+call.
 
 Figures that hold from run to run on a shared machine: every implementation of a point is timed ``repeats``
 times, the implementations taking turns (dense, banded, dense, banded, ...), so that load from elsewhere hits
@@ -42,6 +45,8 @@ DEFAULT_REPEATS = 5
 MIN_SAMPLE_SECONDS = 0.02
 MAX_CALLS_PER_SAMPLE = 100
 BASELINE_IMPL = {"forward": "sdpa_dense", "forward_backward": "dense_bias"}
+# Unmasked fused SDPA: the memory a forward banded layer is held to (it never materialises N×N).
+FUSED_IMPL = "sdpa_fused"
 
 
 def run_attention_benchmark(
@@ -68,22 +73,23 @@ def run_attention_benchmark(
 
     Returns:
         One record per (mode, N, implementation): ``{"mode": "forward" | "forward_backward", "n": N,
-        "span": W, "impl": "sdpa_dense" | "dense_reference" | "banded" | "banded_torch" | "dense_bias",
+        "span": W, "impl": "sdpa_dense" | "sdpa_fused" | "dense_reference" | "banded" | "banded_torch" |
+        "dense_bias",
         "seconds": median, "seconds_min", "seconds_max", "repeats", "peak_mb": peak memory growth in MB or
         None}``. Banded rows add ``kernel`` (the implementation that ran) and ``compute_limit`` (the speed-up
         if time were proportional to the score pairs computed: dense pairs / band pairs). Every row but the
         baseline (sdpa_dense for forward, dense_bias for forward_backward) adds ``speedup`` (ratio of
         medians), ``speedup_low``, ``speedup_high`` and ``memory_ratio`` (peak MB / baseline peak MB, None
-        where either is unknown). "dense_reference" is absent where it would need more than
-        ``REFERENCE_MEMORY_BUDGET_BYTES``.
+        where either is unknown); forward rows but sdpa_fused add ``fused_memory_ratio`` (peak MB / sdpa_fused
+        peak MB). "dense_reference" is absent where it would need more than ``REFERENCE_MEMORY_BUDGET_BYTES``.
 
     Example:
         >>> records = run_attention_benchmark(
         ...     ns=(64,), span=8, heads=2, head_dim=16, repeats=3, backward_n=None
         ... )
-        >>> [(r["n"], r["impl"]) for r in records]
-        [(64, 'sdpa_dense'), (64, 'dense_reference'), (64, 'banded'), (64, 'banded_torch')]
-        >>> banded = records[2]
+        >>> [r["impl"] for r in records]
+        ['sdpa_dense', 'sdpa_fused', 'dense_reference', 'banded', 'banded_torch']
+        >>> banded = records[3]
         >>> banded["seconds_min"] <= banded["seconds"] <= banded["seconds_max"], banded["repeats"]
         (True, 3)
         >>> banded["speedup_low"] <= banded["speedup"] <= banded["speedup_high"]
@@ -92,8 +98,9 @@ def run_attention_benchmark(
         4.031
         >>> print(format_table(records))
         | mode | N | span | impl | kernel | seconds (median) | min–max | peak MB | speed-up (range) | ...
-        |---|---|---|---|---|---|---|---|---|---|---|
-        | forward | 64 | 8 | sdpa_dense | - | ... | 1 | - | - |
+        |---|---|---|---|---|---|---|---|---|---|---|---|
+        | forward | 64 | 8 | sdpa_dense | - | ... | 1 | - | - | ... |
+        | forward | 64 | 8 | sdpa_fused | - | ...x (...) | - | ... | - |
         | forward | 64 | 8 | dense_reference | - | ...x (...) | - | ... |
         | forward | 64 | 8 | banded | sdpa | ...x (...) | 4.0x | ... |
         | forward | 64 | 8 | banded_torch | torch | ...x (...) | 4.0x | ... |
@@ -156,6 +163,7 @@ def _forward_runs(
     span = int(window.max())
     return {
         "sdpa_dense": lambda: _sdpa_band(query, key, value, span, scaling),
+        "sdpa_fused": lambda: F.scaled_dot_product_attention(query, key, value, scale=scaling),
         "dense_reference": lambda: dense_banded_reference(query, key, value, window, scaling=scaling),
         "banded": lambda: banded_attention(query, key, value, window, scaling=scaling),
         "banded_torch": lambda: banded_attention_torch(query, key, value, window, scaling=scaling),
@@ -279,6 +287,7 @@ def _timed(run: Callable[[], object], device: str, calls: int) -> float:
 def _with_ratios(records: list[dict]) -> list[dict]:
     """Add speed-up (median ratio and range) and memory ratio against the baseline of the same mode and N."""
     baselines = {(r["mode"], r["n"]): r for r in records if r["impl"] == BASELINE_IMPL[r["mode"]]}
+    leanest = {r["n"]: r for r in records if r["impl"] == FUSED_IMPL}
     for r in records:
         base = baselines.get((r["mode"], r["n"]))
         if base is None or r is base:
@@ -288,6 +297,10 @@ def _with_ratios(records: list[dict]) -> list[dict]:
         r["speedup_high"] = base["seconds_max"] / r["seconds_min"]
         known = r["peak_mb"] is not None and base["peak_mb"]
         r["memory_ratio"] = r["peak_mb"] / base["peak_mb"] if known else None
+        fused = leanest.get(r["n"]) if r["mode"] == "forward" else None
+        if fused is not None and r is not fused:
+            known = r["peak_mb"] is not None and fused["peak_mb"]
+            r["fused_memory_ratio"] = r["peak_mb"] / fused["peak_mb"] if known else None
     return records
 
 
@@ -307,6 +320,7 @@ def format_table(records: list[dict]) -> str:
         "speed-up (range)",
         "compute limit",
         "memory ratio",
+        "memory vs fused",
     ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in records:
@@ -327,6 +341,7 @@ def format_table(records: list[dict]) -> str:
             speedup,
             limit,
             "-" if ratio is None else f"{ratio:.3f}",
+            "-" if r.get("fused_memory_ratio") is None else f"{r['fused_memory_ratio']:.3f}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
 
@@ -335,8 +350,9 @@ def format_table(records: list[dict]) -> str:
         f"{'/'.join(map(str, repeats))} timed samples per row, implementations interleaved. Speed-up: "
         "baseline median / median, range: baseline fastest / slowest of the row to baseline slowest / "
         "fastest of the row. Memory ratio: peak MB / baseline peak MB (baseline: sdpa_dense for forward, "
-        "dense_bias for forward_backward). Compute "
-        "limit: dense score pairs / band score pairs."
+        "dense_bias for forward_backward). Memory vs fused: peak MB / sdpa_fused peak MB (SDPA without a "
+        "mask: full attention, the fused kernel's own memory, which the banded layer must stay within). "
+        "Compute limit: dense score pairs / band score pairs."
     ]
     forward_ns = sorted({r["n"] for r in records if r["mode"] == "forward"})
     with_reference = {r["n"] for r in records if r["impl"] == "dense_reference"}
