@@ -415,6 +415,25 @@ def check_output_folder(folder: Path, destination: Path, option: str) -> None:
         )
 
 
+def check_run_folders(output: Path, cards: Path | None, name: str) -> None:
+    """Fails when publish could not write the run folder `output/name`, or its cards copy `cards/name`, or
+    when the two overlap (see [`check_output_folder`]).
+
+    Raises:
+        [`AttncardError`]: what stands in the way, naming the option.
+    """
+    check_output_folder(output, output / name, "--output")
+    if cards is None:
+        return
+    check_output_folder(cards, cards / name, "--cards")
+    run_dir, cards_dir = (output / name).resolve(), (cards / name).resolve()
+    if run_dir == cards_dir or run_dir in cards_dir.parents or cards_dir in run_dir.parents:
+        raise AttncardError(
+            f"--cards {cards} would copy the card to {cards_dir}, which overlaps the run folder {run_dir}; "
+            "pass --cards and --output that are different folders"
+        )
+
+
 def baseline_candidate(options: PublishOptions) -> Path | None:
     """The dense run a module run will be compared with, as far as it can be told before training: the
     `--baseline` folder, which must be a run of `none` on the same task with the same training settings, or

@@ -292,6 +292,23 @@ def push_run_folder(
         return _Pusher(run_dir, repo_id, results, hub, token, Deadline(deadline)).push(timeout)
 
 
+# What only a push reads: given without --push, each is a mistake (`check_push_only_options`).
+PUSH_ONLY_OPTIONS = ("allow_fail", "hub_endpoint", "hub_timeout", "hub_deadline", "sign_key")
+
+
+def check_push_only_options(settings: object) -> None:
+    """Fails when `settings` (parsed arguments, or settings with the same attribute names) sets an option that
+    only a push reads, without --push.
+
+    Raises:
+        [`AttncardError`]: the first such option, and what to do.
+    """
+    given = [name for name in PUSH_ONLY_OPTIONS if getattr(settings, name)]
+    if given:
+        option = "--" + given[0].replace("_", "-")
+        raise AttncardError(f"{option} only applies with --push; add --push, or drop {option}")
+
+
 def check_push_setup(repo_id: str | None, endpoint: str | None = None, sign_key: Path | None = None) -> None:
     """Fails fast, before any training, when a push could not happen: no repository, no token, offline, an
     endpoint the token may not go to (plain http off this machine), a signing key that cannot sign.

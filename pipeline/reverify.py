@@ -60,8 +60,10 @@ from .results import (
     COMMIT_RE,
     PREDICTIONS_FILE,
     RESULTS_FILE,
+    Metrics,
     Results,
     Status,
+    Verification,
     sha256_file,
 )
 from .verify import all_finite, verification_from_counts
@@ -216,25 +218,15 @@ def reverify(
         counts, correct, data.spec.label_names, compression, all_finite(dataclasses.asdict(metrics))
     )
     device = results.efficiency.device
-    check = Reverification(
+    check = _reverification(
+        results,
+        metrics,
+        verification,
+        data,
         source=verified.source,
         repo_id=verified.repo_id,
         revision=verified.revision,
-        recorded_accuracy=results.metrics.accuracy,
-        recomputed_accuracy=metrics.accuracy,
-        recorded_status=results.verification.status,
-        recomputed_status=verification.status,
-        recorded_predictions_sha256=results.metrics.predictions_sha256,
-        recomputed_predictions_sha256=metrics.predictions_sha256,
-        recorded_compression_factor=results.parameters.compression_factor,
-        recomputed_compression_factor=compression,
-        recorded_data_revision=results.dataset.revision,
-        data_revision=data.source.revision,
-        recorded_rows=results.verification.n,
-        rows=len(labels),
-        threshold=verification.threshold,
-        reasons=verification.reasons,
-        figures=[
+        compared=[
             *figures("metrics", results.metrics, metrics),
             *figures("verification", results.verification, verification),
             Figure("parameters.compression_factor", results.parameters.compression_factor, compression),
@@ -250,6 +242,43 @@ def reverify(
         ),
     )
     return settled(check)
+
+
+def _reverification(
+    results: Results,
+    metrics: Metrics,
+    verification: Verification,
+    data: TaskData,
+    *,
+    source: str,
+    repo_id: str | None,
+    revision: str | None,
+    compared: list[Figure],
+    note: str = "",
+) -> Reverification:
+    """The check of a run's recorded figures against those recomputed now (`metrics` and `verification`,
+    on `data`'s validation split), before [`settled`] compares them."""
+    return Reverification(
+        source=source,
+        repo_id=repo_id,
+        revision=revision,
+        recorded_accuracy=results.metrics.accuracy,
+        recomputed_accuracy=metrics.accuracy,
+        recorded_status=results.verification.status,
+        recomputed_status=verification.status,
+        recorded_predictions_sha256=results.metrics.predictions_sha256,
+        recomputed_predictions_sha256=metrics.predictions_sha256,
+        recorded_compression_factor=results.parameters.compression_factor,
+        recomputed_compression_factor=verification.compression_factor,
+        recorded_data_revision=results.dataset.revision,
+        data_revision=data.source.revision,
+        recorded_rows=results.verification.n,
+        rows=len(data.validation),
+        threshold=verification.threshold,
+        reasons=verification.reasons,
+        figures=compared,
+        note=note,
+    )
 
 
 def settled(check: Reverification) -> Reverification:
@@ -336,25 +365,15 @@ def reverify_predictions(
         predictions_sha256(labels),
     )
     samples = sample_rows(data.validation, data.spec, count=len(results.dataset.samples))
-    check = Reverification(
+    check = _reverification(
+        results,
+        metrics,
+        verification,
+        data,
         source=where,
         repo_id=None,
         revision=None,
-        recorded_accuracy=results.metrics.accuracy,
-        recomputed_accuracy=metrics.accuracy,
-        recorded_status=results.verification.status,
-        recomputed_status=verification.status,
-        recorded_predictions_sha256=results.metrics.predictions_sha256,
-        recomputed_predictions_sha256=metrics.predictions_sha256,
-        recorded_compression_factor=results.parameters.compression_factor,
-        recomputed_compression_factor=verification.compression_factor,
-        recorded_data_revision=results.dataset.revision,
-        data_revision=data.source.revision,
-        recorded_rows=results.verification.n,
-        rows=len(labels),
-        threshold=verification.threshold,
-        reasons=verification.reasons,
-        figures=[
+        compared=[
             label_check,
             *figures("metrics", results.metrics, metrics),
             *figures("verification", results.verification, verification),

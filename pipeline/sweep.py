@@ -41,8 +41,8 @@ from .data import check_data_dir, get_task
 from .download import download_verified
 from .errors import AttncardError, first_line
 from .models import MODEL_ALIASES, resolve_model_name
-from .publish import PublishOptions, check_output_folder, copy_to_cards, run_publish
-from .push import check_push_setup, sign_and_push
+from .publish import PublishOptions, check_run_folders, copy_to_cards, run_publish
+from .push import check_push_only_options, check_push_setup, sign_and_push
 from .results import Results, Status, TrainConfig, default_repo_name
 
 logger = logging.getLogger(__name__)
@@ -414,14 +414,7 @@ def check_sweep(runs: list[SweepRun], settings: SweepSettings) -> None:
             "--push needs --hub-org ORG: each run goes to ORG/<run name>; add --hub-org, or drop --push"
         )
     if not settings.push:
-        given = [
-            name
-            for name in ("allow_fail", "hub_endpoint", "hub_timeout", "hub_deadline", "sign_key")
-            if getattr(settings, name)
-        ]
-        if given:
-            option = "--" + given[0].replace("_", "-")
-            raise AttncardError(f"{option} only applies with --push; add --push, or drop {option}")
+        check_push_only_options(settings)
     for run in runs:
         repo_id = settings.repo_id(run)
         if repo_id is not None:
@@ -432,16 +425,7 @@ def check_sweep(runs: list[SweepRun], settings: SweepSettings) -> None:
                     f"--hub-org {settings.hub_org}: '{repo_id}' is not a Hub repository id; pass the name "
                     "of a Hub user or organisation"
                 ) from None
-        check_output_folder(settings.output, settings.output / run.name, "--output")
-        if settings.cards is not None:
-            cards_dir = settings.cards / run.name
-            check_output_folder(settings.cards, cards_dir, "--cards")
-            run_dir, cards_dir = (settings.output / run.name).resolve(), cards_dir.resolve()
-            if run_dir == cards_dir or run_dir in cards_dir.parents or cards_dir in run_dir.parents:
-                raise AttncardError(
-                    f"--cards {settings.cards} would copy the cards to {cards_dir}, which overlaps the run "
-                    f"folder {run_dir}; pass --cards and --output that are different folders"
-                )
+        check_run_folders(settings.output, settings.cards, run.name)
     if settings.push and runs:
         check_push_setup(settings.repo_id(runs[0]), settings.hub_endpoint, settings.sign_key)
 

@@ -16,8 +16,8 @@ from ..data import TASKS, check_data_dir, get_task
 from ..errors import AttncardError, UnknownNameError
 from ..models import MODEL_ALIASES, resolve_model_name
 from ..paired import DEFAULT_MARGIN, DENSE_MODULE
-from ..publish import PublishOptions, baseline_candidate, check_output_folder, run_publish
-from ..push import check_push_setup
+from ..publish import PublishOptions, baseline_candidate, check_run_folders, run_publish
+from ..push import check_push_only_options, check_push_setup
 from ..results import TrainConfig
 from .common import (
     OneLineParser,
@@ -129,7 +129,7 @@ def options_from_args(args: argparse.Namespace) -> PublishOptions:
 
     Checked: the module, task and model names (a model folder must hold a config and weights), the data
     folder (`--data-dir`, else `GLUE_DIR`: a folder holding the task's folder), the folders written
-    (`--output` and `--cards`: see [`check_output_folder`]), `--baseline` (a run of `none` with the same
+    (`--output` and `--cards`: see [`check_run_folders`]), `--baseline` (a run of `none` with the same
     task and training settings, whose predictions check), and with `--push` what a push needs.
 
     Raises:
@@ -149,14 +149,7 @@ def options_from_args(args: argparse.Namespace) -> PublishOptions:
     if args.push:
         check_push_setup(args.repo_id, args.hub_endpoint, args.sign_key)
     else:
-        given = [
-            name
-            for name in ("allow_fail", "hub_endpoint", "hub_timeout", "hub_deadline", "sign_key")
-            if getattr(args, name)
-        ]
-        if given:
-            option = "--" + given[0].replace("_", "-")
-            raise AttncardError(f"{option} only applies with --push; add --push, or drop {option}")
+        check_push_only_options(args)
     options = PublishOptions(
         model=args.model,
         module=args.module,
@@ -184,16 +177,7 @@ def options_from_args(args: argparse.Namespace) -> PublishOptions:
     )
     if options.baseline is not None and options.module == DENSE_MODULE:
         raise AttncardError("--baseline only applies to a module run; `none` is the dense baseline itself")
-    check_output_folder(options.output, options.run_dir, "--output")
-    if options.cards is not None:
-        cards_dir = options.cards / options.repo_name
-        check_output_folder(options.cards, cards_dir, "--cards")
-        run_dir, cards_dir = options.run_dir.resolve(), cards_dir.resolve()
-        if run_dir == cards_dir or run_dir in cards_dir.parents or cards_dir in run_dir.parents:
-            raise AttncardError(
-                f"--cards {options.cards} would copy the card to {cards_dir}, which overlaps the run folder "
-                f"{run_dir}; pass --cards and --output that are different folders"
-            )
+    check_run_folders(options.output, options.cards, options.repo_name)
     if options.baseline is not None:
         baseline_candidate(options)  # a dense run of this setup, whose predictions check
     return options

@@ -25,6 +25,7 @@ from .common import (
     EXIT_OK,
     add_batch_arguments,
     add_data_dir_argument,
+    non_negative_int,
     run_command,
 )
 from .push import add_push_arguments
@@ -36,16 +37,6 @@ DESCRIPTION = (
     "line and the others go on (exit status 1)."
 )
 EPILOG = "example: attncard sweep cards/matrix.yaml --seeds 0 1 2 --cards cards"
-
-
-def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 0")
-    return value
 
 
 def hub_owner(text: str) -> str:
