@@ -122,9 +122,10 @@ SCALING_TIMING_METHOD = (
     "measurable difference"
 )
 SCALING_MEMORY_METHOD = (
-    "peak memory growth during one pass: CUDA max_memory_allocated minus the memory allocated before it, or "
+    "peak memory growth during a pass: CUDA max_memory_allocated minus the memory allocated before it, or "
     "on the CPU the growth of the process peak RSS (Linux VmHWM reset through /proc/self/clear_refs after "
-    "malloc_trim); weights and inputs are not counted"
+    "malloc_trim); weights and inputs are not counted; each peak is the median of 3 passes, module and dense "
+    "alternating"
 )
 
 
@@ -141,7 +142,7 @@ class ScalingRow:
         dense_seconds: median seconds of one pass of the dense reference.
         dense_seconds_min: the fastest of those passes.
         dense_seconds_max: the slowest.
-        module_peak_mb: peak memory growth of one pass with the module, in MB (None where unmeasurable).
+        module_peak_mb: median peak memory growth of a pass with the module, in MB (None where unmeasurable).
         dense_peak_mb: the same for the dense reference.
         speedup: dense_seconds / module_seconds (above 1: the module is faster).
         speedup_low: dense_seconds_min / module_seconds_max, the least speed-up the passes allow.

@@ -1,11 +1,12 @@
 """Sequence-length scaling for the card: time and peak memory of a model with an attention module against the
 same model without it, for a whole model and for one attention layer alone, plus an attention-FLOPs estimate.
 
-Every figure is measured in one run: at each length N the module and the dense reference are warmed up, their
-peak memory is measured one pass each, and their timed passes alternate, so that whatever slows the machine
-down hits both and the ratios stay meaningful. Each time is the median of `repeats` passes (`REPEATS` by
-default) with their minimum and maximum, and each speed-up comes with the range those allow (see
-[`measure_pair`]): a range that contains 1 is no measurable difference.
+Every figure is measured in one run: at each length N the module and the dense reference are warmed up,
+their peak memory is the median of `MEMORY_PASSES` alternating passes each, and their timed passes
+alternate, so that whatever slows the machine down hits both and the ratios stay meaningful. Each time is
+the median of `repeats` passes (`REPEATS` by default) with their minimum and maximum, and each speed-up
+comes with the range those allow (see [`measure_pair`]): a range that contains 1 is no measurable
+difference.
 
 - [`measure_model_scaling`]: whole forward passes over synthetic token ids, N = 128, 256, … up to the model's
   maximum positions (512 for MiniLM).
@@ -64,6 +65,10 @@ from .results import FlopsEstimate, ScalingRow
 SMALLEST_DEFAULT_LENGTH = 128
 # Timed passes per side and length: each time is their median, with their minimum and maximum.
 REPEATS = 5
+# Measured-memory passes per side and length, alternating: each peak is their median. On the CPU one pass's
+# peak resident-set growth varied by ±0.5 MB from pass to pass (whole MiniLM at N = 128: 3.65 to 4.18 MB, and
+# SDPA's layer at N = 1024: 3.05 to 4.11 MB), as much as the differences the ratios are read for.
+MEMORY_PASSES = 3  # named in results.SCALING_MEMORY_METHOD
 LAYER_LENGTHS = (512, 1024, 2048, 4096)
 SPECIAL_ID_FIELDS = (
     "pad_token_id",
@@ -201,8 +206,8 @@ def measure_pair(
     device: torch.device,
     repeats: int,
 ) -> ScalingRow:
-    """One [`ScalingRow`]: a warm-up pass each, one measured-memory pass each, then `repeats` timed passes
-    each, alternating module and dense so that noise hits both.
+    """One [`ScalingRow`]: a warm-up pass each, `MEMORY_PASSES` measured-memory passes each (the peak is
+    their median), then `repeats` timed passes each, alternating module and dense so that noise hits both.
 
     Each side's time is the median of its passes, with their minimum and maximum. The speed-up is the ratio
     of the medians, and its range the extreme ratios the passes allow: dense min / module max up to
@@ -220,8 +225,11 @@ def measure_pair(
     """
     module_run()
     dense_run()
-    module_peak = peak_memory_mb(module_run, device)
-    dense_peak = peak_memory_mb(dense_run, device)
+    module_peaks, dense_peaks = [], []
+    for _ in range(MEMORY_PASSES):
+        module_peaks.append(peak_memory_mb(module_run, device))
+        dense_peaks.append(peak_memory_mb(dense_run, device))
+    module_peak, dense_peak = _median_or_none(module_peaks), _median_or_none(dense_peaks)
     module_times, dense_times = [], []
     for _ in range(repeats):
         module_times.append(wall_seconds(module_run, device))
@@ -247,6 +255,10 @@ def measure_pair(
         speedup_high=max(dense_times) / min(module_times),
         memory_ratio=memory_ratio,
     )
+
+
+def _median_or_none(peaks: list[float | None]) -> float | None:
+    return None if None in peaks else statistics.median(peaks)
 
 
 @contextlib.contextmanager
@@ -286,8 +298,8 @@ def measure_model_scaling(
 
     Both models get the same synthetic rows ([`synthetic_input_ids`]: real token ids, no padding, attention
     mask all ones) and run in eval mode under `torch.inference_mode()`; their earlier train/eval modes are
-    restored after. Per length: a warm-up pass each, one memory pass each, then `repeats` timed passes each,
-    alternating (see [`measure_pair`]).
+    restored after. Per length: a warm-up pass each, `MEMORY_PASSES` memory passes each, then `repeats` timed
+    passes each, alternating (see [`measure_pair`]).
 
     The reference must be the same base model on transformers' sdpa attention: what the module's
     `dense_reference` gives (a copy of the model on sdpa by default; the base model loaded again for a module

@@ -80,6 +80,28 @@ def test_matches_the_row_by_row_reference(causal, top_k):
     torch.testing.assert_close(probabilities.sum(dim=-1), torch.ones_like(kept, dtype=torch.float))
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_short_inputs_without_autograd_take_the_sparse_tile_with_the_same_result(causal, monkeypatch):
+    # Short inputs are one tile: a masked softmax over all N columns with autograd (training), the k kept
+    # scores and value rows picked by index without it (inference). Both give the full matrix's result.
+    query, key, value, mask = _inputs([6, 4, 0], causal=causal)
+    expected, expected_probabilities = _full_matrix(query, key, value, mask, 3, 0.35, causal)
+    dense_tiles = []
+    dense_tile = sparse_attention._dense_tile
+    monkeypatch.setattr(
+        sparse_attention, "_dense_tile", lambda *args: dense_tiles.append(1) or dense_tile(*args)
+    )
+    for grad in (False, True):
+        dense_tiles.clear()
+        inputs = [tensor.clone().requires_grad_(grad) for tensor in (query, key, value)]
+        output, probabilities = adaptive_sparse_attention(
+            _attention(3, causal), *inputs, mask, scaling=0.35, output_attentions=True
+        )
+        assert dense_tiles == ([1] if grad else [])
+        torch.testing.assert_close(output.detach(), expected, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(probabilities.detach(), expected_probabilities, atol=1e-5, rtol=1e-5)
+
+
 def test_k_one_attends_to_exactly_the_best_key():
     query, key, value, mask = _inputs([6, 3])
     output, probabilities = adaptive_sparse_attention(
@@ -209,9 +231,12 @@ def test_trace_records_the_selection(tiny_model_dir):
     assert stages[3:7] == ["attention scores", "top-k selection", "softmax", "weighted sum"]
     b, n = batch["input_ids"].shape
     heads = loaded.model.config.num_attention_heads
-    assert steps[3].inputs["key"].shape == steps[3].inputs["query"].shape  # key heads repeated for GQA
-    assert steps[4].outputs["keep"].shape == [b, heads, n, n]
+    # Traced without autograd, as inference runs: one sparse tile, the k kept keys of each query by index.
+    assert steps[3].inputs["key"].shape == steps[3].inputs["scaled query"].shape  # key heads repeated (GQA)
+    assert steps[3].outputs["scores"].shape == [b, heads, n, n]
+    assert steps[4].outputs["indices"].shape == [b, heads, n, 2]
     assert steps[4].outputs["threshold"].shape == [b, heads, n, 1]
+    assert steps[5].outputs["probabilities"].shape == [b, heads, n, 2]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -246,7 +271,7 @@ def small_tiles(monkeypatch):
 
     def set_tiles(tile: tuple[int, int, int]) -> None:
         monkeypatch.setattr(sparse_attention, "SINGLE_BLOCK_MAX_KEYS", 8)
-        monkeypatch.setattr(sparse_attention, "query_tiles", lambda batch, heads, n_q, n_k: tile)
+        monkeypatch.setattr(sparse_attention, "query_tiles", lambda *shape: tile)
 
     return set_tiles
 

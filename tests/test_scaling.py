@@ -70,16 +70,23 @@ def _check_rows(rows: list[ScalingRow], lengths: list[int]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("dense_peaks", "memory_ratio"),
-    [((10.0, 40.0), 0.25), ((10.0, 0.0), None), ((None, None), None)],
+    ("module_peaks", "dense_peaks", "medians", "memory_ratio"),
+    [
+        ((12.0, 9.0, 10.0), (40.0, 44.0, 38.0), (10.0, 40.0), 0.25),
+        ((12.0, 9.0, 10.0), (0.0, 1.0, 0.0), (10.0, 0.0), None),
+        ((None, None, None), (None, None, None), (None, None), None),
+    ],
 )
-def test_a_row_is_the_medians_and_their_ratios(monkeypatch, dense_peaks, memory_ratio) -> None:
+def test_a_row_is_the_medians_and_their_ratios(
+    monkeypatch, module_peaks, dense_peaks, medians, memory_ratio
+) -> None:
     # Times and peaks are scripted; the expected figures are worked out by hand: module passes take 3, 1, 2 s
     # (median 2, fastest 1, slowest 3), dense passes 4, 8, 6 s (median 6, fastest 4, slowest 8), so dense is
-    # 3 times slower, at least 4 / 3 (its fastest against the module's slowest) and at most 8 / 1; peaks 10
-    # and 40 MB give 0.25.
+    # 3 times slower, at least 4 / 3 (its fastest against the module's slowest) and at most 8 / 1. The
+    # memory passes alternate too, and each peak is the median of its three: 10 and 40 MB give 0.25.
+    assert scaling.MEMORY_PASSES == 3
     times = iter([3.0, 4.0, 1.0, 8.0, 2.0, 6.0])  # module and dense alternate
-    peaks = iter(dense_peaks)
+    peaks = iter([peak for pair in zip(module_peaks, dense_peaks, strict=True) for peak in pair])
     monkeypatch.setattr(scaling, "wall_seconds", lambda run, device: next(times))
     monkeypatch.setattr(scaling, "peak_memory_mb", lambda run, device: next(peaks))
     row = scaling.measure_pair(128, lambda: None, lambda: None, torch.device("cpu"), repeats=3)
@@ -87,8 +94,9 @@ def test_a_row_is_the_medians_and_their_ratios(monkeypatch, dense_peaks, memory_
     assert (row.module_seconds_min, row.module_seconds_max) == (1.0, 3.0)
     assert (row.dense_seconds_min, row.dense_seconds_max) == (4.0, 8.0)
     assert (row.speedup_low, row.speedup_high) == (4.0 / 3.0, 8.0)
-    assert (row.module_peak_mb, row.dense_peak_mb) == dense_peaks
+    assert (row.module_peak_mb, row.dense_peak_mb) == medians
     assert row.memory_ratio == memory_ratio
+    assert next(peaks, "none left") == "none left"  # three memory passes each, no more
 
 
 def _row(n: int, module: tuple[float, float, float], dense: tuple[float, float, float]) -> ScalingRow:
@@ -363,6 +371,7 @@ def test_flops_span_expanded_and_adaptive_sparse(tiny_model_dir):
     sparse = attention_flops(
         _model(tiny_model_dir, "bert", "adaptive_sparse", top_k=8), get_module("adaptive_sparse"), 64
     )
-    # Dense + top-k comparisons L·H·N·N·⌈log₂ 8⌉ = 2·4·64·64·3 = 98_304: 1_048_576 + 98_304.
-    assert sparse.module == 1_146_880
+    # Every score, L·H·2·N²·d = 2·4·2·64²·8 = 524_288, P·V over the 8 kept keys, L·H·2·N·k·d = 2·4·2·64·8·8 =
+    # 65_536, and the top-k comparisons L·H·N·N·⌈log₂ 8⌉ = 2·4·64·64·3 = 98_304: 688_128.
+    assert sparse.module == 688_128
     assert "all scores are computed" in sparse.formula and "k = [8, 8]" in sparse.formula

@@ -16,11 +16,13 @@ tiles ([`query_tiles`]) that go through the steps above one after the other; wit
 tile's output is written into the result and the next tile reuses its score buffer, with autograd the
 tile outputs are concatenated at the end.
 
-- Short inputs (N ≤ `SINGLE_BLOCK_MAX_KEYS` keys) are one tile, computed as a masked softmax over the
-  whole (B, H, N, N) score matrix: the keep mask from `torch.topk`, a softmax over all N columns with the
-  others set to the most negative float, and a dense P·V. Memory O(N²) per head, several such tensors.
-- Longer inputs are cut into tiles of at most `TILE_SCORES` scores (whole heads and batch rows when they
-  fit, else blocks of query rows of one head). Per tile: the scores of its rows against all keys (only
+- Short inputs (N ≤ `SINGLE_BLOCK_MAX_KEYS` keys) are one tile of the whole (B, H, N, N) score matrix.
+  Without autograd (inference) it goes through the steps of a long input's tile below, in one go. With
+  autograd (training) it is a masked softmax: the keep mask from `torch.topk`, a softmax over all N columns
+  with the others set to the most negative float, and a dense P·V. Memory O(N²) per head.
+- Longer inputs are cut into tiles of at most [`tile_scores`] scores, a third of the output's elements
+  within 896 KiB and 1.75 MiB of float32 (whole heads and batch rows when they fit, else blocks of query rows
+  of one head). Per tile: the scores of its rows against all keys (only
   against the keys up to the tile's last row, rounded up to a whole `CHUNK`, in a causal model without
   padding), the tile's rows of the mask as -inf, the top k of each row (`torch.topk`, in two stages for
   rows of at least 2k chunks of `CHUNK` keys: [`top_k_of_rows`]), a softmax over the k kept scores, and
@@ -49,12 +51,14 @@ from ..trace import trace_step
 
 # Inputs of at most this many keys are computed as one (B, H, N, N) tile (the fastest at short lengths).
 SINGLE_BLOCK_MAX_KEYS = 256
-# Beyond it, a tile holds at most this many scores (896 KiB of float32), e.g. 56 query rows at N = 4096.
-# Set by fused SDPA's own footprint: at N = 4096 (B = 1, H = 12, D = 64) its peak is its output (12 MiB)
-# plus about 1.1 MiB of blocks with torch's two threads; one tile of this size with its small change stays
-# within that (measured 0.99× SDPA's peak; 64 rows, 2**18 scores, went over: 1.01×). Fewer tiles are faster
-# (each is a few parallel regions): 0.59× SDPA's speed against 0.45× for the former 2**17 on a shared CPU.
+# Beyond it, a tile holds at least this many scores (896 KiB of float32) and at most `LARGEST_TILE_SCORES`:
+# a third of the layer's output elements between the two ([`tile_scores`]). A tile is memory that fused SDPA
+# does not need, beside an output both need; with MiniLM's shape (H = 12, D = 32, one layer,
+# `attncard bench`'s layer table) the smallest tile at N = 1024 peaked at 0.82× SDPA's memory (twice it:
+# 1.14×), and at N = 4096 twice the smallest (112 rows) ran at 0.65× SDPA's speed and 0.63× its memory,
+# against 0.43× and 0.54× with 56 rows: fewer, larger tiles spend less on each product and selection call.
 TILE_SCORES = 7 * 2**15
+LARGEST_TILE_SCORES = 7 * 2**16
 # The top-k of a long row is taken among the k chunks of this many keys with the highest maxima.
 CHUNK = 64
 
@@ -149,11 +153,26 @@ def allowed_rows(
     return (torch.arange(keys, device=device)[None, :] <= last_allowed)[None, None]
 
 
-def query_tiles(batch: int, heads: int, n_q: int, n_k: int) -> tuple[int, int, int]:
+def tile_scores(batch: int, heads: int, n_q: int, head_dim: int | None = None) -> int:
+    """The most scores a tile holds: a third of the output's B·H·N·D elements, at least `TILE_SCORES` and at
+    most `LARGEST_TILE_SCORES`; `TILE_SCORES` when the head size is not given.
+
+    Example:
+        >>> tile_scores(1, 12, 4096, 32), tile_scores(1, 12, 1024, 32)  # MiniLM: 112 and 56 rows of 4096
+        (458752, 229376)
+    """
+    if head_dim is None:
+        return TILE_SCORES
+    return min(LARGEST_TILE_SCORES, max(TILE_SCORES, batch * heads * n_q * head_dim // 3))
+
+
+def query_tiles(
+    batch: int, heads: int, n_q: int, n_k: int, head_dim: int | None = None
+) -> tuple[int, int, int]:
     """How the queries are cut: `(batch rows, heads, query rows)` per tile.
 
     One tile when there are at most `SINGLE_BLOCK_MAX_KEYS` keys. Beyond, a tile holds at most
-    `TILE_SCORES` scores: blocks of query rows of one head and batch row (as many rows in each block as
+    [`tile_scores`] scores: blocks of query rows of one head and batch row (as many rows in each block as
     the count of blocks allows, so that the score buffer is no larger than needed), or, when a whole head
     fits, several heads (and batch rows) at once. Tiles of every head of a block of rows would make one
     batched product of thin matrices instead of one product: 4 rows of 12 heads at N = 4096 ran at 0.21×
@@ -162,7 +181,9 @@ def query_tiles(batch: int, heads: int, n_q: int, n_k: int) -> tuple[int, int, i
     Example:
         >>> query_tiles(32, 12, 128, 128)  # short: one tile
         (32, 12, 128)
-        >>> query_tiles(1, 12, 4096, 4096)  # 56 query rows against 4096 keys (74 tiles per head)
+        >>> query_tiles(1, 12, 4096, 4096, head_dim=32)  # 37 tiles of at most 112 rows per head, evened out
+        (1, 1, 111)
+        >>> query_tiles(1, 12, 4096, 4096)  # without the head size: 56 rows
         (1, 1, 56)
         >>> query_tiles(1, 12, 512, 512)  # at most 448 rows: 2 tiles of 256 rather than 448 and 64
         (1, 1, 256)
@@ -171,14 +192,15 @@ def query_tiles(batch: int, heads: int, n_q: int, n_k: int) -> tuple[int, int, i
     """
     if n_k <= SINGLE_BLOCK_MAX_KEYS:
         return batch, heads, n_q
-    rows = max(1, min(n_q, TILE_SCORES // n_k))
+    budget = tile_scores(batch, heads, n_q, head_dim)
+    rows = max(1, min(n_q, budget // n_k))
     if rows < n_q:
         return 1, 1, -(-n_q // -(-n_q // rows))  # the same count of blocks, evened out
     per_head = n_q * n_k
-    head_step = max(1, min(heads, TILE_SCORES // per_head))
+    head_step = max(1, min(heads, budget // per_head))
     if head_step < heads:
         return 1, head_step, n_q
-    return max(1, min(batch, TILE_SCORES // (heads * per_head))), heads, n_q
+    return max(1, min(batch, budget // (heads * per_head))), heads, n_q
 
 
 def select_top_k(
@@ -233,7 +255,11 @@ def top_k_of_rows(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Ten
     chunks = scores.reshape(-1, n // CHUNK, CHUNK)
     # The order of the k chunks does not matter (the second stage sorts), so the first stage skips sorting.
     best = chunks.amax(dim=-1).topk(k, dim=-1, sorted=False).indices  # (rows, k) chunks
-    candidates = chunks.gather(1, best.unsqueeze(-1).expand(-1, k, CHUNK))  # (rows, k, CHUNK)
+    # The chosen chunks as whole rows of 64 scores: index_select copies rows, where gather went element-wise
+    # (3× faster for 56 rows of 4096).
+    per_row = chunks.shape[1]
+    chosen = best + torch.arange(0, best.shape[0] * per_row, per_row, device=best.device)[:, None]
+    candidates = chunks.view(-1, CHUNK).index_select(0, chosen.view(-1))  # (rows · k, CHUNK)
     values, within = candidates.view(-1, k * CHUNK).topk(k, dim=-1)
     indices = best.gather(-1, within // CHUNK).mul_(CHUNK).add_(within % CHUNK)
     return values.view(*leading, k), indices.view(*leading, k)
@@ -415,7 +441,12 @@ def _sparse_tile(
         scores = torch.matmul(query, key.transpose(-2, -1))
     else:
         shape = (*query.shape[:-1], key.shape[-2])
-        scores = torch.matmul(query, key.transpose(-2, -1), out=buffer[: math.prod(shape)].view(shape))
+        out = buffer[: math.prod(shape)].view(shape)
+        if shape[:2] == (1, 1):  # one head of one row: a plain product, which a batched `out=` would copy
+            torch.mm(query[0, 0], key[0, 0].transpose(0, 1), out=out[0, 0])
+            scores = out
+        else:
+            scores = torch.matmul(query, key.transpose(-2, -1), out=out)
     trace = note is not None
     if trace:
         trace_step(
@@ -504,16 +535,20 @@ def adaptive_sparse_attention(
 
     batch, heads, n_q, head_dim = query.shape
     n_k = key.shape[-2]
-    batch_step, head_step, row_step = query_tiles(batch, heads, n_q, n_k)
+    batch_step, head_step, row_step = query_tiles(batch, heads, n_q, n_k, head_dim)
     tiled = (batch_step, head_step, row_step) != (batch, heads, n_q)
-    # Dense tiles: short inputs, full attention, or k covering every key (then nothing is left to save).
-    dense = not tiled or warm_up or state.top_k >= n_k
     top_k = None if warm_up else state.top_k
     want_probabilities = bool(kwargs.get("output_attentions"))
     # Without autograd the tiles are written into the result; with it, concatenated (one backward step).
     in_place = not (torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value)))
+    # Dense tiles: full attention, k covering every key (then nothing is left to save), or short inputs with
+    # autograd (one masked softmax trains faster). Without autograd a short input is one sparse tile: the
+    # dense tile's masks, scatter, softmax and product over all N columns cost more than the selection itself
+    # (one layer of MiniLM's shape, no grad: 1.8 ms against 3.3 ms at N = 128, 6.1 against 10.8 at 256).
+    dense = warm_up or state.top_k >= n_k or (not tiled and not in_place)
     output = query.new_empty(batch, n_q, heads, head_dim) if in_place else None
-    probabilities = query.new_zeros(batch, heads, n_q, n_k) if (want_probabilities and tiled) else None
+    spread = want_probabilities and (tiled or not dense)  # p over the k kept keys, spread into (B, H, N, N)
+    probabilities = query.new_zeros(batch, heads, n_q, n_k) if spread else None
     # One tile's scores, reused by every tile (no allocator churn); autograd needs a fresh tensor per tile.
     buffer = query.new_empty(batch_step * head_step * row_step * n_k) if in_place and not dense else None
     tile_count = -(-batch // batch_step) * -(-heads // head_step) * -(-n_q // row_step)

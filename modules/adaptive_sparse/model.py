@@ -6,8 +6,8 @@ import math
 
 from torch import nn
 
-from ..base import attention_layers, attention_shape, dense_attention_flops, install_attention, unwrap_peft
-from .attention import SINGLE_BLOCK_MAX_KEYS, AdaptiveSparseState, adaptive_sparse_attention
+from ..base import attention_layers, attention_shape, install_attention, unwrap_peft
+from .attention import AdaptiveSparseState, adaptive_sparse_attention
 from .config import AdaptiveSparseConfig
 
 
@@ -72,13 +72,12 @@ def module_stats(model: nn.Module) -> dict:
 
 
 def attention_flops(model: nn.Module, n: int) -> tuple[float, str]:
-    """`MODULE.flops`: every score, the top-k selection, and P·V dense (short inputs) or over k keys (long).
+    """`MODULE.flops`: every score, the top-k selection, and P·V over the k kept keys, at inference.
 
     Every score Q·Kᵀ is computed (2·N²·d per head; in decoders too, counted in full as for dense attention).
-    Up to `SINGLE_BLOCK_MAX_KEYS` tokens the attention is one masked softmax and P·V is a dense product
-    (zeros included, 2·N²·d); beyond, each query multiplies only its k gathered value rows (2·N·k·d). The
-    top-k selection adds N·max(1, ⌈log₂ k⌉) comparisons per query row and head (k = min(top_k, N)),
-    counted as if they were FLOPs.
+    Without autograd each query multiplies only its k value rows picked by index (2·N·k·d), at every length;
+    k at least N is dense attention (2·N²·d). The top-k selection adds N·max(1, ⌈log₂ k⌉) comparisons per
+    query row and head (k = min(top_k, N)), counted as if they were FLOPs.
 
     Args:
         model: a model with adaptive_sparse installed (peft-wrapped or not).
@@ -90,25 +89,18 @@ def attention_flops(model: nn.Module, n: int) -> tuple[float, str]:
     Example:
         >>> model = apply(model, AdaptiveSparseConfig(top_k=8))
         >>> flops, formula = attention_flops(model, 64)  # a tiny BERT: 2 layers, 4 heads, d = 8
-        >>> flops == 2 * 4 * 4 * 64**2 * 8 + 2 * 4 * 64 * 64 * 3
+        >>> flops == 2 * 4 * (2 * 64**2 * 8 + 2 * 64 * 8 * 8) + 2 * 4 * 64 * 64 * 3
         True
-        >>> flops, formula = attention_flops(model, 1024)  # long: P·V over the 8 kept keys only
-        >>> flops == 2 * 4 * (2 * 1024**2 * 8 + 2 * 1024 * 8 * 8) + 2 * 4 * 1024 * 1024 * 3
+        >>> flops, formula = attention_flops(model, 4)  # k of 8 beyond N: dense, with the selection
+        >>> flops == 2 * 4 * (2 * 4**2 * 8 + 2 * 4 * 4 * 8) + 2 * 4 * 4 * 4 * 2
         True
     """
     heads, _, head_dim = attention_shape(unwrap_peft(model).config)
     top_ks = [layer.module.adaptive_sparse.top_k for layer in attention_layers(model)]
     selection = sum(heads * n * n * max(1, math.ceil(math.log2(min(k, n)))) for k in top_ks)
-    if n <= SINGLE_BLOCK_MAX_KEYS:
-        formula = (
-            "dense (all scores are computed, P·V is a dense product) + top-k selection "
-            f"L·H·N·N·max(1, ⌈log₂ min(k, N)⌉) comparisons, k = {top_ks}"
-        )
-        return dense_attention_flops(model, n) + selection, formula
     products = sum(heads * (2 * n * n * head_dim + 2 * n * min(k, n) * head_dim) for k in top_ks)
     formula = (
-        "all scores are computed, L·H·2·N²·d, P·V over the k kept keys only, L·H·2·N·k·d (tiled path, "
-        f"N > {SINGLE_BLOCK_MAX_KEYS}) + top-k selection L·H·N·N·max(1, ⌈log₂ min(k, N)⌉) comparisons, "
-        f"k = {top_ks}"
+        "all scores are computed, L·H·2·N²·d, P·V over the k kept keys only, L·H·2·N·min(k, N)·d "
+        f"+ top-k selection L·H·N·N·max(1, ⌈log₂ min(k, N)⌉) comparisons, k = {top_ks}"
     )
     return products + selection, formula
