@@ -12,7 +12,7 @@ from attncard.modules.adaptive_span.attention import (
     AdaptiveSpan,
     adaptive_span_attention,
     dense_span_attention,
-    fused_bias,
+    fused_masks,
     fused_span_attention,
 )
 from attncard.pipeline.models import load_model, tokenize
@@ -274,27 +274,34 @@ def test_every_inference_path_computes_the_reference(
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("global_token", [True, False])
-@pytest.mark.parametrize("chunk", [1, 8, 12, 64])  # blocks of query rows, some reaching key 0, one block
-def test_the_fused_path_in_blocks_of_rows_computes_the_reference(causal, global_token, chunk):
+# Blocks of query rows and rows per call: blocks cut by either end only, one per call, several per call,
+# a last call with fewer, and blocks longer than the sequence.
+@pytest.mark.parametrize(("block", "call_rows"), [(1, 1), (4, 4), (4, 12), (8, 24), (12, 512), (64, 64)])
+@pytest.mark.parametrize("layout", ["layer", "contiguous"])
+def test_the_fused_path_in_blocks_of_rows_computes_the_reference(
+    causal, global_token, block, call_rows, layout
+):
     length = 41
-    # In the layout a layer hands over: (B, N, H, D) in memory.
-    query, key, value = (x.transpose(1, 2).contiguous().transpose(1, 2) for x in _random_inputs(length=41))
+    inputs = _random_inputs(length=length)
+    if layout == "layer":  # the (B, N, H, D) memory a layer hands over
+        inputs = tuple(x.transpose(1, 2).contiguous().transpose(1, 2) for x in inputs)
+    query, key, value = inputs
     span = _short_spans(3, global_token)
     with torch.no_grad():
         plan = span.plan(length, causal, torch.float32)
         assert 0 < plan.window < length - 1  # a band narrower than the sequence: blocks skip keys
-        by_offset, missing = fused_bias(plan.log_mask, length, causal)
+        block_mask, missing = fused_masks(plan.log_mask, length, causal, block)
         output = fused_span_attention(
             query,
             key,
             value,
-            by_offset,
+            block_mask,
             missing,
             scaling=0.3,
             causal=causal,
             global_token=global_token,
             window=plan.window,
-            chunk=chunk,
+            call_rows=call_rows,
         )
     global_index = torch.full((2,), length - 1 if causal else 0) if global_token else None
     reference = dense_span_attention(
@@ -310,6 +317,45 @@ def test_the_fused_path_in_blocks_of_rows_computes_the_reference(causal, global_
     )
     assert output.is_contiguous()
     torch.testing.assert_close(output, reference.transpose(1, 2), atol=1e-5, rtol=1e-5)
+
+
+def test_the_fused_path_calls_batches_of_blocks_on_overlapping_views(monkeypatch):
+    """The blocks inside the sequence go several to a call, their key windows read in place (no copy)."""
+    from attncard.modules.adaptive_span import attention
+
+    length, block = 64, 8
+    inputs = _random_inputs(length=length)
+    query, key, value = (x.transpose(1, 2).contiguous().transpose(1, 2) for x in inputs)
+    span = _short_spans(3)
+    calls = []
+    original = attention._FUSED_CPU_OP
+
+    def recording(q, k, v, *args, **kwargs):
+        shares_storage = k.untyped_storage().data_ptr() == key.untyped_storage().data_ptr()
+        calls.append((tuple(q.shape), tuple(k.shape), shares_storage))
+        return original(q, k, v, *args, **kwargs)
+
+    monkeypatch.setattr(attention, "_FUSED_CPU_OP", recording)
+    with torch.no_grad():
+        plan = span.plan(length, False, torch.float32)
+        block_mask, missing = fused_masks(plan.log_mask, length, False, block)
+        fused_span_attention(
+            query,
+            key,
+            value,
+            block_mask,
+            missing,
+            scaling=0.3,
+            causal=False,
+            global_token=False,
+            window=plan.window,
+            call_rows=4 * block,
+        )
+    assert all(shares_storage for _, _, shares_storage in calls)  # every key window a view of the keys
+    # Four blocks of 8 rows to a call, each against its block + 2W keys.
+    assert (4, 3, block, 8) == next(q for q, _, _ in calls if q[0] > 1)  # (blocks, H, rows, D)
+    assert {k[2] for q, k, _ in calls if q[0] > 1} == {block + 2 * plan.window}
+    assert sum(q[0] * q[2] for q, _, _ in calls) == 2 * length  # every row once per batch row
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -10,9 +10,10 @@ the softmax — softmax(s + log m) is the paper's m·exp(s) renormalised — so 
 ramp. Distances are |i − j| in encoders and i − j ≥ 0 (past only) in decoders. One global token per row
 attends to and is attended by every position with full weight. Keys beyond z_h + R get weight zero, so a
 head only reads a band of ⌈z_h + R⌉ − 1 keys on each side. At inference each call takes the fastest
-exact path: plain SDPA when every span covers the sequence, fused SDPA calls on blocks of query rows and
-their key windows, with the bias as a strided O(H·N) mask, below a crossover length measured after training
-([`AdaptiveSpan.crossover`]), and from it the banded kernel, in memory linear in the sequence length.
+exact path: plain SDPA when every span covers the sequence, fused SDPA calls on batches of blocks of query
+rows and their key windows, read in place, with one block's bias as the mask of every block, below a
+crossover length measured after training ([`AdaptiveSpan.crossover`]), and from it the banded kernel, in
+memory linear in the sequence length.
 """
 
 from __future__ import annotations
@@ -35,10 +36,18 @@ CALIBRATION_LENGTHS = (64, 128, 256, 512, 1024, 2048, 4096)
 # with spans of a few tokens (MiniLM's shape) the banded kernel, with its global token, used 2–4× the fused
 # path's memory at every calibration length, so it was never the better path.
 DEFAULT_CROSSOVER = 4097
-# Query rows per call of the fused path: the longer the block, the fewer calls, and the more scores outside
-# the band each call computes; a block also holds a copy of its query rows and its output (at N = 128 to 2048
-# with MiniLM's heads and bands of ±33, 128 rows ran within 10% of the fastest of 64, 128 and 256).
-FUSED_CHUNK_ROWS = 128
+# Query rows per block of the fused path. Each block reads the keys within the band's width W of its rows,
+# block + 2W of them for the 2W + 1 of each row's band, so small blocks waste less; the blocks of a call are
+# one batched fused call, which keeps small blocks efficient. With MiniLM's heads (W = 21, one layer at
+# N = 4096) blocks of 32 rows ran in 12 ms, of 16 in 12–13 ms and of 64 in 13.5–14.5 ms, against 18 ms for
+# the former calls of 128 consecutive rows; fused SDPA took 194 ms.
+FUSED_BLOCK_ROWS = 32
+# Up to this length the blocks are of 64 rows: at N = 128, 64-row blocks (two calls) ran in 0.39 ms and
+# 32-row ones (three calls) in 0.45 ms; from 256, 32 rows were the fastest (0.92 ms against 0.99 ms).
+SHORT_LENGTH, SHORT_BLOCK_ROWS = 128, 64
+# Query rows per fused call (16 blocks of 32): each call's result is the temporary beside the output it is
+# copied into, 0.75 MiB with MiniLM's 12 heads of 32.
+FUSED_CALL_ROWS = 512
 # The fused path reads the softmax normaliser from this CPU kernel (a private but stable ATen op).
 _FUSED_CPU_OP = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
 
@@ -105,11 +114,12 @@ class AdaptiveSpan(nn.Module):
         window = int(windows.max())
         log_mask = self.log_mask(window).to(dtype)
         covers = bool((windows >= length - 1).all()) and bool((log_mask == 0).all())
-        by_offset = missing = None
+        block_mask = missing = None
         if not needs_grad and not covers and fused_path_available(self.span_logits.device):
-            by_offset, missing = fused_bias(log_mask, length, causal)
+            block = SHORT_BLOCK_ROWS if length <= SHORT_LENGTH else FUSED_BLOCK_ROWS
+            block_mask, missing = fused_masks(log_mask, length, causal, block)
         plan = SpanPlan(
-            windows, window, log_mask, covers, by_offset, missing, length < crossover, self.global_token
+            windows, window, log_mask, covers, block_mask, missing, length < crossover, self.global_token
         )
         if not needs_grad:
             if len(self._plans) >= 8:
@@ -161,80 +171,138 @@ def dense_span_attention(
     return torch.matmul(weights, value)
 
 
-def fused_bias(log_mask: torch.Tensor, length: int, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """What [`fused_span_attention`] reads of the spans: h[k], the bias of the offset i − j = k − (N − 1) for
-    k = 0 … 2N − 2 (H, 2N − 1), and, per position i, log(1 − m_h(i)), the weight key 0 lacks in the band for
-    the global token's (H, N); from log_mask (H, W + 1), W < N."""
-    heads, width = log_mask.shape
-    blocked = log_mask.new_full((heads, length - width), -math.inf)
-    before = log_mask.new_full((heads, width - 1), -math.inf) if causal else log_mask[:, 1:].flip(-1)
-    by_offset = torch.cat([blocked, before, log_mask, blocked], dim=1)
-    missing = torch.log1p(-by_offset[:, length - 1 :].exp())  # log(1 − m_h(i)), i the distance to key 0
-    return by_offset, missing
+def fused_masks(
+    log_mask: torch.Tensor, length: int, causal: bool, block: int = FUSED_BLOCK_ROWS
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """What [`fused_span_attention`] reads of the spans, from log_mask (H, W + 1), W < N.
+
+    - The bias of one block of `block` query rows against its key window, (1, H, block, span): row r is
+      position start + r, column c key start − W + c, so the offset i − j is r + W − c whatever the block;
+      span = block + 2W (block + W in decoders, which read no later key); −inf outside the band.
+    - Per position i, log(1 − m_h(i)), the weight key 0 lacks in the band for the global token's: (H, N).
+
+    Example:
+        >>> log_mask = torch.tensor([[0.0, -0.7]])  # one head, W = 1: full weight at 0, half at distance 1
+        >>> block_mask, missing = fused_masks(log_mask, length=4, causal=False, block=2)
+        >>> block_mask.shape, block_mask[0, 0, 0].tolist()  # row 0 against keys start − 1 … start + 2
+        (torch.Size([1, 1, 2, 4]), [-0.699999988079071, 0.0, -0.699999988079071, -inf])
+        >>> missing.exp().tolist()  # key 0 has weight 1, 0.497, 0, 0 in the band: 1 − that is the rest
+        [[0.0, 0.5034..., 1.0, 1.0]]
+    """
+    window = log_mask.shape[1] - 1
+    span = block + window if causal else block + 2 * window
+    positions = torch.arange(max(block, span, length), device=log_mask.device)
+    offset = positions[:block, None] + window - positions[None, :span]
+    inside = (offset >= 0) & (offset <= window) if causal else offset.abs() <= window
+    bias = log_mask[:, offset.abs().clamp(max=window)]
+    block_mask = torch.where(inside, bias, -math.inf)[None].contiguous()
+    distance = positions[:length]
+    band = torch.where(distance <= window, log_mask[:, distance.clamp(max=window)], -math.inf)
+    missing = torch.log1p(-band.exp())  # log(1 − m_h(i)), i the distance to key 0
+    return block_mask, missing
 
 
 def fused_span_attention(
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
-    by_offset: torch.Tensor,
+    block_mask: torch.Tensor,
     missing: torch.Tensor,
     *,
     scaling: float,
     causal: bool,
     global_token: bool,
     window: int,
-    chunk: int = FUSED_CHUNK_ROWS,
+    call_rows: int = FUSED_CALL_ROWS,
 ) -> torch.Tensor:
-    """The span bias through fused SDPA calls on the CPU, with a mask of O(H·N) memory: rows without padding.
+    """The span bias through fused SDPA calls on the CPU, on blocks of query rows and their key windows:
+    rows without padding.
 
-    The bias depends on i − j only: a Toeplitz matrix per head, which a strided view cannot hold (its stride
-    along j would be −1). With the keys in reverse order it depends on i + j′: a view of h (`by_offset`, see
-    [`fused_bias`]) with strides 1 and 1, which the fused kernel reads in place. The queries go in blocks of
-    `chunk` rows, each against the keys within `window` of it (the band's width, the largest over the
-    heads), reversed: one fused call per block, whose mask is the same view of h from another offset.
+    The queries are cut into blocks of `block` rows (the mask's third dimension), each against the keys
+    within `window` of its rows (the band's width, the largest over the heads). The bias of a row and a key
+    depends on their offset only, so every block has the same (H, block, span) mask ([`fused_masks`]). The
+    blocks whose windows lie inside the sequence go `call_rows` rows at a time into one fused call, as a
+    batch of blocks: the blocks of queries, keys and values are strided views of the inputs, overlapping for
+    the keys and values, which the kernel reads in place. The few blocks at either end, whose windows are cut
+    by the sequence, go one call each with the mask's columns cut alike.
 
     The global token is added after: its key column (position 0 in encoders) through the kernel's
-    log-sum-exp, by giving key 0 the weight (1 − m_h(i))·exp(s_i0) it lacks in the band (`missing`; a block
-    whose keys do not reach key 0 lacks all of it, m_h(i) being 0 there); its query row by a dense call of
-    one row. In decoders the global token is the last one (there is no padding), whose key only its own row
-    sees.
+    log-sum-exp, by giving key 0 the weight (1 − m_h(i))·exp(s_i0) it lacks in the band (`missing`; a row out
+    of key 0's reach lacks all of it, m_h(i) being 0 there); its query row by a dense call of one row. In
+    decoders the global token is the last one (there is no padding), whose key only its own row sees.
 
-    Shapes: query, key, value (B, H, N, D); by_offset (H, 2N − 1); missing (H, N); returns (B, N, H, D),
-    contiguous.
+    Shapes: query, key, value (B, H, N, D) with the same strides (any layout whose last dimension is
+    contiguous); block_mask (1, H, block, span); missing (H, N); returns (B, N, H, D), contiguous.
     """
     batch, heads, length, head_dim = query.shape
-    # One block is the output as the kernel returns it; several are copied into place as they come.
-    output = query.new_empty(batch, length, heads, head_dim) if length > chunk else None
-    for start in range(0, length, chunk):
-        end = min(start + chunk, length)
-        keys = slice(max(0, start - window), end if causal else min(length, end + window))
-        # Key column j′ is position keys.stop − 1 − j′: the bias of (i, j′) is h[i + j′ + N − keys.stop].
-        mask = by_offset[:, start + length - keys.stop :].as_strided(
-            (1, heads, end - start, keys.stop - keys.start), (0, 2 * length - 1, 1, 1)
-        )
-        rows = query[:, :, start:end]
-        reversed_key, reversed_value = key[:, :, keys].flip(-2), value[:, :, keys].flip(-2)
-        block, log_sum = _FUSED_CPU_OP(
-            rows, reversed_key, reversed_value, 0.0, False, attn_mask=mask, scale=scaling
-        )[:2]
-        del reversed_key, reversed_value
-        if global_token and not causal:
-            # softmax over the band and key 0 again with log(1 − m): the logit of the second share is
-            # s_i0 + log(1 − m_h(i)) − logsumexp(band), and the output moves towards v_0 by that share.
-            logit = torch.matmul(rows, key[:, :, :1].transpose(-1, -2)).mul_(scaling)
-            logit += missing[:, start:end, None] - log_sum[..., None]
-            block.lerp_(value[:, :, :1], logit.sigmoid_())
-        block = block.transpose(1, 2)  # (B, rows, H, D), contiguous: the kernel's own layout
-        if output is None:
-            output = block
-        else:
-            output[:, start:end] = block
+    block = block_mask.shape[2]
+    blocks = -(-length // block)
+    # Blocks first to last whose window [start − W, start + block + W) lies inside the sequence.
+    first = -(-window // block)
+    last = (length if causal else length - window) // block - 1
+    per_call = max(1, call_rows // block)
+    output = query.new_empty(batch, length, heads, head_dim)
+
+    if global_token and not causal:
+        # The global key's logit for every row at once, s_i0 + log(1 − m_h(i)): (B, H, N).
+        key_logits = torch.matmul(query, key[:, :, :1].transpose(-1, -2)).squeeze_(-1).mul_(scaling)
+        key_logits += missing
+
+    def add_global_key(out: torch.Tensor, log_sum: torch.Tensor, b: int, start: int) -> None:
+        # softmax over the band and key 0 again with log(1 − m): the logit of the second share is
+        # s_i0 + log(1 − m_h(i)) − logsumexp(band), and the output moves towards v_0 by that share.
+        blocks, _, rows = log_sum.shape  # (blocks, H, rows per block)
+        logit = key_logits[b, :, start : start + blocks * rows].view(heads, blocks, rows).transpose(0, 1)
+        out.lerp_(value[b : b + 1, :, :1], (logit - log_sum).sigmoid_().unsqueeze_(-1))
+
+    for b in range(batch):
+        for index in [j for j in range(blocks) if not first <= j <= last]:  # cut by either end
+            start, stop = index * block, min(length, (index + 1) * block)
+            keys = slice(max(0, start - window), stop if causal else min(length, stop + window))
+            columns = slice(keys.start - (start - window), keys.stop - (start - window))
+            out, log_sum = _FUSED_CPU_OP(
+                query[b : b + 1, :, start:stop],
+                key[b : b + 1, :, keys],
+                value[b : b + 1, :, keys],
+                0.0,
+                False,
+                attn_mask=block_mask[:, :, : stop - start, columns],
+                scale=scaling,
+            )[:2]
+            if global_token and not causal:
+                add_global_key(out, log_sum, b, start)
+            output[b, start:stop] = out[0].transpose(0, 1)
+        for index in range(first, last + 1, per_call):
+            count = min(per_call, last + 1 - index)
+            start = index * block
+            out, log_sum = _FUSED_CPU_OP(
+                _blocks(query, b, start, count, block, block),
+                _blocks(key, b, start - window, count, block, block_mask.shape[3]),
+                _blocks(value, b, start - window, count, block, block_mask.shape[3]),
+                0.0,
+                False,
+                attn_mask=block_mask,
+                scale=scaling,
+            )[:2]
+            if global_token and not causal:
+                add_global_key(out, log_sum, b, start)
+            output[b, start : start + count * block] = out.transpose(1, 2).reshape(count * block, heads, -1)
     if global_token:
         row = length - 1 if causal else 0
         global_row = query[:, :, row : row + 1]
         output[:, row] = F.scaled_dot_product_attention(global_row, key, value, scale=scaling)[:, :, 0]
-    return output.contiguous()
+    return output
+
+
+def _blocks(states: torch.Tensor, b: int, start: int, count: int, step: int, rows: int) -> torch.Tensor:
+    """`count` blocks of `rows` positions of batch row `b` of states (B, H, N, D), the first at `start`, each
+    `step` after the last, as a (count, H, rows, D) view: overlapping when rows > step."""
+    batch_stride, head_stride, position_stride, dim_stride = states.stride()
+    return states.as_strided(
+        (count, states.shape[1], rows, states.shape[3]),
+        (step * position_stride, head_stride, position_stride, dim_stride),
+        states.storage_offset() + b * batch_stride + start * position_stride,
+    )
 
 
 def fused_path_available(device: torch.device) -> bool:
@@ -247,15 +315,15 @@ def fused_path_available(device: torch.device) -> bool:
 class SpanPlan:
     """What an inference call at one length reads of the spans, computed once per length while the spans
     do not change. `window`: the largest of `windows`; `covers`: every span gives every distance < N full
-    weight; `below_crossover`: N is below the layer's `crossover`; `by_offset` and `missing`:
-    the fused path's mask ([`fused_bias`]), None where that path cannot run (a gradient is needed, the
+    weight; `below_crossover`: N is below the layer's `crossover`; `block_mask` and `missing`:
+    the fused path's masks ([`fused_masks`]), None where that path cannot run (a gradient is needed, the
     spans cover the sequence, or not on the CPU)."""
 
     windows: torch.Tensor
     window: int
     log_mask: torch.Tensor
     covers: bool
-    by_offset: torch.Tensor | None
+    block_mask: torch.Tensor | None
     missing: torch.Tensor | None
     below_crossover: bool
     global_token: bool
@@ -304,7 +372,7 @@ def adaptive_span_attention(
         plan = span.plan(length, causal, query.dtype)
         windows, log_mask = plan.windows, plan.log_mask
     # The plan carries what inference reads of the layer, so that a peft-wrapped span is looked up once.
-    fused = not training and plan.by_offset is not None and key_padding_mask is None and plan.below_crossover
+    fused = not training and plan.block_mask is not None and key_padding_mask is None and plan.below_crossover
     global_token = span.global_token if training else plan.global_token
     global_index = None
     if global_token and (training or not (plan.covers or fused)):
@@ -345,14 +413,14 @@ def adaptive_span_attention(
             query,
             key,
             value,
-            plan.by_offset,
+            plan.block_mask,
             plan.missing,
             scaling=scaling,
             causal=causal,
             global_token=global_token,
             window=plan.window,
         )
-        op = "fused scaled_dot_product_attention on blocks of query rows, the span bias as a strided mask"
+        op = "fused scaled_dot_product_attention on batches of blocks of query rows, the span bias as mask"
     else:
         output = banded_attention(
             query,
