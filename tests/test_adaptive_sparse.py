@@ -271,7 +271,7 @@ def small_tiles(monkeypatch):
 
     def set_tiles(tile: tuple[int, int, int]) -> None:
         monkeypatch.setattr(sparse_attention, "SINGLE_BLOCK_MAX_KEYS", 8)
-        monkeypatch.setattr(sparse_attention, "query_tiles", lambda *shape: tile)
+        monkeypatch.setattr(sparse_attention, "query_tiles", lambda *shape, **options: tile)
 
     return set_tiles
 

@@ -16,11 +16,11 @@ tiles ([`query_tiles`]) that go through the steps above one after the other; wit
 tile's output is written into the result and the next tile reuses its score buffer, with autograd the
 tile outputs are concatenated at the end.
 
-- Short inputs (N ≤ `SINGLE_BLOCK_MAX_KEYS` keys) are one tile of the whole (B, H, N, N) score matrix.
-  Without autograd (inference) it goes through the steps of a long input's tile below, in one go. With
-  autograd (training) it is a masked softmax: the keep mask from `torch.topk`, a softmax over all N columns
-  with the others set to the most negative float, and a dense P·V. Memory O(N²) per head.
-- Longer inputs are cut into tiles of at most [`tile_scores`] scores, a third of the output's elements
+- With autograd (training), short inputs (N ≤ `SINGLE_BLOCK_MAX_KEYS` keys) are one tile of the whole
+  (B, H, N, N) score matrix, a masked softmax: the keep mask from `torch.topk`, a softmax over all N columns
+  with the others set to the most negative float, and a dense P·V. Memory O(N²) per head. Without autograd
+  (inference) short inputs are cut into tiles as long ones are, below.
+- Other inputs are cut into tiles of at most [`tile_scores`] scores, a third of the output's elements
   within 896 KiB and 1.75 MiB of float32 (whole heads and batch rows when they fit, else blocks of query rows
   of one head). Per tile: the scores of its rows against all keys (only
   against the keys up to the tile's last row, rounded up to a whole `CHUNK`, in a causal model without
@@ -49,7 +49,7 @@ from transformers.integrations.sdpa_attention import repeat_kv
 
 from ..trace import trace_step
 
-# Inputs of at most this many keys are computed as one (B, H, N, N) tile (the fastest at short lengths).
+# With autograd, inputs of at most this many keys are one (B, H, N, N) tile (the fastest to train).
 SINGLE_BLOCK_MAX_KEYS = 256
 # Beyond it, a tile holds at least this many scores (896 KiB of float32) and at most `LARGEST_TILE_SCORES`:
 # a third of the layer's output elements between the two ([`tile_scores`]). A tile is memory that fused SDPA
@@ -167,20 +167,22 @@ def tile_scores(batch: int, heads: int, n_q: int, head_dim: int | None = None) -
 
 
 def query_tiles(
-    batch: int, heads: int, n_q: int, n_k: int, head_dim: int | None = None
+    batch: int, heads: int, n_q: int, n_k: int, head_dim: int | None = None, autograd: bool = True
 ) -> tuple[int, int, int]:
     """How the queries are cut: `(batch rows, heads, query rows)` per tile.
 
-    One tile when there are at most `SINGLE_BLOCK_MAX_KEYS` keys. Beyond, a tile holds at most
-    [`tile_scores`] scores: blocks of query rows of one head and batch row (as many rows in each block as
-    the count of blocks allows, so that the score buffer is no larger than needed), or, when a whole head
-    fits, several heads (and batch rows) at once. Tiles of every head of a block of rows would make one
-    batched product of thin matrices instead of one product: 4 rows of 12 heads at N = 4096 ran at 0.21×
-    SDPA's speed, 32 rows of one head at 0.74× (one thread).
+    With autograd, one tile when there are at most `SINGLE_BLOCK_MAX_KEYS` keys (one masked softmax trains
+    fastest). Otherwise a tile holds at most [`tile_scores`] scores: blocks of query rows of one head and
+    batch row (as many rows in each block as the count of blocks allows, so that the score buffer is no
+    larger than needed), or, when a whole head fits, several heads (and batch rows) at once. Tiles of every
+    head of a block of rows would make one batched product of thin matrices instead of one product: 4 rows
+    of 12 heads at N = 4096 ran at 0.21× SDPA's speed, 32 rows of one head at 0.74× (one thread).
 
     Example:
-        >>> query_tiles(32, 12, 128, 128)  # short: one tile
+        >>> query_tiles(32, 12, 128, 128)  # short, with autograd: one tile
         (32, 12, 128)
+        >>> query_tiles(1, 12, 256, 256, head_dim=32, autograd=False)  # inference: 3 heads of 65536 scores
+        (1, 3, 256)
         >>> query_tiles(1, 12, 4096, 4096, head_dim=32)  # 37 tiles of at most 112 rows per head, evened out
         (1, 1, 111)
         >>> query_tiles(1, 12, 4096, 4096)  # without the head size: 56 rows
@@ -190,7 +192,7 @@ def query_tiles(
         >>> query_tiles(8, 12, 1, 4096)  # one query row (decoding with a cache): 12 heads of 4 batch rows
         (4, 12, 1)
     """
-    if n_k <= SINGLE_BLOCK_MAX_KEYS:
+    if autograd and n_k <= SINGLE_BLOCK_MAX_KEYS:
         return batch, heads, n_q
     budget = tile_scores(batch, heads, n_q, head_dim)
     rows = max(1, min(n_q, budget // n_k))
@@ -535,14 +537,14 @@ def adaptive_sparse_attention(
 
     batch, heads, n_q, head_dim = query.shape
     n_k = key.shape[-2]
-    batch_step, head_step, row_step = query_tiles(batch, heads, n_q, n_k, head_dim)
+    # Without autograd the tiles are written into the result; with it, concatenated (one backward step).
+    in_place = not (torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value)))
+    batch_step, head_step, row_step = query_tiles(batch, heads, n_q, n_k, head_dim, autograd=not in_place)
     tiled = (batch_step, head_step, row_step) != (batch, heads, n_q)
     top_k = None if warm_up else state.top_k
     want_probabilities = bool(kwargs.get("output_attentions"))
-    # Without autograd the tiles are written into the result; with it, concatenated (one backward step).
-    in_place = not (torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value)))
     # Dense tiles: full attention, k covering every key (then nothing is left to save), or short inputs with
-    # autograd (one masked softmax trains faster). Without autograd a short input is one sparse tile: the
+    # autograd (one masked softmax trains faster). Without autograd short inputs take sparse tiles too: the
     # dense tile's masks, scatter, softmax and product over all N columns cost more than the selection itself
     # (one layer of MiniLM's shape, no grad: 1.8 ms against 3.3 ms at N = 128, 6.1 against 10.8 at 256).
     dense = warm_up or state.top_k >= n_k or (not tiled and not in_place)
