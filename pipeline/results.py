@@ -121,11 +121,17 @@ SCALING_TIMING_METHOD = (
     "minimum / module maximum to dense maximum / module minimum, and a range that contains 1 is no "
     "measurable difference"
 )
+# Measured-memory passes per side and length of the scaling tables, alternating: each peak is their median.
+# On the CPU one pass's peak resident-set growth takes one of two or three values, as the allocator's heap
+# happens to lie: the whole MiniLM at N = 128 measured 3.29–3.35 or 3.51–3.93 MB over 15 passes, its dense
+# copy 3.23–3.24 or 3.42–3.62 MB, differences as large as those the ratios are read for. With 3 passes the
+# cards' ratios at N = 128 ranged 0.96–1.16 for the same code; 15 passes gave medians of 3.33 and 3.42 MB.
+SCALING_MEMORY_PASSES = 7
 SCALING_MEMORY_METHOD = (
     "peak memory growth during a pass: CUDA max_memory_allocated minus the memory allocated before it, or "
     "on the CPU the growth of the process peak RSS (Linux VmHWM reset through /proc/self/clear_refs after "
-    "malloc_trim); weights and inputs are not counted; each peak is the median of 3 passes, module and dense "
-    "alternating"
+    "malloc_trim); weights and inputs are not counted; each peak is the median of "
+    f"{SCALING_MEMORY_PASSES} passes, module and dense alternating"
 )
 
 

@@ -60,15 +60,13 @@ from ..modules.base import (
     unwrap_peft,
 )
 from ..modules.kernels.memory import peak_memory_mb, wall_seconds
-from .results import FlopsEstimate, ScalingRow
+from .results import SCALING_MEMORY_PASSES, FlopsEstimate, ScalingRow
 
 SMALLEST_DEFAULT_LENGTH = 128
 # Timed passes per side and length: each time is their median, with their minimum and maximum.
 REPEATS = 5
-# Measured-memory passes per side and length, alternating: each peak is their median. On the CPU one pass's
-# peak resident-set growth varied by ±0.5 MB from pass to pass (whole MiniLM at N = 128: 3.65 to 4.18 MB, and
-# SDPA's layer at N = 1024: 3.05 to 4.11 MB), as much as the differences the ratios are read for.
-MEMORY_PASSES = 3  # named in results.SCALING_MEMORY_METHOD
+# Measured-memory passes per side and length, alternating: each peak is their median (see results.py).
+MEMORY_PASSES = SCALING_MEMORY_PASSES
 LAYER_LENGTHS = (512, 1024, 2048, 4096)
 SPECIAL_ID_FIELDS = (
     "pad_token_id",

@@ -19,7 +19,7 @@ from attncard.modules.base import attention_layers, attention_shape
 from attncard.pipeline import scaling
 from attncard.pipeline.models import load_model
 from attncard.pipeline.render import render_card
-from attncard.pipeline.results import Results, ScalingRow
+from attncard.pipeline.results import SCALING_MEMORY_METHOD, Results, ScalingRow
 from attncard.pipeline.scaling import (
     attention_flops,
     default_lengths,
@@ -84,7 +84,7 @@ def test_a_row_is_the_medians_and_their_ratios(
     # (median 2, fastest 1, slowest 3), dense passes 4, 8, 6 s (median 6, fastest 4, slowest 8), so dense is
     # 3 times slower, at least 4 / 3 (its fastest against the module's slowest) and at most 8 / 1. The
     # memory passes alternate too, and each peak is the median of its three: 10 and 40 MB give 0.25.
-    assert scaling.MEMORY_PASSES == 3
+    monkeypatch.setattr(scaling, "MEMORY_PASSES", 3)
     times = iter([3.0, 4.0, 1.0, 8.0, 2.0, 6.0])  # module and dense alternate
     peaks = iter([peak for pair in zip(module_peaks, dense_peaks, strict=True) for peak in pair])
     monkeypatch.setattr(scaling, "wall_seconds", lambda run, device: next(times))
@@ -97,6 +97,10 @@ def test_a_row_is_the_medians_and_their_ratios(
     assert (row.module_peak_mb, row.dense_peak_mb) == medians
     assert row.memory_ratio == memory_ratio
     assert next(peaks, "none left") == "none left"  # three memory passes each, no more
+
+
+def test_the_recorded_memory_method_names_the_passes_measured():
+    assert f"the median of {scaling.MEMORY_PASSES} passes" in SCALING_MEMORY_METHOD
 
 
 def _row(n: int, module: tuple[float, float, float], dense: tuple[float, float, float]) -> ScalingRow:
