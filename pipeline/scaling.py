@@ -63,8 +63,10 @@ from ..modules.kernels.memory import peak_memory_mb, wall_seconds
 from .results import SCALING_MEMORY_PASSES, FlopsEstimate, ScalingRow
 
 SMALLEST_DEFAULT_LENGTH = 128
-# Timed passes per side and length: each time is their median, with their minimum and maximum.
-REPEATS = 5
+# Timed passes per side and length: each time is their median, with their minimum and maximum. The whole
+# model at N = 128 (MiniLM, 30–40 ms a pass) is the noisiest: with 5, the three seeds of one code gave
+# 0.83–0.97×; 9 passes cost about 1 s more per length and side.
+REPEATS = 9
 # Measured-memory passes per side and length, alternating: each peak is their median (see results.py).
 MEMORY_PASSES = SCALING_MEMORY_PASSES
 LAYER_LENGTHS = (512, 1024, 2048, 4096)
