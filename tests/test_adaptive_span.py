@@ -12,8 +12,9 @@ from attncard.modules.adaptive_span.attention import (
     AdaptiveSpan,
     adaptive_span_attention,
     dense_span_attention,
-    fused_masks,
+    fused_block_mask,
     fused_span_attention,
+    global_key_shortfall,
 )
 from attncard.pipeline.models import load_model, tokenize
 
@@ -272,6 +273,26 @@ def test_every_inference_path_computes_the_reference(
     torch.testing.assert_close(output[real], reference[real], atol=1e-5, rtol=1e-5)
 
 
+def _fused(span, query, key, value, *, causal, global_token, block, call_rows):
+    """`fused_span_attention` with the masks of `span`'s plan, its blocks of `block` rows; and the plan."""
+    length = query.shape[2]
+    with torch.no_grad():
+        plan = span.plan(length, causal, torch.float32)
+        output = fused_span_attention(
+            query,
+            key,
+            value,
+            fused_block_mask(plan.log_mask, causal, block),
+            global_key_shortfall(plan.log_mask, length),
+            scaling=0.3,
+            causal=causal,
+            global_token=global_token,
+            window=plan.window,
+            call_rows=call_rows,
+        )
+    return output, plan
+
+
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("global_token", [True, False])
 # Blocks of query rows and rows per call: blocks cut by either end only, one per call, several per call,
@@ -286,23 +307,17 @@ def test_the_fused_path_in_blocks_of_rows_computes_the_reference(
     if layout == "layer":  # the (B, N, H, D) memory a layer hands over
         inputs = tuple(x.transpose(1, 2).contiguous().transpose(1, 2) for x in inputs)
     query, key, value = inputs
-    span = _short_spans(3, global_token)
-    with torch.no_grad():
-        plan = span.plan(length, causal, torch.float32)
-        assert 0 < plan.window < length - 1  # a band narrower than the sequence: blocks skip keys
-        block_mask, missing = fused_masks(plan.log_mask, length, causal, block)
-        output = fused_span_attention(
-            query,
-            key,
-            value,
-            block_mask,
-            missing,
-            scaling=0.3,
-            causal=causal,
-            global_token=global_token,
-            window=plan.window,
-            call_rows=call_rows,
-        )
+    output, plan = _fused(
+        _short_spans(3, global_token),
+        query,
+        key,
+        value,
+        causal=causal,
+        global_token=global_token,
+        block=block,
+        call_rows=call_rows,
+    )
+    assert 0 < plan.window < length - 1  # a band narrower than the sequence: blocks skip keys
     global_index = torch.full((2,), length - 1 if causal else 0) if global_token else None
     reference = dense_span_attention(
         query,
@@ -319,6 +334,20 @@ def test_the_fused_path_in_blocks_of_rows_computes_the_reference(
     torch.testing.assert_close(output, reference.transpose(1, 2), atol=1e-5, rtol=1e-5)
 
 
+def test_the_plans_of_every_length_share_one_block_mask():
+    span = _short_spans(3)
+    with torch.no_grad():
+        plans = [span.plan(length, False, torch.float32) for length in (300, 400, 500)]  # blocks of 32
+        assert plans[0].window == plans[1].window == plans[2].window
+        assert plans[0].block_mask is plans[1].block_mask is plans[2].block_mask
+        assert [plan.missing.shape[1] for plan in plans] == [300, 400, 500]  # per length
+        torch.testing.assert_close(plans[0].block_mask, fused_block_mask(plans[0].log_mask, False, 32))
+        span.span_logits.add_(0.5)  # other spans: other masks
+        wider = span.plan(300, False, torch.float32)
+    assert wider.block_mask is not plans[0].block_mask
+    torch.testing.assert_close(wider.block_mask, fused_block_mask(wider.log_mask, False, 32))
+
+
 def test_the_fused_path_calls_batches_of_blocks_on_overlapping_views(monkeypatch):
     """The blocks inside the sequence go several to a call, their key windows read in place (no copy)."""
     from attncard.modules.adaptive_span import attention
@@ -326,7 +355,6 @@ def test_the_fused_path_calls_batches_of_blocks_on_overlapping_views(monkeypatch
     length, block = 64, 8
     inputs = _random_inputs(length=length)
     query, key, value = (x.transpose(1, 2).contiguous().transpose(1, 2) for x in inputs)
-    span = _short_spans(3)
     calls = []
     original = attention._FUSED_CPU_OP
 
@@ -336,21 +364,9 @@ def test_the_fused_path_calls_batches_of_blocks_on_overlapping_views(monkeypatch
         return original(q, k, v, *args, **kwargs)
 
     monkeypatch.setattr(attention, "_FUSED_CPU_OP", recording)
-    with torch.no_grad():
-        plan = span.plan(length, False, torch.float32)
-        block_mask, missing = fused_masks(plan.log_mask, length, False, block)
-        fused_span_attention(
-            query,
-            key,
-            value,
-            block_mask,
-            missing,
-            scaling=0.3,
-            causal=False,
-            global_token=False,
-            window=plan.window,
-            call_rows=4 * block,
-        )
+    _, plan = _fused(
+        _short_spans(3), query, key, value, causal=False, global_token=False, block=block, call_rows=4 * block
+    )
     assert all(shares_storage for _, _, shares_storage in calls)  # every key window a view of the keys
     # Four blocks of 8 rows to a call, each against its block + 2W keys.
     assert (4, 3, block, 8) == next(q for q, _, _ in calls if q[0] > 1)  # (blocks, H, rows, D)

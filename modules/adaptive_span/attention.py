@@ -106,6 +106,7 @@ class AdaptiveSpan(nn.Module):
                 or not torch.equal(logits, self.span_logits.detach())
             ):
                 self._plans: dict = {}
+                self._block_masks: dict = {}
                 self._plan_logits = self.span_logits.detach().clone()
                 self._plan_crossover = crossover
             if key in self._plans:
@@ -117,7 +118,14 @@ class AdaptiveSpan(nn.Module):
         block_mask = missing = None
         if not needs_grad and not covers and fused_path_available(self.span_logits.device):
             block = SHORT_BLOCK_ROWS if length <= SHORT_LENGTH else FUSED_BLOCK_ROWS
-            block_mask, missing = fused_masks(log_mask, length, causal, block)
+            # The block mask depends on the band, not on the length: the plans of every length share it.
+            mask_key = (block, window, causal, dtype)
+            block_mask = self._block_masks.get(mask_key)
+            if block_mask is None:
+                if len(self._block_masks) >= 8:
+                    self._block_masks.clear()
+                block_mask = self._block_masks[mask_key] = fused_block_mask(log_mask, causal, block)
+            missing = global_key_shortfall(log_mask, length)
         plan = SpanPlan(
             windows, window, log_mask, covers, block_mask, missing, length < crossover, self.global_token
         )
@@ -171,35 +179,41 @@ def dense_span_attention(
     return torch.matmul(weights, value)
 
 
-def fused_masks(
-    log_mask: torch.Tensor, length: int, causal: bool, block: int = FUSED_BLOCK_ROWS
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """What [`fused_span_attention`] reads of the spans, from log_mask (H, W + 1), W < N.
+def fused_block_mask(log_mask: torch.Tensor, causal: bool, block: int = FUSED_BLOCK_ROWS) -> torch.Tensor:
+    """The bias of one block of `block` query rows against its key window, which [`fused_span_attention`]
+    gives every block, from log_mask (H, W + 1): (1, H, block, span).
 
-    - The bias of one block of `block` query rows against its key window, (1, H, block, span): row r is
-      position start + r, column c key start − W + c, so the offset i − j is r + W − c whatever the block;
-      span = block + 2W (block + W in decoders, which read no later key); −inf outside the band.
-    - Per position i, log(1 − m_h(i)), the weight key 0 lacks in the band for the global token's: (H, N).
+    Row r is position start + r, column c key start − W + c, so the offset i − j is r + W − c whatever the
+    block; span = block + 2W (block + W in decoders, which read no later key); −inf outside the band.
 
     Example:
         >>> log_mask = torch.tensor([[0.0, -0.7]])  # one head, W = 1: full weight at 0, half at distance 1
-        >>> block_mask, missing = fused_masks(log_mask, length=4, causal=False, block=2)
+        >>> block_mask = fused_block_mask(log_mask, causal=False, block=2)
         >>> block_mask.shape, block_mask[0, 0, 0].tolist()  # row 0 against keys start − 1 … start + 2
         (torch.Size([1, 1, 2, 4]), [-0.699999988079071, 0.0, -0.699999988079071, -inf])
-        >>> missing.exp().tolist()  # key 0 has weight 1, 0.497, 0, 0 in the band: 1 − that is the rest
-        [[0.0, 0.5034..., 1.0, 1.0]]
     """
     window = log_mask.shape[1] - 1
     span = block + window if causal else block + 2 * window
-    positions = torch.arange(max(block, span, length), device=log_mask.device)
+    positions = torch.arange(max(block, span), device=log_mask.device)
     offset = positions[:block, None] + window - positions[None, :span]
     inside = (offset >= 0) & (offset <= window) if causal else offset.abs() <= window
     bias = log_mask[:, offset.abs().clamp(max=window)]
-    block_mask = torch.where(inside, bias, -math.inf)[None].contiguous()
-    distance = positions[:length]
+    return torch.where(inside, bias, -math.inf)[None].contiguous()
+
+
+def global_key_shortfall(log_mask: torch.Tensor, length: int) -> torch.Tensor:
+    """Per position i, log(1 − m_h(i)): the weight key 0 lacks in the band for the global token's, which
+    [`fused_span_attention`] adds back; from log_mask (H, W + 1): (H, N).
+
+    Example:
+        >>> log_mask = torch.tensor([[0.0, -0.7]])  # key 0 has weight 1, 0.497, 0, 0 in the band
+        >>> global_key_shortfall(log_mask, length=4).exp().tolist()  # 1 − that is the rest
+        [[0.0, 0.5034..., 1.0, 1.0]]
+    """
+    window = log_mask.shape[1] - 1
+    distance = torch.arange(length, device=log_mask.device)
     band = torch.where(distance <= window, log_mask[:, distance.clamp(max=window)], -math.inf)
-    missing = torch.log1p(-band.exp())  # log(1 − m_h(i)), i the distance to key 0
-    return block_mask, missing
+    return torch.log1p(-band.exp())  # log(1 − m_h(i)), i the distance to key 0
 
 
 def fused_span_attention(
@@ -220,16 +234,17 @@ def fused_span_attention(
 
     The queries are cut into blocks of `block` rows (the mask's third dimension), each against the keys
     within `window` of its rows (the band's width, the largest over the heads). The bias of a row and a key
-    depends on their offset only, so every block has the same (H, block, span) mask ([`fused_masks`]). The
-    blocks whose windows lie inside the sequence go `call_rows` rows at a time into one fused call, as a
+    depends on their offset only, so every block has the same (H, block, span) mask ([`fused_block_mask`]).
+    The blocks whose windows lie inside the sequence go `call_rows` rows at a time into one fused call, as a
     batch of blocks: the blocks of queries, keys and values are strided views of the inputs, overlapping for
     the keys and values, which the kernel reads in place. The few blocks at either end, whose windows are cut
     by the sequence, go one call each with the mask's columns cut alike.
 
     The global token is added after: its key column (position 0 in encoders) through the kernel's
-    log-sum-exp, by giving key 0 the weight (1 − m_h(i))·exp(s_i0) it lacks in the band (`missing`; a row out
-    of key 0's reach lacks all of it, m_h(i) being 0 there); its query row by a dense call of one row. In
-    decoders the global token is the last one (there is no padding), whose key only its own row sees.
+    log-sum-exp, by giving key 0 the weight (1 − m_h(i))·exp(s_i0) it lacks in the band (`missing`, see
+    [`global_key_shortfall`]; a row out of key 0's reach lacks all of it, m_h(i) being 0 there); its query
+    row by a dense call of one row. In decoders the global token is the last one (there is no padding), whose
+    key only its own row sees.
 
     Shapes: query, key, value (B, H, N, D) with the same strides (any layout whose last dimension is
     contiguous); block_mask (1, H, block, span); missing (H, N); returns (B, N, H, D), contiguous.
@@ -251,8 +266,8 @@ def fused_span_attention(
     def add_global_key(out: torch.Tensor, log_sum: torch.Tensor, b: int, start: int) -> None:
         # softmax over the band and key 0 again with log(1 − m): the logit of the second share is
         # s_i0 + log(1 − m_h(i)) − logsumexp(band), and the output moves towards v_0 by that share.
-        blocks, _, rows = log_sum.shape  # (blocks, H, rows per block)
-        logit = key_logits[b, :, start : start + blocks * rows].view(heads, blocks, rows).transpose(0, 1)
+        count, _, rows = log_sum.shape  # (blocks, H, rows per block)
+        logit = key_logits[b, :, start : start + count * rows].view(heads, count, rows).transpose(0, 1)
         out.lerp_(value[b : b + 1, :, :1], (logit - log_sum).sigmoid_().unsqueeze_(-1))
 
     for b in range(batch):
@@ -315,9 +330,9 @@ def fused_path_available(device: torch.device) -> bool:
 class SpanPlan:
     """What an inference call at one length reads of the spans, computed once per length while the spans
     do not change. `window`: the largest of `windows`; `covers`: every span gives every distance < N full
-    weight; `below_crossover`: N is below the layer's `crossover`; `block_mask` and `missing`:
-    the fused path's masks ([`fused_masks`]), None where that path cannot run (a gradient is needed, the
-    spans cover the sequence, or not on the CPU)."""
+    weight; `below_crossover`: N is below the layer's `crossover`; `block_mask` and `missing`: the fused
+    path's masks ([`fused_block_mask`], shared by the plans of every length; [`global_key_shortfall`]), None
+    where that path cannot run (a gradient is needed, the spans cover the sequence, or not on the CPU)."""
 
     windows: torch.Tensor
     window: int
