@@ -158,7 +158,7 @@ def tile_scores(batch: int, heads: int, n_q: int, head_dim: int | None = None) -
     most `LARGEST_TILE_SCORES`; `TILE_SCORES` when the head size is not given.
 
     Example:
-        >>> tile_scores(1, 12, 4096, 32), tile_scores(1, 12, 1024, 32)  # MiniLM: 112 and 56 rows of 4096
+        >>> tile_scores(1, 12, 4096, 32), tile_scores(1, 12, 1024, 32)  # 112 rows of 4096, 224 of 1024
         (458752, 229376)
     """
     if head_dim is None:
