@@ -29,20 +29,19 @@ from attncard.modules.adaptive_sparse import (
     AdaptiveSparseState,
     adaptive_sparse_attention,
 )
-from attncard.modules.adaptive_sparse.attention import select_top_k
+from attncard.modules.adaptive_sparse.attention import kept_bias
 from attncard.modules.kernels.memory import PeakMemory
 
 SCALE = 64**-0.5  # 1/√D
 
 
 def full_matrix(query, key, value, top_k: int, scaling: float) -> torch.Tensor:
-    """The former implementation without mask: all N×N scores, top-k keep mask, masked softmax, dense P·V."""
+    """The former implementation without mask: all N×N scores, top-k bias, masked softmax, dense P·V."""
     groups = query.shape[1] // key.shape[1]
     key, value = repeat_kv(key, groups), repeat_kv(value, groups)
     scores = torch.matmul(query, key.transpose(-2, -1)) * scaling
-    keep, _ = select_top_k(scores, torch.ones((), dtype=torch.bool), top_k)
-    masked = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
-    probabilities = masked.softmax(dim=-1, dtype=torch.float32).to(value.dtype).masked_fill(~keep, 0.0)
+    bias, _, _ = kept_bias(scores, None, top_k)
+    probabilities = (scores + bias).softmax(dim=-1, dtype=torch.float32).to(value.dtype)
     return torch.matmul(probabilities, value).transpose(1, 2).contiguous()
 
 

@@ -16,8 +16,8 @@ from attncard.modules.adaptive_sparse import (
     AdaptiveSparseConfig,
     AdaptiveSparseState,
     adaptive_sparse_attention,
+    kept_bias,
     module_stats,
-    select_top_k,
 )
 from attncard.modules.adaptive_sparse import attention as sparse_attention
 from attncard.modules.base import attention_layers, implementation_name
@@ -119,13 +119,19 @@ def test_k_one_attends_to_exactly_the_best_key():
 def test_ties_keep_exactly_k():
     scores = torch.zeros(1, 1, 3, 5)  # every score equal
     allowed = torch.ones(1, 1, 3, 5, dtype=torch.bool)
-    keep, threshold = select_top_k(scores, allowed, 2)
-    assert keep.sum(dim=-1).tolist() == [[[2, 2, 2]]]
+    bias, threshold, empty = kept_bias(scores, allowed, 2)
+    assert (bias == 0).sum(dim=-1).tolist() == [[[2, 2, 2]]]
     assert threshold.flatten().tolist() == [0.0, 0.0, 0.0]
+    assert empty is None
     allowed[..., 1:] = False  # a row with fewer allowed keys than k keeps what it has
-    keep, threshold = select_top_k(scores, allowed, 2)
-    assert keep.sum(dim=-1).tolist() == [[[1, 1, 1]]]
+    bias, threshold, empty = kept_bias(scores, allowed, 2)
+    assert (bias == 0).sum(dim=-1).tolist() == [[[1, 1, 1]]]
     assert threshold.flatten().tolist() == [float("-inf")] * 3
+    allowed[:, :, 1] = False  # a row with no allowed key keeps nothing, and is reported as empty
+    bias, threshold, empty = kept_bias(scores, allowed, 2)
+    assert (bias == 0).sum(dim=-1).tolist() == [[[1, 0, 1]]]
+    assert empty.flatten().tolist() == [False, True, False]
+    assert torch.isfinite(bias).all()  # finite: the softmax of a row with nothing kept is not NaN
 
 
 def test_gradients_are_finite_with_fully_masked_rows():

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from ..base import AttentionModule
-from .attention import AdaptiveSparseState, adaptive_sparse_attention, select_top_k
+from .attention import AdaptiveSparseState, adaptive_sparse_attention, kept_bias
 from .config import AdaptiveSparseConfig
 from .model import apply, attention_flops, module_stats
 
@@ -36,6 +36,6 @@ __all__ = [
     "AdaptiveSparseConfig",
     "AdaptiveSparseState",
     "adaptive_sparse_attention",
+    "kept_bias",
     "module_stats",
-    "select_top_k",
 ]

@@ -17,8 +17,9 @@ tile's output is written into the result and the next tile reuses its score buff
 tile outputs are concatenated at the end.
 
 - With autograd (training), short inputs (N ≤ `SINGLE_BLOCK_MAX_KEYS` keys) are one tile of the whole
-  (B, H, N, N) score matrix, a masked softmax: the keep mask from `torch.topk`, a softmax over all N columns
-  with the others set to the most negative float, and a dense P·V. Memory O(N²) per head. Without autograd
+  (B, H, N, N) score matrix, a masked softmax ([`kept_bias`]): `torch.topk`'s picks scattered into an additive
+  bias (0 kept, the lowest float elsewhere), a softmax over all N columns of scores + bias, and a dense P·V.
+  Memory O(N²) per head. Without autograd
   (inference) short inputs are cut into tiles as long ones are, below.
 - Other inputs are cut into tiles of at most [`tile_scores`] scores, a third of the output's elements
   within 896 KiB and 1.75 MiB of float32 (whole heads and batch rows when they fit, else blocks of query rows
@@ -205,36 +206,6 @@ def query_tiles(
     return max(1, min(batch, budget // (heads * per_head))), heads, n_q
 
 
-def select_top_k(
-    scores: torch.Tensor, allowed: torch.Tensor, top_k: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Exactly `top_k` allowed keys per query row, or all allowed keys when fewer are allowed.
-
-    Args:
-        scores: (B, H, N_q, N_k) scaled attention scores.
-        allowed: boolean, broadcastable to `scores`.
-        top_k: keys to keep per row.
-
-    Returns:
-        `(keep, threshold)`: `keep` boolean (B, H, N_q, N_k); `threshold` (B, H, N_q, 1) the smallest kept
-        score of each row (-inf where a row has fewer than `top_k` allowed keys).
-
-    Example:
-        >>> scores = torch.tensor([[[[0.1, 0.9, 0.5]]]])
-        >>> keep, _ = select_top_k(scores, torch.ones_like(scores, dtype=torch.bool), top_k=2)
-        >>> keep.int().tolist()
-        [[[[0, 1, 1]]]]
-    """
-    allowed = allowed.expand_as(scores)
-    k = min(top_k, scores.shape[-1])
-    # The selection is a choice of indices, not a function to differentiate.
-    masked = scores.detach().masked_fill(~allowed, float("-inf"))
-    values, indices = masked.topk(k, dim=-1)
-    keep = torch.zeros_like(allowed).scatter_(-1, indices, True)
-    # A row with fewer than k allowed keys had disallowed keys among its top k: drop them again.
-    return keep & allowed, values[..., -1:]
-
-
 def top_k_of_rows(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """`scores.topk(k, dim=-1)` (values and indices, largest first), in two stages for long rows.
 
@@ -354,6 +325,71 @@ def masked_softmax(scores: torch.Tensor, keep: torch.Tensor, dtype: torch.dtype)
     return masked.softmax(dim=-1, dtype=torch.float32).to(dtype).masked_fill(~keep, 0.0)
 
 
+def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """`allowed` as a float mask to add to scores: 0 where allowed, -inf elsewhere, in `dtype`.
+
+    Adding it, when one mask serves several heads, is an arithmetic pass over the scores; a boolean
+    `masked_fill` with the mask broadcast over the heads took 2.5 to 5 times as long on the CPU (MiniLM's 12
+    heads: 49 against 122 µs at N = 128, 76 against 422 µs for 16 rows of 48 tokens).
+
+    Example:
+        >>> additive_mask(torch.tensor([True, False]), torch.float32)
+        tensor([0., -inf])
+    """
+    mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
+    return mask.masked_fill_(~allowed, float("-inf"))
+
+
+def kept_bias(
+    scores: torch.Tensor, allowed: torch.Tensor | None, top_k: int | None
+) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+    """The additive bias of a masked softmax over `scores`: 0 on the keys kept, the lowest float elsewhere.
+
+    Kept: the `top_k` best allowed keys of each row (every allowed key when fewer are allowed, or when `top_k`
+    is None). The selection reads a detached copy of the scores plus [`additive_mask`] (-inf where not
+    allowed). The bias is added rather than masked in: `scores + 0` is the score itself, so the softmax of
+    `scores + bias` gives the same numbers as masking the rest out (tested bit for bit against the former
+    boolean masks, gradients and dropout included), and the backward of the addition is free. With MiniLM's
+    12 heads, 16 rows of 48 tokens, a LoRA training step took 1.031× `none`'s time, against 1.084× with the
+    boolean masks (40 interleaved steps).
+
+    Args:
+        scores: (B, H, N_q, N_k) scaled attention scores.
+        allowed: boolean, broadcastable to `scores`, or None when every key is allowed.
+        top_k: keys to keep per row; None keeps every allowed key.
+
+    Returns:
+        `(bias, threshold, empty)`: `bias` shaped like `scores` (None when every key is kept); `threshold`
+        (B, H, N_q, 1) the smallest kept score of each row, -inf where fewer than `top_k` keys are allowed
+        (None without a selection); `empty` (…, N_q, 1) True for rows with no key kept at all (None when
+        every row keeps one).
+
+    Example:
+        >>> scores = torch.tensor([[[[0.1, 0.9, 0.5]]]])
+        >>> bias, threshold, empty = kept_bias(scores, None, top_k=2)
+        >>> (bias == 0).int().tolist(), threshold.tolist(), empty
+        ([[[[0, 1, 1]]]], [[[[0.5]]]], None)
+    """
+    lowest = torch.finfo(scores.dtype).min
+    allowed_bias = None if allowed is None else additive_mask(allowed, scores.dtype)
+    if top_k is None:
+        if allowed_bias is None:
+            return None, None, None
+        empty = ~allowed.any(dim=-1, keepdim=True)
+        return allowed_bias.clamp(min=lowest), None, empty if empty.any() else None
+    # The selection is a choice of indices, not a function to differentiate.
+    masked = scores.detach() if allowed_bias is None else scores.detach() + allowed_bias
+    values, indices = masked.topk(min(top_k, scores.shape[-1]), dim=-1)
+    # A row with fewer than k allowed keys has disallowed keys (at -inf) among its top k: they stay out.
+    picked = torch.where(values == float("-inf"), lowest, 0.0).to(scores.dtype)
+    bias = torch.full_like(scores, lowest).scatter_(-1, indices, picked)
+    empty = None
+    if allowed is not None:
+        empty = values[..., :1] == float("-inf")
+        empty = empty if empty.any() else None
+    return bias, values[..., -1:], empty
+
+
 def _dense_tile(
     module: nn.Module,
     query: torch.Tensor,
@@ -376,37 +412,34 @@ def _dense_tile(
             {"query": query, "key": key},
             {"scores": scores},
         )
-    if allowed is None:
-        allowed = torch.ones((), dtype=torch.bool, device=scores.device)
-    if top_k is None:
-        keep = allowed.expand_as(scores)
-        if trace:
+    bias, threshold, empty = kept_bias(scores, allowed, top_k)
+    if trace:
+        keep = torch.ones_like(scores, dtype=torch.bool) if bias is None else bias == 0
+        mask = torch.ones((), dtype=torch.bool) if allowed is None else allowed
+        if top_k is None:
             trace_step(
-                module,
-                "top-k selection",
-                "skipped: full attention (warm-up)",
-                {"mask": allowed},
-                {"keep": keep},
+                module, "top-k selection", "skipped: full attention (warm-up)", {"mask": mask}, {"keep": keep}
             )
-    else:
-        keep, threshold = select_top_k(scores, allowed, top_k)
-        if trace:
+        else:
             trace_step(
                 module,
                 "top-k selection",
                 f"keep the {top_k} highest allowed scores per query (torch.topk)",
-                {"scores": scores, "mask": allowed},
+                {"scores": scores, "mask": mask},
                 {"threshold": threshold, "keep": keep},
             )
-
-    probabilities = masked_softmax(scores, keep, value.dtype)
+    logits = scores if bias is None else scores + bias
+    # In float32 for half-precision models, as in transformers' eager attention.
+    probabilities = logits.softmax(dim=-1, dtype=torch.float32).to(value.dtype)
+    if empty is not None:  # a row with no key kept: probabilities 0 (its finite softmax was uniform)
+        probabilities = probabilities.masked_fill(empty, 0.0)
     probabilities = nn.functional.dropout(probabilities, p=dropout, training=module.training)
     if trace:
         trace_step(
             module,
             "softmax",
             "softmax over the kept keys; others get probability 0",
-            {"scores": scores, "keep": keep},
+            {"scores": scores, "bias": bias if bias is not None else torch.zeros(())},
             {"probabilities": probabilities},
         )
     output = torch.matmul(probabilities, value)
@@ -458,7 +491,9 @@ def _sparse_tile(
             {"scaled query": query, "key": key},
             {"scores": scores},
         )
-    if allowed is not None:
+    if allowed is not None and allowed.shape[1] < scores.shape[1]:  # one mask row for several heads
+        scores.add_(additive_mask(allowed, scores.dtype))
+    elif allowed is not None:  # (here a float mask would cost as much to build as this to apply)
         scores.masked_fill_(~allowed, float("-inf"))
     values, indices = top_k_of_rows(scores.detach(), min(top_k, scores.shape[-1]))
     if trace:
