@@ -361,7 +361,7 @@ def kept_bias(
     Returns:
         `(bias, threshold, empty)`: `bias` shaped like `scores` (None when every key is kept); `threshold`
         (B, H, N_q, 1) the smallest kept score of each row, -inf where fewer than `top_k` keys are allowed
-        (None without a selection); `empty` (…, N_q, 1) True for rows with no key kept at all (None when
+        (None when `top_k` is None); `empty` (…, N_q, 1) True for rows with no key kept at all (None when
         every row keeps one).
 
     Example:
@@ -491,7 +491,7 @@ def _sparse_tile(
             {"scaled query": query, "key": key},
             {"scores": scores},
         )
-    if allowed is not None and allowed.shape[1] < scores.shape[1]:  # one mask row for several heads
+    if allowed is not None and allowed.shape[1] < scores.shape[1]:  # one mask for several heads
         scores.add_(additive_mask(allowed, scores.dtype))
     elif allowed is not None:  # (here a float mask would cost as much to build as this to apply)
         scores.masked_fill_(~allowed, float("-inf"))
