@@ -48,6 +48,8 @@ SHORT_LENGTH, SHORT_BLOCK_ROWS = 128, 64
 # Query rows per fused call (16 blocks of 32): each call's result is the temporary beside the output it is
 # copied into, 0.75 MiB with MiniLM's 12 heads of 32.
 FUSED_CALL_ROWS = 512
+# Entries each of a layer's caches holds (plans by length, block masks by band) before it starts afresh.
+CACHED_ENTRIES = 8
 # The fused path reads the softmax normaliser from this CPU kernel (a private but stable ATen op).
 _FUSED_CPU_OP = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
 
@@ -122,21 +124,25 @@ class AdaptiveSpan(nn.Module):
             mask_key = (block, window, causal, dtype)
             block_mask = self._block_masks.get(mask_key)
             if block_mask is None:
-                if len(self._block_masks) >= 8:
-                    self._block_masks.clear()
-                block_mask = self._block_masks[mask_key] = fused_block_mask(log_mask, causal, block)
+                block_mask = _cache(self._block_masks, mask_key, fused_block_mask(log_mask, causal, block))
             missing = global_key_shortfall(log_mask, length)
         plan = SpanPlan(
             windows, window, log_mask, covers, block_mask, missing, length < crossover, self.global_token
         )
         if not needs_grad:
-            if len(self._plans) >= 8:
-                self._plans.clear()
-            self._plans[key] = plan
+            _cache(self._plans, key, plan)
         return plan
 
     def extra_repr(self) -> str:
         return f"heads={self.span_logits.numel()}, max_span={self.max_span}, ramp={self.ramp}"
+
+
+def _cache(entries: dict, key: object, value: object) -> object:
+    """Stores `value` under `key` in a cache of at most `CACHED_ENTRIES` (emptied when full); returns it."""
+    if len(entries) >= CACHED_ENTRIES:
+        entries.clear()
+    entries[key] = value
+    return value
 
 
 def dense_span_attention(
