@@ -415,7 +415,7 @@ def _dense_tile(
     bias, threshold, empty = kept_bias(scores, allowed, top_k)
     if trace:
         keep = torch.ones_like(scores, dtype=torch.bool) if bias is None else bias == 0
-        mask = torch.ones((), dtype=torch.bool) if allowed is None else allowed
+        mask = torch.ones((), dtype=torch.bool, device=scores.device) if allowed is None else allowed
         if top_k is None:
             trace_step(
                 module, "top-k selection", "skipped: full attention (warm-up)", {"mask": mask}, {"keep": keep}
