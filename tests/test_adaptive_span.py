@@ -9,12 +9,14 @@ import torch
 
 from attncard.modules.adaptive_span import MODULE, AdaptiveSpanConfig, mean_span, module_stats, span_penalty
 from attncard.modules.adaptive_span.attention import (
+    WHOLE_MASK_LENGTH,
     AdaptiveSpan,
     adaptive_span_attention,
     dense_span_attention,
     fused_block_mask,
     fused_span_attention,
     global_key_shortfall,
+    whole_span_mask,
 )
 from attncard.pipeline.models import load_model, tokenize
 
@@ -193,8 +195,9 @@ def test_under_peft_the_trained_copy_is_used(tiny_model_dir):
 
 
 # ----------------------------------------------------------------------------------------------------------
-# Inference dispatch: dense when the spans cover the sequence, the fused call below the measured crossover,
-# the banded kernel from it; every path computes the reference.
+# Inference dispatch: dense when the spans cover the sequence, below the measured crossover one fused call
+# with the whole mask (short sequences) or fused calls on blocks of rows, the banded kernel from the
+# crossover; every path computes the reference.
 
 
 def _layer(span, causal, groups=None):
@@ -209,7 +212,7 @@ def _spy_paths(monkeypatch):
     from attncard.modules.adaptive_span import attention
 
     calls = []
-    for name in ("fused_span_attention", "banded_attention"):
+    for name in ("whole_mask_attention", "fused_span_attention", "banded_attention"):
         original = getattr(attention, name)
 
         def spy(*args, _name=name, _original=original, **kwargs):
@@ -232,10 +235,10 @@ def _short_spans(heads, global_token=True):
 @pytest.mark.parametrize("global_token", [True, False])
 @pytest.mark.parametrize("groups", [None, 3])  # grouped-query attention: 1 key/value head for 3 query heads
 @pytest.mark.parametrize("crossover", [0, 1000])  # the banded kernel, or the fused call where it can run
+@pytest.mark.parametrize("length", [41, WHOLE_MASK_LENGTH + 32])  # one fused call, or blocks of rows
 def test_every_inference_path_computes_the_reference(
-    monkeypatch, causal, padded, global_token, groups, crossover
+    monkeypatch, causal, padded, global_token, groups, crossover, length
 ):
-    length = 41
     query, key, value = _random_inputs(length=length)
     if groups:
         key, value = key[:, :1], value[:, :1]
@@ -252,7 +255,8 @@ def test_every_inference_path_computes_the_reference(
         output, _ = adaptive_span_attention(
             _layer(span, causal, groups), query, key, value, mask if padded else None, scaling=0.3
         )
-    assert calls == ["fused" if crossover and not padded else "banded"]
+    fused = "whole" if length <= WHOLE_MASK_LENGTH else "fused"
+    assert calls == [fused if crossover and not padded else "banded"]
     global_index = None
     if global_token:
         global_index = (
@@ -334,18 +338,45 @@ def test_the_fused_path_in_blocks_of_rows_computes_the_reference(
     torch.testing.assert_close(output, reference.transpose(1, 2), atol=1e-5, rtol=1e-5)
 
 
-def test_the_plans_of_every_length_share_one_block_mask():
+def test_the_plans_of_every_length_share_their_masks():
     span = _short_spans(3)
     with torch.no_grad():
         plans = [span.plan(length, False, torch.float32) for length in (300, 400, 500)]  # blocks of 32
         assert plans[0].window == plans[1].window == plans[2].window
         assert plans[0].block_mask is plans[1].block_mask is plans[2].block_mask
+        assert all(plan.whole_mask is None for plan in plans)
         assert [plan.missing.shape[1] for plan in plans] == [300, 400, 500]  # per length
         torch.testing.assert_close(plans[0].block_mask, fused_block_mask(plans[0].log_mask, False, 32))
+        # Up to WHOLE_MASK_LENGTH: corners of one whole mask, read in place.
+        short = [span.plan(length, False, torch.float32) for length in (23, 64, WHOLE_MASK_LENGTH)]
+        assert all(plan.block_mask is None and plan.missing is None for plan in short)
+        assert [tuple(plan.whole_mask.shape) for plan in short] == [(1, 3, n, n) for n in (23, 64, 128)]
+        assert len({plan.whole_mask.data_ptr() for plan in short}) == 1
+        whole = whole_span_mask(short[0].log_mask, causal=False, global_token=True)
+        torch.testing.assert_close(short[1].whole_mask, whole[:, :, :64, :64])
         span.span_logits.add_(0.5)  # other spans: other masks
         wider = span.plan(300, False, torch.float32)
+        wider_short = span.plan(64, False, torch.float32)
     assert wider.block_mask is not plans[0].block_mask
     torch.testing.assert_close(wider.block_mask, fused_block_mask(wider.log_mask, False, 32))
+    assert not torch.equal(wider_short.log_mask, short[1].log_mask)
+    torch.testing.assert_close(
+        wider_short.whole_mask, whole_span_mask(wider_short.log_mask, False, True)[:, :, :64, :64]
+    )
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_whole_mask_is_the_band_with_the_global_token_unmasked(causal):
+    log_mask = torch.log(torch.tensor([[1.0, 0.5, 0.25], [1.0, 1.0, 0.5]]))  # two heads, W = 2
+    mask = whole_span_mask(log_mask, causal, global_token=True, length=6)[0]
+    for i in range(6):
+        for j in range(6):
+            offset = i - j
+            inside = 0 <= offset <= 2 if causal else abs(offset) <= 2
+            expected = log_mask[:, abs(offset)] if inside else torch.full((2,), -math.inf)
+            if not causal and 0 in (i, j):  # the encoder's global token: row and column 0
+                expected = torch.zeros(2)
+            torch.testing.assert_close(mask[:, i, j], expected)
 
 
 def test_the_fused_path_calls_batches_of_blocks_on_overlapping_views(monkeypatch):
@@ -402,8 +433,9 @@ def test_the_dispatch_follows_the_crossover_padding_and_gradients(monkeypatch):
         for crossover, mask in ((24, None), (23, None), (24, padding)):
             span.crossover.fill_(crossover)
             adaptive_span_attention(layer, query, key, value, mask, scaling=0.3)
-    # Below the crossover the fused call; at it the banded kernel; padded rows always the banded kernel.
-    assert calls == ["fused", "banded", "banded"]
+    # Below the crossover one fused call (N = 23: the whole mask); at it the banded kernel; padded rows always
+    # the banded kernel.
+    assert calls == ["whole", "banded", "banded"]
     calls.clear()
     span.crossover.fill_(1000)
     adaptive_span_attention(layer, query, key, value, None, scaling=0.3)  # the spans' bias needs a gradient

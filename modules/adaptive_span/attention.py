@@ -10,10 +10,11 @@ the softmax — softmax(s + log m) is the paper's m·exp(s) renormalised — so 
 ramp. Distances are |i − j| in encoders and i − j ≥ 0 (past only) in decoders. One global token per row
 attends to and is attended by every position with full weight. Keys beyond z_h + R get weight zero, so a
 head only reads a band of ⌈z_h + R⌉ − 1 keys on each side. At inference each call takes the fastest
-exact path: plain SDPA when every span covers the sequence, fused SDPA calls on batches of blocks of query
-rows and their key windows, read in place, with one block's bias as the mask of every block, below a
-crossover length measured after training ([`AdaptiveSpan.crossover`]), and from it the banded kernel, in
-memory linear in the sequence length.
+exact path: plain SDPA when every span covers the sequence; below a crossover length measured after training
+([`AdaptiveSpan.crossover`]) fused SDPA, in one call with the whole span bias as its mask up to
+`WHOLE_MASK_LENGTH` tokens, beyond that on batches of blocks of query rows and their key windows, read in
+place, with one block's bias as the mask of every block; and from the crossover the banded kernel, in memory
+linear in the sequence length.
 """
 
 from __future__ import annotations
@@ -36,19 +37,22 @@ CALIBRATION_LENGTHS = (64, 128, 256, 512, 1024, 2048, 4096)
 # with spans of a few tokens (MiniLM's shape) the banded kernel, with its global token, used 2–4× the fused
 # path's memory at every calibration length, so it was never the better path.
 DEFAULT_CROSSOVER = 4097
-# Query rows per block of the fused path. Each block reads the keys within the band's width W of its rows,
-# block + 2W of them for the 2W + 1 of each row's band, so small blocks waste less; the blocks of a call are
-# one batched fused call, which keeps small blocks efficient. With MiniLM's heads (W = 21, one layer at
-# N = 4096) blocks of 32 rows ran in 12 ms, of 16 in 12–13 ms and of 64 in 13.5–14.5 ms, against 18 ms for
-# the former calls of 128 consecutive rows; fused SDPA took 194 ms.
+# Up to this length the fused path is one fused SDPA call over the whole sequence, the span bias an (N, N)
+# mask: the blocks below pay for their several calls and the global token's two corrections. Summed over the
+# six layers of MiniLM trained on SST-2 (each seed's spans, W = 8–31, interleaved), against fused SDPA
+# without a mask: one call 1.03–1.05× its time at N = 64 and 1.05–1.06× at 128, blocks 1.9–3.0× and
+# 1.3–1.4×; at 192 and 256 blocks of 32 rows were the faster (0.66–1.09× against 1.07–1.14×).
+WHOLE_MASK_LENGTH = 128
+# Query rows per block of the fused path beyond `WHOLE_MASK_LENGTH`. Each block reads the keys within the
+# band's width W of its rows, block + 2W of them for the 2W + 1 of each row's band, so small blocks waste
+# less; the blocks of a call are one batched fused call, which keeps small blocks efficient. With MiniLM's
+# heads (W = 21, one layer at N = 4096) blocks of 32 rows ran in 12 ms, of 16 in 12–13 ms and of 64 in
+# 13.5–14.5 ms, against 18 ms for the former calls of 128 consecutive rows; fused SDPA took 194 ms.
 FUSED_BLOCK_ROWS = 32
-# Up to this length the blocks are of 64 rows: at N = 128, 64-row blocks (two calls) ran in 0.39 ms and
-# 32-row ones (three calls) in 0.45 ms; from 256, 32 rows were the fastest (0.92 ms against 0.99 ms).
-SHORT_LENGTH, SHORT_BLOCK_ROWS = 128, 64
 # Query rows per fused call (16 blocks of 32): each call's result is the temporary beside the output it is
 # copied into, 0.75 MiB with MiniLM's 12 heads of 32.
 FUSED_CALL_ROWS = 512
-# Entries each of a layer's caches holds (plans by length, block masks by band) before it starts afresh.
+# Entries each of a layer's caches holds (plans by length, masks by band) before it starts afresh.
 CACHED_ENTRIES = 8
 # The fused path reads the softmax normaliser from this CPU kernel (a private but stable ATen op).
 _FUSED_CPU_OP = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
@@ -108,7 +112,7 @@ class AdaptiveSpan(nn.Module):
                 or not torch.equal(logits, self.span_logits.detach())
             ):
                 self._plans: dict = {}
-                self._block_masks: dict = {}
+                self._masks: dict = {}
                 self._plan_logits = self.span_logits.detach().clone()
                 self._plan_crossover = crossover
             if key in self._plans:
@@ -117,17 +121,33 @@ class AdaptiveSpan(nn.Module):
         window = int(windows.max())
         log_mask = self.log_mask(window).to(dtype)
         covers = bool((windows >= length - 1).all()) and bool((log_mask == 0).all())
-        block_mask = missing = None
+        whole_mask = block_mask = missing = None
         if not needs_grad and not covers and fused_path_available(self.span_logits.device):
-            block = SHORT_BLOCK_ROWS if length <= SHORT_LENGTH else FUSED_BLOCK_ROWS
-            # The block mask depends on the band, not on the length: the plans of every length share it.
-            mask_key = (block, window, causal, dtype)
-            block_mask = self._block_masks.get(mask_key)
-            if block_mask is None:
-                block_mask = _cache(self._block_masks, mask_key, fused_block_mask(log_mask, causal, block))
-            missing = global_key_shortfall(log_mask, length)
+            # The masks depend on the band, not on the length: the plans of every length share them, the
+            # whole mask's top-left (N, N) corner serving each N up to `WHOLE_MASK_LENGTH`.
+            whole = length <= WHOLE_MASK_LENGTH
+            mask_key = (whole, window, causal, dtype)
+            mask = self._masks.get(mask_key)
+            if mask is None:
+                if whole:
+                    mask = whole_span_mask(log_mask, causal, self.global_token)
+                else:
+                    mask = fused_block_mask(log_mask, causal)
+                _cache(self._masks, mask_key, mask)
+            if whole:
+                whole_mask = mask[:, :, :length, :length]
+            else:
+                block_mask, missing = mask, global_key_shortfall(log_mask, length)
         plan = SpanPlan(
-            windows, window, log_mask, covers, block_mask, missing, length < crossover, self.global_token
+            windows,
+            window,
+            log_mask,
+            covers,
+            whole_mask,
+            block_mask,
+            missing,
+            length < crossover,
+            self.global_token,
         )
         if not needs_grad:
             _cache(self._plans, key, plan)
@@ -164,10 +184,7 @@ def dense_span_attention(
     batch, _, length, _ = query.shape
     positions = torch.arange(length, device=query.device)
     offset = positions[:, None] - positions[None, :]  # i − j
-    distance = offset.abs()
-    max_distance = log_mask.shape[1] - 1
-    bias = log_mask[:, distance.clamp(max=max_distance)]  # (H, N, N)
-    bias = torch.where(distance <= max_distance, bias, -math.inf)[None].expand(batch, -1, -1, -1)
+    bias = band_bias(log_mask, offset, causal=False)[None].expand(batch, -1, -1, -1)  # causality: below
     if global_index is not None:
         is_global = positions[None, :] == global_index[:, None]  # (B, N)
         global_pair = is_global[:, :, None] | is_global[:, None, :]  # query or key is the global token
@@ -183,6 +200,65 @@ def dense_span_attention(
     weights = torch.softmax(torch.matmul(query, key.transpose(-1, -2)) * scaling + bias, dim=-1)
     weights = F.dropout(weights, p=dropout, training=True)
     return torch.matmul(weights, value)
+
+
+def band_bias(log_mask: torch.Tensor, offset: torch.Tensor, causal: bool) -> torch.Tensor:
+    """log m_h at each query–key offset i − j (R, C), from log_mask (H, W + 1): (H, R, C); −inf outside the
+    band |i − j| ≤ W (0 ≤ i − j ≤ W in decoders).
+
+    Example:
+        >>> log_mask = torch.tensor([[0.0, -0.7]])  # one head, W = 1
+        >>> band_bias(log_mask, torch.tensor([[0, -1, -2]]), causal=False).tolist()
+        [[[0.0, -0.699999988079071, -inf]]]
+    """
+    window = log_mask.shape[1] - 1
+    distance = offset.abs()
+    inside = (offset >= 0) & (offset <= window) if causal else distance <= window
+    return torch.where(inside, log_mask[:, distance.clamp(max=window)], -math.inf)
+
+
+def whole_span_mask(
+    log_mask: torch.Tensor, causal: bool, global_token: bool, length: int = WHOLE_MASK_LENGTH
+) -> torch.Tensor:
+    """The span bias of a whole sequence of `length` tokens as the mask of one fused call, from log_mask
+    (H, W + 1): (1, H, length, length). Its top-left (N, N) corner is the mask of every shorter N, the
+    bias depending on i − j only; the encoder's global token (row and column 0) has no bias. The decoder's
+    (the last row) moves with N: [`whole_mask_attention`] computes that row apart.
+
+    Example:
+        >>> log_mask = torch.tensor([[0.0, -0.7]])  # one head, W = 1
+        >>> whole_span_mask(log_mask, causal=False, global_token=True, length=4)[0, 0, 2].tolist()
+        [0.0, -0.699999988079071, 0.0, -0.699999988079071]
+    """
+    positions = torch.arange(length, device=log_mask.device)
+    bias = band_bias(log_mask, positions[:, None] - positions[None, :], causal)
+    if global_token and not causal:
+        bias[:, 0, :] = 0.0
+        bias[:, :, 0] = 0.0
+    return bias[None].contiguous()
+
+
+def whole_mask_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    whole_mask: torch.Tensor,
+    *,
+    scaling: float,
+    causal: bool,
+    global_token: bool,
+) -> torch.Tensor:
+    """The span bias through one fused SDPA call over the whole sequence, with `whole_mask` (1, H, N, N)
+    ([`whole_span_mask`]'s corner) as its mask: short rows without padding. A decoder's global token, the
+    last, reads every key with full weight: its row is a dense call of one row.
+
+    Shapes: query, key, value (B, H, N, D); returns (B, H, N, D).
+    """
+    output = F.scaled_dot_product_attention(query, key, value, attn_mask=whole_mask, scale=scaling)
+    if global_token and causal:
+        last_row = F.scaled_dot_product_attention(query[:, :, -1:], key, value, scale=scaling)
+        output[:, :, -1:] = last_row
+    return output
 
 
 def fused_block_mask(log_mask: torch.Tensor, causal: bool, block: int = FUSED_BLOCK_ROWS) -> torch.Tensor:
@@ -202,9 +278,7 @@ def fused_block_mask(log_mask: torch.Tensor, causal: bool, block: int = FUSED_BL
     span = block + window if causal else block + 2 * window
     positions = torch.arange(max(block, span), device=log_mask.device)
     offset = positions[:block, None] + window - positions[None, :span]
-    inside = (offset >= 0) & (offset <= window) if causal else offset.abs() <= window
-    bias = log_mask[:, offset.abs().clamp(max=window)]
-    return torch.where(inside, bias, -math.inf)[None].contiguous()
+    return band_bias(log_mask, offset, causal)[None].contiguous()
 
 
 def global_key_shortfall(log_mask: torch.Tensor, length: int) -> torch.Tensor:
@@ -336,14 +410,17 @@ def fused_path_available(device: torch.device) -> bool:
 class SpanPlan:
     """What an inference call at one length reads of the spans, computed once per length while the spans
     do not change. `window`: the largest of `windows`; `covers`: every span gives every distance < N full
-    weight; `below_crossover`: N is below the layer's `crossover`; `block_mask` and `missing`: the fused
-    path's masks ([`fused_block_mask`], shared by the plans of every length; [`global_key_shortfall`]), None
-    where that path cannot run (a gradient is needed, the spans cover the sequence, or not on the CPU)."""
+    weight; `below_crossover`: N is below the layer's `crossover`; the fused path's masks, None where that
+    path cannot run (a gradient is needed, the spans cover the sequence, or not on the CPU): `whole_mask` up
+    to `WHOLE_MASK_LENGTH` tokens (the corner of [`whole_span_mask`]), else `block_mask` and `missing`
+    ([`fused_block_mask`], [`global_key_shortfall`]); the whole and block masks are shared by the plans of
+    every length."""
 
     windows: torch.Tensor
     window: int
     log_mask: torch.Tensor
     covers: bool
+    whole_mask: torch.Tensor | None
     block_mask: torch.Tensor | None
     missing: torch.Tensor | None
     below_crossover: bool
@@ -368,8 +445,8 @@ def adaptive_span_attention(
 
     With dropout (training) the span is applied as a dense bias, so dropout acts on the same probabilities as
     in the model's own attention; without it (inference) the call is plain SDPA when the spans cover the
-    sequence, [`fused_span_attention`] below the layer's measured `crossover` (CPU, no padding), and the
-    banded kernel otherwise.
+    sequence, below the layer's measured `crossover` (CPU, no padding) [`whole_mask_attention`] up to
+    `WHOLE_MASK_LENGTH` tokens and [`fused_span_attention`] beyond, and the banded kernel otherwise.
     """
     span: AdaptiveSpan = module.adaptive_span
     if hasattr(module, "num_key_value_groups"):
@@ -393,7 +470,13 @@ def adaptive_span_attention(
         plan = span.plan(length, causal, query.dtype)
         windows, log_mask = plan.windows, plan.log_mask
     # The plan carries what inference reads of the layer, so that a peft-wrapped span is looked up once.
-    fused = not training and plan.block_mask is not None and key_padding_mask is None and plan.below_crossover
+    fused = (
+        not training
+        and (plan.whole_mask is not None or plan.block_mask is not None)
+        and key_padding_mask is None
+        and plan.below_crossover
+    )
+    blocks = fused and plan.whole_mask is None  # the only path that returns (B, N, H, D)
     global_token = span.global_token if training else plan.global_token
     global_index = None
     if global_token and (training or not (plan.covers or fused)):
@@ -429,6 +512,17 @@ def adaptive_span_attention(
             is_causal=causal and attention_mask is None,
         )
         op = "scaled_dot_product_attention: every span covers the sequence"
+    elif fused and not blocks:
+        output = whole_mask_attention(
+            query,
+            key,
+            value,
+            plan.whole_mask,
+            scaling=scaling,
+            causal=causal,
+            global_token=global_token,
+        )
+        op = "fused scaled_dot_product_attention, the span bias of the whole sequence as mask"
     elif fused:
         output = fused_span_attention(
             query,
@@ -455,6 +549,6 @@ def adaptive_span_attention(
             global_index=global_index,
         )
         op = "banded attention over each head's window ⌈z_h + R⌉ − 1, span bias"
-    heads_first = output.transpose(1, 2) if fused else output  # the fused path returns (B, N, H, D)
+    heads_first = output.transpose(1, 2) if blocks else output
     trace_step(module, "attention", op, {"query": query, "key": key, "value": value}, {"output": heads_first})
-    return (output if fused else output.transpose(1, 2).contiguous()), None
+    return (output if blocks else output.transpose(1, 2).contiguous()), None
