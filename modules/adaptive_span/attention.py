@@ -381,7 +381,9 @@ def fused_span_attention(
             )[:2]
             if global_token and not causal:
                 add_global_key(out, log_sum, b, start)
-            output[b, start : start + count * block] = out.transpose(1, 2).reshape(count * block, heads, -1)
+            # Copied into place block by block: a reshape of the transposed result would copy it first.
+            rows = output[b, start : start + count * block].view(count, block, heads, head_dim)
+            rows.copy_(out.transpose(1, 2))
     if global_token:
         row = length - 1 if causal else 0
         global_row = query[:, :, row : row + 1]
