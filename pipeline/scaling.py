@@ -4,9 +4,9 @@ same model without it, for a whole model and for one attention layer alone, plus
 Every figure is measured in one run: at each length N the module and the dense reference are warmed up,
 their peak memory is the median of `MEMORY_PASSES` alternating passes each, and their timed passes
 alternate, so that whatever slows the machine down hits both and the ratios stay meaningful. Each time is
-the median of `repeats` passes (`REPEATS` by default) with their minimum and maximum, and each speed-up
-comes with the range those allow (see [`measure_pair`]): a range that contains 1 is no measurable
-difference.
+the median of `repeats` passes (by default `MODEL_REPEATS` for the whole model, `REPEATS` for a layer) with
+their minimum and maximum, and each speed-up comes with the range those allow (see [`measure_pair`]): a
+range that contains 1 is no measurable difference.
 
 - [`measure_model_scaling`]: whole forward passes over synthetic token ids, N = 128, 256, … up to the model's
   maximum positions (512 for MiniLM).
@@ -63,10 +63,13 @@ from ..modules.kernels.memory import peak_memory_mb, wall_seconds
 from .results import SCALING_MEMORY_PASSES, FlopsEstimate, ScalingRow
 
 SMALLEST_DEFAULT_LENGTH = 128
-# Timed passes per side and length: each time is their median, with their minimum and maximum. The whole
-# model at N = 128 (MiniLM, 30–40 ms a pass) is the noisiest: with 5, the three seeds of one code gave
-# 0.83–0.97×; 9 passes cost about 1 s more per length and side.
+# Timed passes per side and length of one layer: each time is their median, with their minimum and maximum.
 REPEATS = 9
+# The same for the whole model, whose passes are short and whose ratio is the noisiest: a module within a few
+# per cent of dense (MiniLM, 22–40 ms a pass at N = 128) read 0.95–1.00× in four runs of 9 passes, 0.97–0.99×
+# with 31 and 0.98–1.01× with 61 (with 5 passes, three seeds of one code had read 0.83–0.97×). 31 passes
+# cost MiniLM about 7 s more than 9 over N = 128, 256 and 512.
+MODEL_REPEATS = 31
 # Measured-memory passes per side and length, alternating: each peak is their median (see results.py).
 MEMORY_PASSES = SCALING_MEMORY_PASSES
 LAYER_LENGTHS = (512, 1024, 2048, 4096)
@@ -291,7 +294,7 @@ def measure_model_scaling(
     *,
     lengths: list[int] | None = None,
     batch_size: int = 1,
-    repeats: int = REPEATS,
+    repeats: int = MODEL_REPEATS,
     vocab_low: int = 1000,
 ) -> list[ScalingRow]:
     """Forward-pass time and peak memory of the model with its module against the same model without it.

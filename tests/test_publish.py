@@ -26,7 +26,7 @@ from attncard.pipeline.models import folder_revision, minilm_folder, tokenize
 from attncard.pipeline.publish import copy_to_cards
 from attncard.pipeline.render import card_data
 from attncard.pipeline.results import Results, Status, build_manifest, check_manifest
-from attncard.pipeline.scaling import REPEATS
+from attncard.pipeline.scaling import MODEL_REPEATS, REPEATS
 
 RUN_FILES = {
     "README.md",
@@ -329,8 +329,9 @@ def test_every_module_publishes_a_lint_clean_run(tiny_model_dir, small_glue, tmp
     efficiency = results.efficiency
     if get_module(module_name).changes_attention:
         assert efficiency.scaling and efficiency.layer_scaling and (run_dir / "scaling.png").is_file()
+        assert {row.repeats for row in efficiency.scaling} == {MODEL_REPEATS}
+        assert {row.repeats for row in efficiency.layer_scaling} == {REPEATS}
         for row in efficiency.scaling + efficiency.layer_scaling:
-            assert row.repeats == REPEATS
             assert row.module_seconds_min <= row.module_seconds <= row.module_seconds_max
             assert row.dense_seconds_min <= row.dense_seconds <= row.dense_seconds_max
             assert row.speedup_low <= row.speedup <= row.speedup_high

@@ -103,11 +103,13 @@ def test_the_recorded_memory_method_names_the_passes_measured():
     assert f"the median of {scaling.MEMORY_PASSES} passes" in SCALING_MEMORY_METHOD
 
 
-def _row(n: int, module: tuple[float, float, float], dense: tuple[float, float, float]) -> ScalingRow:
+def _row(
+    n: int, module: tuple[float, float, float], dense: tuple[float, float, float], repeats: int = 5
+) -> ScalingRow:
     """A row of hand-picked (median, fastest, slowest) times; its ratios are worked out in the test."""
     return ScalingRow(
         n=n,
-        repeats=5,
+        repeats=repeats,
         module_seconds=module[0],
         module_seconds_min=module[1],
         module_seconds_max=module[2],
@@ -132,7 +134,7 @@ def test_card_shows_each_time_with_its_spread_and_a_range_holding_1_as_no_differ
         _row(256, (0.02, 0.018, 0.025), (0.08, 0.075, 0.09)),
     ]
     # 0.001 / 0.004 = 0.25, range 0.0009 / 0.005 … 0.0012 / 0.003 = 0.18 … 0.40: measurably slower.
-    results.efficiency.layer_scaling = [_row(512, (0.004, 0.003, 0.005), (0.001, 0.0009, 0.0012))]
+    results.efficiency.layer_scaling = [_row(512, (0.004, 0.003, 0.005), (0.001, 0.0009, 0.0012), repeats=9)]
     lines = render_card(results).splitlines()
     assert (
         "| 128 | 2.000e-02 (1.900e-02 – 2.200e-02) | 1.900e-02 (1.800e-02 – 2.100e-02) | "
@@ -147,7 +149,10 @@ def test_card_shows_each_time_with_its_spread_and_a_range_holding_1_as_no_differ
         "0.25 (0.18 – 0.40) | 10.0 | 40.0 | 0.25 |"
     ) in lines
     card = "\n".join(lines)
-    assert "Each time is the median of\n5 timed passes, with the fastest and the slowest pass" in card
+    assert (
+        "Each time is the median of its timed\npasses (5 for the whole model, 9 for one layer), "
+        "with the fastest and the slowest pass in brackets." in card
+    )
     assert not any("leaves attention as the model's own" in line for line in lines)
 
 
