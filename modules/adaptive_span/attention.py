@@ -39,9 +39,10 @@ CALIBRATION_LENGTHS = (64, 128, 256, 512, 1024, 2048, 4096)
 DEFAULT_CROSSOVER = 4097
 # Up to this length the fused path is one fused SDPA call over the whole sequence, the span bias an (N, N)
 # mask: the blocks below pay for their several calls and the global token's two corrections. Summed over the
-# six layers of MiniLM trained on SST-2 (each seed's spans, W = 8–31, interleaved), against fused SDPA
-# without a mask: one call 1.03–1.05× its time at N = 64 and 1.05–1.06× at 128, blocks 1.9–3.0× and
-# 1.3–1.4×; at 192 and 256 blocks of 32 rows were the faster (0.66–1.09× against 1.07–1.14×).
+# six layers of MiniLM trained on SST-2 (each seed's spans, W = 8–31; tests/bench_span_paths.py), against
+# fused SDPA without a mask: one call 0.98–1.05× its time at N = 64 and 1.07–1.12× at 128, blocks of 64 rows
+# 1.7–2.3× and 1.4–1.6×; at 192 and 256 blocks of 32 rows were the faster (0.99–1.20× and 0.68–0.87×,
+# against 1.10–1.13× and 1.13–1.14×).
 WHOLE_MASK_LENGTH = 128
 # Query rows per block of the fused path beyond `WHOLE_MASK_LENGTH`. Each block reads the keys within the
 # band's width W of its rows, block + 2W of them for the 2W + 1 of each row's band, so small blocks waste
