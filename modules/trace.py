@@ -45,10 +45,14 @@ def trace_step(
     outputs: dict[str, torch.Tensor | None],
 ) -> None:
     """Records a step of an attention function, when a trace of this module's layer is running."""
+    if tracing(module):
+        _ACTIVE.get().steps.append(TraceStep(stage, op, _specs(inputs), _specs(outputs)))
+
+
+def tracing(module: nn.Module) -> bool:
+    """Whether a running trace records `module`'s layer: then tensors made for [`trace_step`] are needed."""
     active = _ACTIVE.get()
-    if active is None or getattr(module, "attncard_layer_index", None) != active.layer_index:
-        return
-    active.steps.append(TraceStep(stage, op, _specs(inputs), _specs(outputs)))
+    return active is not None and getattr(module, "attncard_layer_index", None) == active.layer_index
 
 
 def record_trace(model: nn.Module, inputs: dict[str, torch.Tensor], layer_index: int = 0) -> list[TraceStep]:

@@ -229,7 +229,8 @@ def test_plain_lora_on_q_and_v_trains(tiny_model_dir, family):
     assert len(stats["layers"]) == len(attention_layers(loaded.model))
 
 
-def test_trace_records_the_selection(tiny_model_dir):
+def test_trace_records_the_selection(tiny_model_dir, monkeypatch):
+    monkeypatch.setattr(sparse_attention, "top_k_kernel", lambda: None)  # the tiles with torch.topk
     loaded, batch = load_with_padded_batch(tiny_model_dir("llama"))
     MODULE.apply(loaded.model, AdaptiveSparseConfig(top_k=2))
     steps = record_trace(loaded.model, batch)
@@ -273,11 +274,12 @@ def _full_matrix(query, key, value, mask, top_k: int | None, scaling: float, cau
 @pytest.fixture
 def small_tiles(monkeypatch):
     """Tiles of a given shape (batch rows, heads, query rows) from 8 keys on, so that short inputs take the
-    tiled path."""
+    tiled path (`torch.topk`, the compiled kernel left out)."""
 
     def set_tiles(tile: tuple[int, int, int]) -> None:
         monkeypatch.setattr(sparse_attention, "SINGLE_BLOCK_MAX_KEYS", 8)
         monkeypatch.setattr(sparse_attention, "query_tiles", lambda *shape, **options: tile)
+        monkeypatch.setattr(sparse_attention, "top_k_kernel", lambda: None)  # tiles, not the compiled call
 
     return set_tiles
 
@@ -444,6 +446,7 @@ def test_long_inputs_build_no_n_by_n_tensor(monkeypatch):
         return topk(self, *args, **kwargs)
 
     monkeypatch.setattr(torch.Tensor, "topk", recording_topk)
+    monkeypatch.setattr(sparse_attention, "top_k_kernel", lambda: None)  # the tiles (the kernel: below)
     for causal in (False, True):
         largest.clear()
         module = _attention(8, causal)

@@ -44,6 +44,7 @@ def test_a_non_editable_install_publishes_renders_and_loads_back(
     target = installed_attncard
     assert (target / "attncard" / "templates" / "model_card.md.j2").is_file()
     assert (target / "attncard" / "modules" / "none" / "spec.md").is_file()
+    assert (target / "attncard" / "modules" / "kernels" / "top_k_attention.cpp").is_file()  # built when used
     base = str(tiny_model_dir("gpt2"))
     script = f"""
 import attncard, attncard.pipeline.cli as cli
