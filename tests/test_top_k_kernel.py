@@ -200,6 +200,16 @@ def test_attention_takes_the_kernel_at_inference_with_the_tiles_result(kernel, c
     torch.testing.assert_close(probabilities, expected_probabilities, atol=1e-5, rtol=1e-5)
 
 
+def test_attention_reads_a_one_row_mask_for_every_query(kernel, monkeypatch):
+    generator = torch.Generator().manual_seed(6)
+    query, key, value = (torch.randn(2, 2, 30, 8, generator=generator) for _ in range(3))
+    one_row = (torch.arange(30)[None, :] < torch.tensor([30, 12])[:, None])[:, None, None, :]  # (B, 1, 1, N)
+    with torch.inference_mode():
+        output, _ = adaptive_sparse_attention(_attention(4, False), query, key, value, one_row, scaling=0.35)
+    _, _, expected = _expected(query, key, value, one_row, 4, 0.35)
+    torch.testing.assert_close(output, expected.transpose(1, 2), atol=1e-5, rtol=1e-5)
+
+
 def test_attention_keeps_the_tiles_where_the_kernel_does_not_apply(kernel, monkeypatch):
     calls = []
     monkeypatch.setattr(sparse_attention, "_compiled_call", lambda *args: calls.append(1))

@@ -434,7 +434,10 @@ def _compiled_call(
     batch, heads, n_q, head_dim = query.shape
     n_k = key.shape[-2]
     output = query.new_empty(batch, n_q, heads, head_dim)
-    mask = attention_mask[..., :n_k] if attention_mask is not None else query.new_empty(0, dtype=torch.bool)
+    if attention_mask is None:
+        mask = query.new_empty(0, dtype=torch.bool)
+    else:  # a one-row mask serves every query, as in `allowed_rows` (expanded: a stride of 0)
+        mask = attention_mask[..., :n_k].expand(-1, -1, n_q, -1)
     k = min(top_k, n_k)
     traced = tracing(module)
     # The causal triangle is the kernel's own when no mask carries it (as `allowed_rows` reads it). The kept
