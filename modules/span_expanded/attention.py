@@ -68,7 +68,8 @@ class SpanExpandedBranch(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """(B, N, d_in) → (B, N, d_out)."""
-        return self.B(self.A(self.dropout(hidden_states))) * self.scale
+        # Scaled at rank r, not at d_out: one (B, N, d_out) tensor fewer, r/d_out of the multiplications.
+        return self.B(self.A(self.dropout(hidden_states)) * self.scale)
 
     def extra_repr(self) -> str:
         return f"rank={self.rank}, alpha={self.alpha}, scale={self.scale:g}"
@@ -283,7 +284,7 @@ def span_expanded_attention(
         scale=scaling,
         is_causal=is_causal,
     )
-    attention = attention.transpose(1, 2).contiguous()  # (B, N, H, D)
+    attention = attention.transpose(1, 2)  # (B, N, H, D), a view: the sum below reads it in place
     trace_step(
         module,
         "attention",
@@ -306,7 +307,10 @@ def span_expanded_attention(
         {"x": hidden_states},
         {"delta": branch},
     )
-    output = attention + branch.to(attention.dtype)
+    # The sum goes into the branch's own fresh (B, N, H, D) tensor, reading the attention through its
+    # transposed view: no contiguous copy of the attention and no third tensor of the output's size. (The
+    # branch's last step, a linear map, keeps no output for the backward pass: adding in place is safe.)
+    output = branch.to(attention.dtype).add_(attention)
     trace_step(
         module,
         "sum",
