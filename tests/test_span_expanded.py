@@ -8,6 +8,7 @@ from peft import LoraConfig, PeftModel, TaskType, get_peft_model
 from torch import nn
 
 from attncard.modules.base import attention_layers, implementation_name
+from attncard.modules.kernels.memory import PeakMemory
 from attncard.modules.span_expanded import MODULE, SpanExpandedConfig, module_stats, segment_memory
 from attncard.modules.span_expanded.attention import (
     SpanExpandedBranch,
@@ -94,6 +95,33 @@ def test_branch_adds_x_a_b_scale_before_the_output_projection():
     branch = module.span_expanded
     by_hand = (x @ branch.A.weight.T @ branch.B.weight.T * branch.scale).view(b, n, heads, d)
     torch.testing.assert_close(call() - base, by_hand, atol=1e-5, rtol=1e-5)
+
+
+def test_a_call_holds_two_tensors_of_the_output_size_as_sdpa_does():
+    """N = 2048, 4 heads of 32: the output is 1 MiB. transformers' SDPA path holds the attention and its
+    contiguous copy; the module holds the attention and the branch it adds the attention into."""
+    n, heads, d = 2048, 4, 32
+    module = _fake_attention(heads, heads, d, heads * d, causal=False, memory_length=0)
+    with torch.no_grad():
+        module.span_expanded.B.weight.normal_()
+    query, key, value = (torch.randn(1, heads, n, d) for _ in range(3))
+    x = torch.randn(1, n, heads * d)
+    output_mb = n * heads * d * 4 / 2**20
+
+    def call() -> torch.Tensor:
+        module.span_expanded_state.hidden_states = x
+        return span_expanded_attention(module, query, key, value, None, scaling=d**-0.5)[0]
+
+    with torch.no_grad():
+        call()  # warm-up
+        with PeakMemory(torch.device("cpu")) as memory:
+            output = call()
+    if memory.block_only:
+        assert memory.peak_mb < 2.6 * output_mb, (memory.peak_mb, output_mb)  # four tensors before: 4 MiB
+    expected = _dense_attention(query, key, value, torch.ones(n, n, dtype=torch.bool), d**-0.5)
+    a, b = module.span_expanded.A.weight, module.span_expanded.B.weight
+    branch = (x @ a.T * module.span_expanded.scale) @ b.T
+    torch.testing.assert_close(output, expected + branch.view(1, n, heads, d), atol=1e-4, rtol=1e-4)
 
 
 def test_gradients_reach_a_and_b(tiny_model_dir):
