@@ -99,25 +99,36 @@ def test_branch_adds_x_a_b_scale_before_the_output_projection():
 
 def test_a_call_holds_two_tensors_of_the_output_size_as_sdpa_does():
     """N = 2048, 4 heads of 32: the output is 1 MiB. transformers' SDPA path holds the attention and its
-    contiguous copy; the module holds the attention and the branch it adds the attention into."""
+    contiguous copy; the module holds the attention and the branch it adds the attention into (four such
+    tensors before: twice the SDPA path's peak, 4.1 against 2.1 MB). Medians of 5 alternating measurements
+    each; the module's sometimes reads 1 MB more (3.1 MB), hence the bound of 1.75 rather than 1."""
     n, heads, d = 2048, 4, 32
     module = _fake_attention(heads, heads, d, heads * d, causal=False, memory_length=0)
     with torch.no_grad():
         module.span_expanded.B.weight.normal_()
     query, key, value = (torch.randn(1, heads, n, d) for _ in range(3))
     x = torch.randn(1, n, heads * d)
-    output_mb = n * heads * d * 4 / 2**20
 
     def call() -> torch.Tensor:
         module.span_expanded_state.hidden_states = x
         return span_expanded_attention(module, query, key, value, None, scaling=d**-0.5)[0]
 
+    def sdpa_path() -> torch.Tensor:
+        attention = torch.nn.functional.scaled_dot_product_attention(query, key, value, scale=d**-0.5)
+        return attention.transpose(1, 2).contiguous()
+
+    peaks = {call: [], sdpa_path: []}
     with torch.no_grad():
-        call()  # warm-up
-        with PeakMemory(torch.device("cpu")) as memory:
-            output = call()
+        call(), sdpa_path()  # warm-up
+        for _ in range(5):
+            for run in peaks:
+                with PeakMemory(torch.device("cpu")) as memory:
+                    run()
+                peaks[run].append(memory.peak_mb)
+        output = call()
     if memory.block_only:
-        assert memory.peak_mb < 2.6 * output_mb, (memory.peak_mb, output_mb)  # four tensors before: 4 MiB
+        module_peak, sdpa_peak = (sorted(values)[2] for values in peaks.values())
+        assert module_peak < 1.75 * sdpa_peak, (module_peak, sdpa_peak)
     expected = _dense_attention(query, key, value, torch.ones(n, n, dtype=torch.bool), d**-0.5)
     a, b = module.span_expanded.A.weight, module.span_expanded.B.weight
     branch = (x @ a.T * module.span_expanded.scale) @ b.T
