@@ -102,7 +102,7 @@ def run_attention_benchmark(
         | forward | 64 | 8 | sdpa_dense | - | ... | 1 | - | - | ... |
         | forward | 64 | 8 | sdpa_fused | - | ...x (...) | - | ... | - |
         | forward | 64 | 8 | dense_reference | - | ...x (...) | - | ... |
-        | forward | 64 | 8 | banded | sdpa | ...x (...) | 4.0x | ... |
+        | forward | 64 | 8 | banded | ... | ...x (...) | 4.0x | ... |
         | forward | 64 | 8 | banded_torch | torch | ...x (...) | 4.0x | ... |
         <BLANKLINE>
         3 timed samples per row, implementations interleaved. Speed-up: ...

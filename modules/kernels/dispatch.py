@@ -8,10 +8,11 @@ import os
 
 import torch
 
+from . import banded_cpu
 from .banded import banded_attention_sdpa, banded_attention_torch
 from .reference import dense_banded_reference
 
-IMPLEMENTATIONS = ("sdpa", "torch", "triton", "reference")
+IMPLEMENTATIONS = ("compiled", "sdpa", "torch", "triton", "reference")
 # Names the implementation for calls that do not pass ``impl`` (e.g. to rule a kernel out when debugging).
 IMPL_ENV_VAR = "ATTNCARD_BANDED_IMPL"
 
@@ -34,6 +35,10 @@ def select_implementation(
     ``impl``, else the ``ATTNCARD_BANDED_IMPL`` environment variable, else, per call:
 
     - "triton" on CUDA when triton is installed and no gradient is needed (it has no backward kernel);
+    - "compiled" (:func:`~modules.kernels.banded_cpu.banded_attention_cpu`) on the CPU when no gradient is
+      needed, for float32 inputs whose last dimension is contiguous, where the kernel could be built: each
+      query reads its band only, 1.1–1.2× fused SDPA's speed at N = 128 and 3.6× at 512 with MiniLM's
+      learned spans (one layer, one thread), in no memory beyond its output;
     - "torch" (:func:`~modules.kernels.banded.banded_attention_torch`) when ``distance_bias`` needs a
       gradient: the fused SDPA kernels give none to an additive mask, and the torch kernel's own backward
       does (the adaptive-span training step);
@@ -43,7 +48,9 @@ def select_implementation(
 
     Example:
         >>> q = k = v = torch.randn(1, 2, 64, 8)
-        >>> select_implementation(q, k, v)
+        >>> select_implementation(q, k, v)  # "sdpa" where the compiled kernel cannot be built
+        'compiled'
+        >>> select_implementation(q.requires_grad_(), k, v)
         'sdpa'
         >>> select_implementation(q, k, v, torch.zeros(2, 9, requires_grad=True))
         'torch'
@@ -58,12 +65,19 @@ def select_implementation(
         )
         if query.is_cuda and triton_available() and not needs_grad:
             choice = "triton"
+        elif not needs_grad and banded_cpu.applies(query, key, value):
+            choice = "compiled"
         else:
             choice = "torch" if bias_needs_grad else "sdpa"
     if choice not in IMPLEMENTATIONS:
         raise ValueError(f"unknown banded attention implementation {choice!r}, expected {IMPLEMENTATIONS}")
     if choice == "triton" and not triton_available():
         raise RuntimeError("impl='triton' needs the triton package, which is only installed on Linux x86-64")
+    if choice == "compiled" and banded_cpu.banded_kernel() is None:
+        raise RuntimeError(
+            "impl='compiled' needs the compiled banded kernel, which could not be built here (see the log); "
+            "use impl='sdpa'"
+        )
     return choice
 
 
@@ -79,6 +93,7 @@ def banded_attention(
     distance_bias: torch.Tensor | None = None,
     global_index: torch.Tensor | None = None,
     impl: str | None = None,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Banded attention with per-head windows, run by the fastest implementation correct for the inputs.
 
@@ -96,10 +111,13 @@ def banded_attention(
         key_padding_mask: (B, N) bool, True for real tokens.
         distance_bias: (H, W + 1) float additive bias by distance, may require grad.
         global_index: (B,) int64 position of one global token per row.
-        impl: "sdpa", "torch", "triton" or "reference" to force one; see :func:`select_implementation`.
+        impl: "compiled", "sdpa", "torch", "triton" or "reference" to force one; see
+            :func:`select_implementation`.
+        out: a (B, H, N, D) tensor, or view, that receives the result (the compiled kernel writes it there
+            directly, e.g. into the transposed view of a (B, N, H, D) result, saving a copy); returned.
 
     Returns:
-        (B, H, N, D) attention output in the dtype of ``query``.
+        (B, H, N, D) attention output in the dtype of ``query`` (``out`` when given).
 
     Example:
         >>> q = k = v = torch.randn(2, 12, 2048, 64)
@@ -116,13 +134,17 @@ def banded_attention(
         global_index=global_index,
     )
     choice = select_implementation(query, key, value, distance_bias, impl)
+    if choice == "compiled":
+        return banded_cpu.banded_attention_cpu(query, key, value, window, **kwargs, out=out)
     if choice == "triton":
         # Imported here: triton may be missing, and the module picks interpreted or compiled mode on import.
         from . import triton_banded
 
-        return triton_banded.banded_attention_triton(query, key, value, window, **kwargs)
-    if choice == "reference":
-        return dense_banded_reference(query, key, value, window, **kwargs)
-    if choice == "sdpa":
-        return banded_attention_sdpa(query, key, value, window, **kwargs)
-    return banded_attention_torch(query, key, value, window, **kwargs)
+        result = triton_banded.banded_attention_triton(query, key, value, window, **kwargs)
+    elif choice == "reference":
+        result = dense_banded_reference(query, key, value, window, **kwargs)
+    elif choice == "sdpa":
+        result = banded_attention_sdpa(query, key, value, window, **kwargs)
+    else:
+        result = banded_attention_torch(query, key, value, window, **kwargs)
+    return result if out is None else out.copy_(result)

@@ -27,21 +27,18 @@ Example:
 from __future__ import annotations
 
 import functools
-import logging
-import os
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
-logger = logging.getLogger(__name__)
+from .build import CAPABILITIES, build_kernel
 
-SOURCE = Path(__file__).with_name("top_k_attention.cpp")
+SOURCE = "top_k_attention.cpp"
 KERNEL_ENV_VAR = "ATTNCARD_TOP_K_KERNEL"
 # The kernel's bound applies up to k = 16 (32 from 512 keys on); a larger k would send every row to its sort,
 # slower than torch.topk.
 KERNEL_MAX_K = 16
-CAPABILITIES = ("AVX2", "AVX512")
+__all__ = ["CAPABILITIES", "KERNEL_ENV_VAR", "KERNEL_MAX_K", "top_k_kernel"]
 
 
 @functools.cache
@@ -57,37 +54,6 @@ def top_k_kernel() -> Callable[..., tuple[torch.Tensor, torch.Tensor]] | None:
     (B, H, N_q, k) each (a row with fewer than k allowed keys has -inf for the rest, and one with none gets
     output 0), else two empty tensors.
     """
-    if os.environ.get(KERNEL_ENV_VAR) == "0":
-        return None
-    capability = torch.backends.cpu.get_cpu_capability()
-    if capability not in CAPABILITIES:
-        logger.info(
-            "the compiled top-k kernel needs AVX2 (CPU: %s); adaptive_sparse keeps torch.topk", capability
-        )
-        return None
-    try:
-        from torch.utils import cpp_extension
-
-        cpp_extension.load(
-            name="attncard_top_k",
-            sources=[str(SOURCE)],
-            # -fopenmp: at::parallel_for is inline OpenMP in torch's headers, serial without it. The library
-            # then needs libgomp.so.1, the one torch has already loaded.
-            extra_cflags=["-O3", "-mavx2", "-mfma", "-fopenmp"],
-            extra_ldflags=["-fopenmp"],
-            is_python_module=False,
-        )
-    except Exception as error:  # any build failure leaves torch.topk, which is always correct
-        # A compiler's message names the first error; else the exception's first line.
-        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-        reason = next(
-            (line for line in lines if "error:" in line), lines[0] if lines else type(error).__name__
-        )
-        logger.warning(
-            "adaptive_sparse could not build its compiled top-k kernel (%s); it uses torch.topk instead, "
-            "slower on the CPU (set %s=0 to skip the attempt)",
-            reason,
-            KERNEL_ENV_VAR,
-        )
+    if not build_kernel("attncard_top_k", SOURCE, KERNEL_ENV_VAR, "torch.topk for adaptive_sparse"):
         return None
     return torch.ops.attncard.top_k_attention

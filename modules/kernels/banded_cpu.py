@@ -1,0 +1,99 @@
+"""Banded attention compiled for the CPU, at inference: each query reads only its band of keys.
+
+`banded_attention.cpp` (beside this file) computes, per head, the scores of 4 query rows at a time against
+the keys of their band (AVX2 and FMA, from the keys transposed once), adds the distance bias, takes the
+softmax with a vectorised exp and sums the band's value rows into the output; the global token's key is
+read apart, and its query row reads every key. Time and memory are linear in N: with MiniLM's learned spans
+a row reads 17 to 63 keys at any length, where fused SDPA reads all N and needs the (H, N, N) bias as its
+mask. It has no backward: [`banded_attention`](dispatch.py) takes it on the CPU when no gradient is needed.
+
+It is built on first use ([`build_kernel`]); where it cannot be, [`banded_kernel`] returns None and the
+dispatcher keeps the SDPA-based kernel. `ATTNCARD_BANDED_KERNEL=0` skips the attempt.
+
+Example:
+    >>> q = k = v = torch.randn(1, 2, 40, 16)  # (B, H, N, D)
+    >>> window = torch.tensor([3, 7])
+    >>> out = banded_attention_cpu(q, k, v, window, scaling=0.25)
+    >>> torch.allclose(out, dense_banded_reference(q, k, v, window, scaling=0.25), atol=1e-5)
+    True
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import torch
+
+from .banded import check_banded_inputs
+from .build import build_kernel
+from .reference import dense_banded_reference  # noqa: F401  (the example above)
+
+SOURCE = "banded_attention.cpp"
+KERNEL_ENV_VAR = "ATTNCARD_BANDED_KERNEL"
+
+
+@functools.cache
+def banded_kernel() -> Callable[..., None] | None:
+    """`torch.ops.attncard.banded_attention`, built on the first call; None where it cannot be.
+
+    The op: `(query, key, value, window, distance_bias, key_padding_mask, global_index, causal, scaling,
+    out)`. query, key, value and out (B, H, N, D) float32 on the CPU with a contiguous last dimension (any
+    other strides: `out` may be a transposed view of a (B, N, H, D) result); window (H,) int64;
+    distance_bias, key_padding_mask and global_index as in [`dense_banded_reference`], or empty tensors. It
+    writes `out`.
+    """
+    if not build_kernel("attncard_banded", SOURCE, KERNEL_ENV_VAR, "the SDPA-based banded kernel"):
+        return None
+    return torch.ops.attncard.banded_attention
+
+
+def applies(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> bool:
+    """Whether the compiled kernel can take a call without gradients on these tensors: float32 on the CPU,
+    last dimensions contiguous. The kernel is built on the first call that can use it."""
+    for states in (query, key, value):
+        if states.device.type != "cpu" or states.dtype != torch.float32 or states.stride(-1) != 1:
+            return False
+    return banded_kernel() is not None
+
+
+def banded_attention_cpu(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    window: torch.Tensor,
+    *,
+    scaling: float,
+    causal: bool = False,
+    key_padding_mask: torch.Tensor | None = None,
+    distance_bias: torch.Tensor | None = None,
+    global_index: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """[`dense_banded_reference`]'s result from the compiled kernel: (B, H, N, D), or written into `out`
+    (any (B, H, N, D) view with a contiguous last dimension, e.g. `result.transpose(1, 2)` of a (B, N, H, D)
+    result) and returned.
+
+    Raises:
+        ValueError: shapes that disagree (as every banded kernel checks them).
+        RuntimeError: where the kernel could not be built (check [`banded_kernel`] first).
+    """
+    check_banded_inputs(query, key, value, window, key_padding_mask, distance_bias, global_index)
+    kernel = banded_kernel()
+    if kernel is None:
+        raise RuntimeError("the compiled banded kernel could not be built on this machine (see the log)")
+    empty = query.new_empty(0)
+    out = torch.empty_like(query) if out is None else out
+    kernel(
+        query,
+        key,
+        value,
+        window.to(torch.long),
+        empty if distance_bias is None else distance_bias.to(query.dtype),
+        empty.bool() if key_padding_mask is None else key_padding_mask,
+        empty.long() if global_index is None else global_index,
+        causal,
+        scaling,
+        out,
+    )
+    return out
