@@ -14,7 +14,8 @@ exact path: plain SDPA when every span covers the sequence; below a crossover le
 ([`AdaptiveSpan.crossover`]) fused SDPA, in one call with the whole span bias as its mask up to
 `WHOLE_MASK_LENGTH` tokens, beyond that on batches of blocks of query rows and their key windows, read in
 place, with one block's bias as the mask of every block; and from the crossover the banded kernel, in memory
-linear in the sequence length.
+linear in the sequence length: on the CPU one compiled kernel in which each query reads only its band of keys
+(`modules/kernels/banded_cpu.py`).
 """
 
 from __future__ import annotations
@@ -33,9 +34,9 @@ from ..trace import trace_step
 
 # Sequence lengths at which `calibrate_crossover` measures the fused path against the banded kernel.
 CALIBRATION_LENGTHS = (64, 128, 256, 512, 1024, 2048, 4096)
-# Below this length inference takes the fused path, for a model whose crossover was never measured: on a CPU
-# with spans of a few tokens (MiniLM's shape) the banded kernel, with its global token, used 2–4× the fused
-# path's memory at every calibration length, so it was never the better path.
+# Below this length inference takes the fused path, for a model whose crossover was never measured (a model
+# trained before the calibration existed): the fused path was the faster one wherever it could run before the
+# compiled banded kernel, and is exact. Every run of the pipeline measures its own crossover.
 DEFAULT_CROSSOVER = 4097
 # Up to this length the fused path is one fused SDPA call over the whole sequence, the span bias an (N, N)
 # mask: the blocks below pay for their several calls and the global token's two corrections. Summed over the
@@ -479,7 +480,7 @@ def adaptive_span_attention(
         and key_padding_mask is None
         and plan.below_crossover
     )
-    blocks = fused and plan.whole_mask is None  # the only path that returns (B, N, H, D)
+    heads_last = False  # whether `output` is (B, N, H, D) already (the blocks and the banded kernel)
     global_token = span.global_token if training else plan.global_token
     global_index = None
     if global_token and (training or not (plan.covers or fused)):
@@ -515,7 +516,7 @@ def adaptive_span_attention(
             is_causal=causal and attention_mask is None,
         )
         op = "scaled_dot_product_attention: every span covers the sequence"
-    elif fused and not blocks:
+    elif fused and plan.whole_mask is not None:
         output = whole_mask_attention(
             query,
             key,
@@ -538,9 +539,12 @@ def adaptive_span_attention(
             global_token=global_token,
             window=plan.window,
         )
+        heads_last = True
         op = "fused scaled_dot_product_attention on batches of blocks of query rows, the span bias as mask"
     else:
-        output = banded_attention(
+        # Written into the (B, N, H, D) result through its transposed view: no copy after.
+        output = query.new_empty(batch, length, query.shape[1], head_dim)
+        banded_attention(
             query,
             key,
             value,
@@ -550,8 +554,10 @@ def adaptive_span_attention(
             key_padding_mask=key_padding_mask,
             distance_bias=log_mask,
             global_index=global_index,
+            out=output.transpose(1, 2),
         )
+        heads_last = True
         op = "banded attention over each head's window ⌈z_h + R⌉ − 1, span bias"
-    heads_first = output.transpose(1, 2) if blocks else output
+    heads_first = output.transpose(1, 2) if heads_last else output
     trace_step(module, "attention", op, {"query": query, "key": key, "value": value}, {"output": heads_first})
-    return (output if blocks else output.transpose(1, 2).contiguous()), None
+    return (output if heads_last else output.transpose(1, 2).contiguous()), None
