@@ -447,6 +447,7 @@ def test_long_inputs_build_no_n_by_n_tensor(monkeypatch):
 
     monkeypatch.setattr(torch.Tensor, "topk", recording_topk)
     monkeypatch.setattr(sparse_attention, "top_k_kernel", lambda: None)  # the tiles (the kernel: below)
+    monkeypatch.setattr(sparse_attention, "top_k_rows_kernel", lambda: None)  # with torch.topk, recorded
     for causal in (False, True):
         largest.clear()
         module = _attention(8, causal)

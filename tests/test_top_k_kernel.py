@@ -18,7 +18,7 @@ from attncard.modules.adaptive_sparse import AdaptiveSparseState, adaptive_spars
 from attncard.modules.adaptive_sparse import attention as sparse_attention
 from attncard.modules.kernels import top_k as top_k_module
 from attncard.modules.kernels.memory import PeakMemory
-from attncard.modules.kernels.top_k import KERNEL_ENV_VAR, top_k_kernel
+from attncard.modules.kernels.top_k import KERNEL_ENV_VAR, top_k_kernel, top_k_rows_kernel
 
 NO_MASK = torch.empty(0, dtype=torch.bool)
 
@@ -272,3 +272,57 @@ def test_an_older_cpu_is_not_tried(monkeypatch):
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")
     monkeypatch.setattr(cpp_extension, "load", lambda **options: pytest.fail("no build without AVX2"))
     assert top_k_kernel.__wrapped__() is None
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The selection alone, over scores autograd already holds (training)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (7, 16), (3, 4, 37), (1536, 128), (50, 513)])
+@pytest.mark.parametrize("k", [1, 3, 8, 16])
+def test_top_k_rows_is_torch_topk(kernel, shape, k):
+    if k > shape[-1]:
+        pytest.skip("k beyond the row")
+    scores = torch.randn(*shape, generator=torch.Generator().manual_seed(k))
+    values, indices = top_k_rows_kernel()(scores, k)
+    expected = scores.topk(k)
+    assert torch.equal(values, expected.values) and torch.equal(indices, expected.indices)
+
+
+def test_top_k_rows_masked_rows_ties_and_nan(kernel):
+    scores = torch.randn(4, 64, generator=torch.Generator().manual_seed(1))
+    scores[:, 10:] = float("-inf")  # 10 allowed keys, k = 16: six -inf picks, the lowest masked keys
+    scores[1] = float("-inf")  # nothing allowed
+    scores[2, 3] = float("nan")  # ranks first, as in torch.topk
+    scores[3, :10] = -1.0  # ties: the lower keys first
+    scores[3, :4] = 0.5
+    values, indices = top_k_rows_kernel()(scores, 16)
+    torch.testing.assert_close(values, scores.topk(16).values, equal_nan=True)
+    assert indices[0, 10:].tolist() == list(range(10, 16))
+    assert indices[2, 0] == 3 and indices[3].tolist() == list(range(16))
+    assert (indices[1] == torch.arange(16)).all()
+
+
+def test_training_selects_with_the_kernel_and_gets_torch_topks_gradients(kernel, monkeypatch):
+    """One padded training call (dropout off) with the compiled selection and with `torch.topk`: the same
+    output and gradients."""
+    generator = torch.Generator().manual_seed(2)
+    leaves = [torch.randn(2, 3, 40, 16, generator=generator, requires_grad=True) for _ in range(3)]
+    allowed = torch.ones(2, 1, 40, 40, dtype=torch.bool)
+    allowed[1, ..., 30:] = False
+    module = _attention(8, False).train()
+    calls = []
+    compiled = top_k_rows_kernel()
+    monkeypatch.setattr(sparse_attention, "top_k_rows_kernel", lambda: calls.append(1) or compiled)
+    output, _ = adaptive_sparse_attention(module, *leaves, allowed, scaling=0.25)
+    output.sum().backward()
+    gradients = [leaf.grad.clone() for leaf in leaves]
+    assert calls, "the training call did not use the compiled selection"
+    for leaf in leaves:
+        leaf.grad = None
+    monkeypatch.setattr(sparse_attention, "top_k_rows_kernel", lambda: None)
+    expected, _ = adaptive_sparse_attention(module, *leaves, allowed, scaling=0.25)
+    expected.sum().backward()
+    torch.testing.assert_close(output, expected)
+    for leaf, gradient in zip(leaves, gradients, strict=True):
+        torch.testing.assert_close(gradient, leaf.grad)
