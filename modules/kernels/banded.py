@@ -417,19 +417,24 @@ def check_banded_inputs(
     key_padding_mask: torch.Tensor | None,
     distance_bias: torch.Tensor | None,
     global_index: torch.Tensor | None,
+    values: bool = True,
 ) -> None:
-    """Raise ValueError unless the shapes agree with the (B, H, N, D) convention of the banded kernels."""
+    """Raise ValueError unless the shapes agree with the (B, H, N, D) convention of the banded kernels.
+
+    `values=False` checks the shapes only, not the windows' and global positions' values (each a tensor
+    operation, some 10 µs a call): for the compiled kernel, which checks those itself.
+    """
     if query.dim() != 4 or key.shape != query.shape or value.shape != query.shape:
         raise ValueError(
             f"query, key, value must share one (B, H, N, D) shape, got {query.shape}, "
             f"{key.shape}, {value.shape}"
         )
     batch, heads, length, _ = query.shape
-    if window.shape != (heads,) or window.is_floating_point() or bool((window < 0).any()):
+    if window.shape != (heads,) or window.is_floating_point() or (values and bool((window < 0).any())):
         raise ValueError(f"window must be ({heads},) non-negative integers, got {window}")
     if key_padding_mask is not None and key_padding_mask.shape != (batch, length):
         raise ValueError(f"key_padding_mask must be ({batch}, {length}), got {tuple(key_padding_mask.shape)}")
-    reach = min(int(window.max()), length - 1)
+    reach = min(int(window.max()), length - 1) if values else 0
     if distance_bias is not None and (
         distance_bias.dim() != 2 or distance_bias.shape[0] != heads or distance_bias.shape[1] <= reach
     ):
@@ -437,7 +442,8 @@ def check_banded_inputs(
             f"distance_bias must be ({heads}, W + 1) with W >= {reach}, got {tuple(distance_bias.shape)}"
         )
     if global_index is not None and (
-        global_index.shape != (batch,) or bool((global_index < 0).any() | (global_index >= length).any())
+        global_index.shape != (batch,)
+        or (values and bool((global_index < 0).any() | (global_index >= length).any()))
     ):
         raise ValueError(f"global_index must be ({batch},) positions in [0, {length}), got {global_index}")
 
