@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import subprocess
 import sys
@@ -56,6 +58,31 @@ SST2_ROWS = [
     ("one of the greatest family-oriented , fantasy-adventure movies ever .", 1),
     ("an ugly , pointless , stupid movie .", 0),
 ]
+
+
+# Publish times a module that changes attention against dense attention (pipeline/scaling.py): 31 whole-model
+# passes a side and one layer at N = 512 … 4096 with 9 passes a side, most of a tiny run's time. A test that
+# does not check those tables publishes under `quick_scaling()`: the same measurement, each row recorded with
+# its own passes, but 3 a side and the two shortest layer lengths. (test_publish's lint-clean run of every
+# module keeps the full one and checks it.)
+QUICK_SCALING_REPEATS = 3
+QUICK_LAYER_LENGTHS = (512, 1024)
+
+
+@contextlib.contextmanager
+def quick_scaling() -> Iterator[None]:
+    """Within it, publishing in this process measures the scaling tables with `QUICK_SCALING_REPEATS` and
+    `QUICK_LAYER_LENGTHS`."""
+    from attncard.pipeline import evaluate, scaling
+
+    model_scaling = functools.partial(scaling.measure_model_scaling, repeats=QUICK_SCALING_REPEATS)
+    layer_scaling = functools.partial(
+        scaling.measure_layer_scaling, lengths=QUICK_LAYER_LENGTHS, repeats=QUICK_SCALING_REPEATS
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(evaluate, "measure_model_scaling", model_scaling)
+        patch.setattr(evaluate, "measure_layer_scaling", layer_scaling)
+        yield
 
 
 PIP_INSTALL = (sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation")
@@ -128,6 +155,50 @@ def commit_run_folder(endpoint: str, repo_id: str, run_dir: Path, token: str = H
         if path.is_file()
     ]
     return api.create_commit(repo_id, operations, commit_message=f"Publish {run_dir.name}").oid
+
+
+MINILM_REPO = f"{HUB_USER}/minilm-none-sst2"  # the repo id the real MiniLM run is pushed to
+# Files over this many bytes go to LFS on the Hub `minilm_sst2_run` pushes to, as test_olah_interop's Hubs
+# store them (olah then serves both kinds).
+LFS_THRESHOLD = 4096
+
+
+@pytest.fixture(scope="session")
+def minilm_sst2_run(glue, tmp_path_factory) -> tuple[Path, Path]:
+    """`(run folder, Hub folder)`: MiniLM with `none`, trained on the real SST-2 by `publish --push` to a
+    `LoopbackHub` that stores files over 4 KB in LFS (as `MINILM_REPO`), once a session.
+
+    Training and evaluating the real model is the slowest thing in the suite, so the tests that need such a
+    run share this one (60 steps at lr 1e-3 clear the majority baseline). The Hub folder holds what the push
+    committed: serve a copy of it with `LoopbackHub` to see or extend that history. Copy the run before
+    changing it.
+    """
+    from attncard.pipeline.cli import publish_main
+
+    root = tmp_path_factory.mktemp("minilm-sst2")
+    server = LoopbackHub(root / "hub", token=HUB_TOKEN, user=HUB_USER, lfs_threshold=LFS_THRESHOLD)
+    argv = [
+        *("--model", "minilm", "--module", "none", "--task", "sst2", "--steps", "60", "--lr", "1e-3"),
+        *("--data-dir", str(glue), "--output", str(root / "runs")),
+        *("--push", "--repo-id", MINILM_REPO),
+    ]
+    # The client is pointed at the server only while publishing (the `hub` fixture's setup, undone after).
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        server.start()
+        point_client_at(server, root / "hf_home", HUB_TOKEN, monkeypatch)
+        try:
+            assert publish_main([*argv, "--hub-endpoint", server.endpoint]) == 0
+        finally:
+            server.stop()
+            close_session()
+    close_session()
+    assert server.internal_errors == [], "\n".join(server.internal_errors)
+    # Only the push spoke to the server: publishing read nothing from the Hub, so the run is the one an
+    # offline publish (HF_HUB_OFFLINE=1, as the suite runs) makes.
+    reads = {"resolve", "repo_info", "tree", "paths_info", "refs", "commits", "unknown"}
+    elsewhere = [r.path for r in server.requests if r.route in reads and MINILM_REPO not in r.path]
+    assert elsewhere == [], elsewhere
+    return root / "runs" / "minilm-none-sst2", server.root
 
 
 @pytest.fixture(scope="session")

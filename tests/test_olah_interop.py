@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,14 +20,14 @@ import pytest
 from huggingface_hub import HfApi
 from huggingface_hub.hf_api import RepoFile
 
-from attncard.pipeline.cli import main, publish_main
+from attncard.pipeline.cli import main
 from attncard.pipeline.data import load_task
 from attncard.pipeline.download import load_verified, predict
 from attncard.pipeline.errors import IntegrityError, RepoNotFound, RevisionNotFound
 from attncard.pipeline.evaluate import predictions_sha256
 from attncard.pipeline.push import push_run_folder
 from attncard.pipeline.results import Results
-from conftest import HUB_USER, TINY_GPT2_REPO
+from conftest import HUB_USER, LFS_THRESHOLD, MINILM_REPO, TINY_GPT2_REPO, serve
 from hub_server import LoopbackHub
 from olah_hub import OlahHub
 
@@ -36,11 +37,29 @@ pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload ra
 REPO = TINY_GPT2_REPO
 
 
-@pytest.fixture(autouse=True)
-def lfs_for_large_files(hub: LoopbackHub) -> None:
-    """The loopback Hub stores files over 4 KB in LFS, so that olah serves both kinds: the weights, the
-    tokenizer, results.json and the card go to LFS, the small configs stay regular git blobs."""
-    hub.lfs_threshold = 4096
+def serve_with_lfs(root: Path, tmp_path: Path, hub_token: str, monkeypatch) -> Iterator[LoopbackHub]:
+    """conftest's `serve` of a loopback Hub on `root` that stores files over 4 KB in LFS, so that olah serves
+    both kinds: the weights, the tokenizer, results.json and the card go to LFS, the small configs stay
+    regular git blobs."""
+    server = LoopbackHub(root, token=hub_token, user=HUB_USER, lfs_threshold=LFS_THRESHOLD)
+    yield from serve(server, tmp_path, hub_token, monkeypatch)
+
+
+@pytest.fixture
+def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hub_token: str) -> Iterator[LoopbackHub]:
+    """conftest's `hub`, storing files over 4 KB in LFS (see `serve_with_lfs`)."""
+    yield from serve_with_lfs(tmp_path / "hub", tmp_path, hub_token, monkeypatch)
+
+
+@pytest.fixture
+def minilm_hub(
+    minilm_sst2_run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hub_token: str
+) -> Iterator[LoopbackHub]:
+    """Like `hub`, holding the shared real MiniLM run as its `publish --push` left it (conftest's
+    `minilm_sst2_run`, pushed with the same LFS threshold): a copy of that Hub's folder, served."""
+    _, hub_root = minilm_sst2_run
+    root = Path(shutil.copytree(hub_root, tmp_path / "hub"))
+    yield from serve_with_lfs(root, tmp_path, hub_token, monkeypatch)
 
 
 @pytest.fixture(scope="module")
@@ -160,18 +179,16 @@ def test_missing_repo_and_revision_on_olah(hub, olah, tiny_gpt2_run, fresh_cache
 
 
 @pytest.mark.slow
-def test_minilm_publish_push_then_download_through_olah(glue, hub, olah, tmp_path: Path, capsys) -> None:
+def test_minilm_publish_push_then_download_through_olah(
+    glue, minilm_sst2_run, minilm_hub, olah, tmp_path: Path, capsys
+) -> None:
     """The acceptance path with the real model: `publish --push` makes one commit holding every file, an
     identical push makes none, and the run downloaded through olah predicts exactly as recorded; a file
-    tampered on the server is refused."""
-    repo = f"{HUB_USER}/minilm-none-sst2"
-    argv = [
-        *("--model", "minilm", "--module", "none", "--task", "sst2", "--steps", "60", "--lr", "1e-3"),
-        *("--data-dir", str(glue), "--output", str(tmp_path / "runs")),
-        *("--push", "--repo-id", repo, "--hub-endpoint", hub.endpoint),
-    ]
-    assert publish_main(argv) == 0
-    run_dir = tmp_path / "runs" / "minilm-none-sst2"
+    tampered on the server is refused. The `publish --push` of MiniLM on the real SST-2 is the session's
+    shared one (conftest's `minilm_sst2_run`); `minilm_hub` serves a copy of the Hub it pushed to."""
+    hub, repo = minilm_hub, MINILM_REPO
+    run_dir, _ = minilm_sst2_run
+    assert Results.load(run_dir).command.endswith(f"--repo-id {repo}")  # the run was published for `repo`
     initial, published = hub.commits(repo)[::-1]
     assert published.parent == initial.oid
     assert {path: data for path, data in hub.snapshot(repo).items() if path != ".gitattributes"} == run_files(

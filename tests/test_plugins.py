@@ -47,7 +47,15 @@ from attncard.pipeline.lint import lint_run_folder
 from attncard.pipeline.results import Results, Status
 from attncard.pipeline.reverify import reverify
 from attncard.pipeline.scaling import attention_flops
-from conftest import HUB_TOKEN, HUB_USER, PIP_INSTALL, REPO_ROOT, point_client_at, write_sst2_folder
+from conftest import (
+    HUB_TOKEN,
+    HUB_USER,
+    PIP_INSTALL,
+    REPO_ROOT,
+    point_client_at,
+    quick_scaling,
+    write_sst2_folder,
+)
 from hub_server import LoopbackHub
 from tiny_models import FAMILIES, load_with_padded_batch
 
@@ -273,7 +281,8 @@ def plugin_run(plugin_site, tiny_model_dir, tmp_path_factory) -> Iterator[tuple[
         *("--data-dir", str(glue), "--output", str(root / "runs"), "--repo-id", REPO, "--push"),
     ]
     with LoopbackHub(root / "hub", token=HUB_TOKEN, user=HUB_USER) as server:
-        with pytest.MonkeyPatch.context() as patch, installed(plugin_site):
+        # The scaling tables of the run are no concern of these tests: measured quickly.
+        with pytest.MonkeyPatch.context() as patch, installed(plugin_site), quick_scaling():
             point_client_at(server, root / "hf_home", HUB_TOKEN, patch)
             assert publish_main(argv) == 0
         close_session()

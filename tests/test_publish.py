@@ -251,29 +251,11 @@ def test_manifest_finds_tampering(tiny_run, tmp_path):
 
 
 @pytest.mark.slow
-def test_minilm_on_real_sst2_reloads_with_peft(glue, tmp_path):
+def test_minilm_on_real_sst2_reloads_with_peft(glue, minilm_sst2_run):
     """The real model on all 872 SST-2 validation rows; PeftModel.from_pretrained on the folder reproduces the
-    recorded predictions exactly."""
-    assert (
-        publish_main(
-            [
-                "--model",
-                "minilm",
-                "--module",
-                "none",
-                "--task",
-                "sst2",
-                "--steps",
-                "30",
-                "--data-dir",
-                str(glue),
-                "--output",
-                str(tmp_path),
-            ]
-        )
-        == 0
-    )
-    run_dir = tmp_path / "minilm-none-sst2"
+    recorded predictions exactly. The run is the session's shared `publish` of MiniLM on the real SST-2
+    (conftest's `minilm_sst2_run`): training it again here would only repeat it."""
+    run_dir, _ = minilm_sst2_run
     results = Results.load(run_dir)
     assert results.verification.n == 872
     assert results.verification.class_counts == {"negative": 428, "positive": 444}
