@@ -31,6 +31,7 @@ namespace {
 
 constexpr int64_t kWidth = 8;     // floats in an AVX2 register
 constexpr int64_t kRowBlock = 4;  // query rows scored together: 8 accumulators, 2 key vectors, 1 broadcast
+constexpr int64_t kChunkRows = 256;  // query rows whose keys are transposed together (a multiple of kRowBlock)
 constexpr float kNegativeInfinity = -std::numeric_limits<float>::infinity();
 
 // exp(x) for x <= 0, 8 at a time, within 2 ulp (Cephes' expf polynomial). Below -80 (e^-80 < 2e-35, nothing
@@ -260,19 +261,25 @@ void banded_attention(const at::Tensor& query, const at::Tensor& key, const at::
   const int64_t* global_p = global ? globals.data_ptr<int64_t>() : nullptr;
   const auto qs = query.strides(), ks = key.strides(), vs = value.strides(), os = out.strides();
   const float scale = static_cast<float>(scaling);
-  // The keys transposed, (D, N) with a row stride not a multiple of 256 floats (rows of 512 keys 2 KiB apart
-  // fell into two sets of the L1 cache in the top-k kernel), readable 16 floats past the last key.
-  const int64_t key_step = (n + 2 * kWidth + kWidth - 1) / kWidth * kWidth + (n % 256 == 0 ? kWidth : 0);
-  // A block of 4 rows reads at most 4 + 2w keys (w the widest window); the dense row of the global token, N.
-  const int64_t span = std::max(n, kRowBlock + 2 * widest);
-  // Rows of scores rounded up to whole blocks of 16 keys, with room for a row's last vector past its keys.
-  const int64_t score_step = (span + kWidth + 2 * kWidth - 1) / (2 * kWidth) * (2 * kWidth);
+  // Query rows are taken kChunkRows at a time, with the keys they read transposed, (D, columns): at most
+  // kChunkRows + 2w keys (w the widest window), so a thread's copy of the keys does not grow with N (whole
+  // heads transposed, 2 threads held 4 MiB each beside a 50 MiB output at N = 16384, D = 64). The row stride
+  // is not a multiple of 256 floats (rows 2 KiB apart fell into two sets of the L1 cache in the top-k kernel),
+  // and 16 floats past the last key are readable (zeros).
+  const int64_t key_columns = std::min(n, kChunkRows + 2 * widest);
+  const int64_t key_columns_16 = (key_columns + 2 * kWidth - 1) / (2 * kWidth) * (2 * kWidth);
+  const int64_t key_step = key_columns_16 + 2 * kWidth + ((key_columns_16 + 2 * kWidth) % 256 == 0 ? kWidth : 0);
+  // A block of 4 rows reads at most 4 + 2w keys; rows of scores rounded up to whole blocks of 16 keys, with
+  // room for a row's last vector past its keys. The global token's row, every key, has a row of its own.
+  const int64_t score_step = (kRowBlock + 2 * widest + kWidth + 2 * kWidth - 1) / (2 * kWidth) * (2 * kWidth);
+  const int64_t global_row_size = (n + 2 * kWidth - 1) / (2 * kWidth) * (2 * kWidth) + 2 * kWidth;
 
   // Each thread's scratch, from torch's allocator on this thread: a worker's own malloc would open a heap
   // arena of its own, whose pages then count against the call's peak memory.
   const int64_t band_size = 2 * widest + 1 + kWidth;
   const int64_t per_thread = d * key_step + kRowBlock * score_step + kRowBlock * d + band_size +
-                             (padded ? n : 0) + kRowBlock * 2 * kWidth;
+                             (padded ? n : 0) + kRowBlock * 2 * kWidth + d * 2 * kWidth +
+                             (global ? global_row_size : 0);
   at::Tensor scratch = at::empty({at::get_num_threads() * per_thread}, query.options());
   float* scratch_p = scratch.data_ptr<float>();
 
@@ -284,7 +291,16 @@ void banded_attention(const at::Tensor& query, const at::Tensor& key, const at::
     float* band = scaled + kRowBlock * d;
     float* pad_bias = band + band_size;
     float* global_scores = pad_bias + (padded ? n : 0);
-    for (int64_t c = 0; c < d; ++c) std::fill(keys_t + c * key_step + n, keys_t + (c + 1) * key_step, 0.0f);
+    float* global_key_t = global_scores + kRowBlock * 2 * kWidth;  // key g transposed, then 15 zero keys
+    float* global_row = global_key_t + d * 2 * kWidth;
+    std::fill(global_key_t, global_key_t + d * 2 * kWidth, 0.0f);
+    // Keys first … last into the columns of keys_t, zeros in the 16 after.
+    auto transpose_range = [&](const float* head_k, int64_t first, int64_t last) {
+      transpose_keys(head_k + first * ks[2], ks[2], last - first + 1, d, keys_t, key_step);
+      for (int64_t c = 0; c < d; ++c)
+        std::fill(keys_t + c * key_step + last - first + 1, keys_t + c * key_step + last - first + 1 + 2 * kWidth,
+                  0.0f);
+    };
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / heads, h = bh % heads, w = reach[h];
       const int64_t g = global ? global_p[b] : -1;
@@ -293,7 +309,8 @@ void banded_attention(const at::Tensor& query, const at::Tensor& key, const at::
       const float* head_k = kp + b * ks[0] + h * ks[1];
       const float* head_v = vp + b * vs[0] + h * vs[1];
       float* head_out = op + b * os[0] + h * os[1];
-      transpose_keys(head_k, ks[2], n, d, keys_t, key_step);
+      if (g >= 0)
+        for (int64_t c = 0; c < d; ++c) global_key_t[c * 2 * kWidth] = head_k[g * ks[2] + c];
       for (int64_t t = 0; t <= 2 * w; ++t) band[t] = biased ? bias_p[h * bias_step + std::abs(t - w)] : 0.0f;
       for (int64_t j = 0; j < n && padded; ++j) pad_bias[j] = real[j] ? 0.0f : kNegativeInfinity;
 
@@ -339,27 +356,36 @@ void banded_attention(const at::Tensor& query, const at::Tensor& key, const at::
                       total + extra_p, d, result);
       };
 
-      for (int64_t i0 = 0; i0 < n; i0 += kRowBlock) {
-        const int64_t rows = std::min(kRowBlock, n - i0);
-        for (int64_t r = 0; r < rows; ++r)
-          for (int64_t c = 0; c < d; ++c) scaled[r * d + c] = scale * head_q[(i0 + r) * qs[2] + c];
-        const int64_t from = std::max<int64_t>(0, i0 - w);
-        const int64_t to = causal ? i0 + rows - 1 : std::min(n - 1, i0 + rows - 1 + w);
-        score_rows(scaled, d, rows, keys_t, key_step, from, to - from + 1, d, scores, score_step);
-        if (g >= 0 && (g < from || g > to))  // key g and the 15 after it (unused): one block of 16
-          score_rows(scaled, d, rows, keys_t, key_step, g, 1, d, global_scores, 2 * kWidth);
-        for (int64_t r = 0; r < rows; ++r) {
-          const int64_t i = i0 + r;
-          if (i == g) continue;  // the global token's row reads every key: below
-          const int64_t first = std::max<int64_t>(0, i - w), last = causal ? i : std::min(n - 1, i + w);
-          finish(i, scores + r * score_step, from, to, first, last, false);
+      for (int64_t c0 = 0; c0 < n; c0 += kChunkRows) {
+        const int64_t c1 = std::min(n, c0 + kChunkRows);  // rows c0 … c1 - 1 read keys k0 … k1
+        const int64_t k0 = std::max<int64_t>(0, c0 - w), k1 = causal ? c1 - 1 : std::min(n - 1, c1 - 1 + w);
+        transpose_range(head_k, k0, k1);
+        for (int64_t i0 = c0; i0 < c1; i0 += kRowBlock) {
+          const int64_t rows = std::min(kRowBlock, c1 - i0);
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t c = 0; c < d; ++c) scaled[r * d + c] = scale * head_q[(i0 + r) * qs[2] + c];
+          const int64_t from = std::max<int64_t>(0, i0 - w);
+          const int64_t to = causal ? i0 + rows - 1 : std::min(n - 1, i0 + rows - 1 + w);
+          score_rows(scaled, d, rows, keys_t, key_step, from - k0, to - from + 1, d, scores, score_step);
+          if (g >= 0 && (g < from || g > to))  // key g and the 15 zeros after it: one block of 16
+            score_rows(scaled, d, rows, global_key_t, 2 * kWidth, 0, 1, d, global_scores, 2 * kWidth);
+          for (int64_t r = 0; r < rows; ++r) {
+            const int64_t i = i0 + r;
+            if (i == g) continue;  // the global token's row reads every key: below
+            const int64_t first = std::max<int64_t>(0, i - w), last = causal ? i : std::min(n - 1, i + w);
+            finish(i, scores + r * score_step, from, to, first, last, false);
+          }
         }
       }
       if (g >= 0) {  // the global token's query: every key (before it, in decoders), without bias
         for (int64_t c = 0; c < d; ++c) scaled[c] = scale * head_q[g * qs[2] + c];
         const int64_t last = causal ? g : n - 1;
-        score_rows(scaled, d, 1, keys_t, key_step, 0, last + 1, d, scores, score_step);
-        finish(g, scores, 0, last, 0, last, true);
+        for (int64_t k0 = 0; k0 <= last; k0 += key_columns_16) {  // the keys a chunk at a time
+          const int64_t k1 = std::min(last, k0 + key_columns_16 - 1);
+          transpose_range(head_k, k0, k1);
+          score_rows(scaled, d, 1, keys_t, key_step, 0, k1 - k0 + 1, d, global_row + k0, global_row_size);
+        }
+        finish(g, global_row, 0, last, 0, last, true);
       }
     }
   });
