@@ -53,6 +53,7 @@ import torch
 from torch import nn
 from transformers.integrations.sdpa_attention import repeat_kv
 
+from ..kernels.build import reads_float32_rows
 from ..kernels.top_k import KERNEL_MAX_K, top_k_kernel, top_k_rows_kernel
 from ..trace import trace_step, tracing
 
@@ -432,9 +433,7 @@ def compiled_kernel(
     1.32× and 1.36× fused SDPA's speed at N = 128, 256 and 512, where `torch.topk` alone took 2.5–4 times
     SDPA's whole call.
     """
-    if not in_place or with_dropout or top_k > KERNEL_MAX_K or query.device.type != "cpu":
-        return None
-    if any(t.dtype != torch.float32 or t.stride(-1) != 1 for t in (query, key, value)):
+    if not in_place or with_dropout or top_k > KERNEL_MAX_K or not reads_float32_rows(query, key, value):
         return None
     if attention_mask is not None and (attention_mask.dtype != torch.bool or attention_mask.stride(-1) != 1):
         return None

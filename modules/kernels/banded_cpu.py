@@ -26,7 +26,7 @@ from collections.abc import Callable
 import torch
 
 from .banded import check_banded_inputs
-from .build import build_kernel
+from .build import build_kernel, reads_float32_rows
 from .reference import dense_banded_reference  # noqa: F401  (the example above)
 
 SOURCE = "banded_attention.cpp"
@@ -55,10 +55,7 @@ def banded_kernel() -> Callable[..., None] | None:
 def applies(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> bool:
     """Whether the compiled kernel can take a call without gradients on these tensors: float32 on the CPU,
     last dimensions contiguous. The kernel is built on the first call that can use it."""
-    for states in (query, key, value):
-        if states.device.type != "cpu" or states.dtype != torch.float32 or states.stride(-1) != 1:
-            return False
-    return banded_kernel() is not None
+    return reads_float32_rows(query, key, value) and banded_kernel() is not None
 
 
 def banded_attention_cpu(

@@ -67,3 +67,13 @@ def build_kernel(name: str, source: str, env_var: str, fallback: str) -> bool:
         )
         return False
     return True
+
+
+def reads_float32_rows(*tensors: torch.Tensor) -> bool:
+    """Whether the compiled kernels can read these tensors: float32 on the CPU, last dimension contiguous.
+
+    Example:
+        >>> reads_float32_rows(torch.zeros(2, 3)), reads_float32_rows(torch.zeros(2, 3).t())
+        (True, False)
+    """
+    return all(t.device.type == "cpu" and t.dtype == torch.float32 and t.stride(-1) == 1 for t in tensors)
