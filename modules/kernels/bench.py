@@ -17,7 +17,8 @@ range: dense fastest / module slowest to dense slowest / module fastest, so a ra
 measurable difference. Calls shorter than ``MIN_SAMPLE_SECONDS`` are repeated within a sample and averaged.
 
 Peak memory is the growth of the process's peak RSS during one call on CPU (Linux: VmHWM, reset through
-/proc/self/clear_refs, after handing freed heap memory back with malloc_trim), or the growth of
+/proc/self/clear_refs, after handing freed heap memory back with malloc_trim; exact: allocations of 64 KiB
+or more in mappings of their own, see ``memory.PeakMemory``), or the growth of
 ``torch.cuda.max_memory_allocated`` on CUDA; None where neither can be read.
 """
 
@@ -254,7 +255,7 @@ def _measure_interleaved(runs: dict[str, Callable[[], object]], device: str, rep
     for impl, run in runs.items():
         warm_up = _timed(run, device, calls=1)
         calls_per_sample[impl] = min(MAX_CALLS_PER_SAMPLE, max(1, math.ceil(MIN_SAMPLE_SECONDS / warm_up)))
-        with PeakMemory(torch.device(device)) as memory:
+        with PeakMemory(torch.device(device), exact=True) as memory:
             run()
         peak_mb[impl] = memory.peak_mb if memory.block_only else None
 
