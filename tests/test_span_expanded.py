@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from peft import LoraConfig, PeftModel, TaskType, get_peft_model
@@ -95,6 +97,51 @@ def test_branch_adds_x_a_b_scale_before_the_output_projection():
     branch = module.span_expanded
     by_hand = (x @ branch.A.weight.T @ branch.B.weight.T * branch.scale).view(b, n, heads, d)
     torch.testing.assert_close(call() - base, by_hand, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+def test_the_branch_sums_into_the_attention_with_the_gradients_of_a_plain_sum(layout):
+    # Contiguous: SDPA's output when the query is the models' (B, N, H, D) projection seen as (B, H, N, D),
+    # summed by one addmm; strided: a (B, H, N, D) output seen as (B, N, H, D), summed in place.
+    torch.manual_seed(0)
+    b, n, heads, d, d_in = 2, 7, 3, 4, 10
+    branch = SpanExpandedBranch(d_in, heads * d, rank=2, alpha=3.0)  # scale 1.5
+    with torch.no_grad():
+        branch.B.weight.normal_()
+    x = torch.randn(b, n, d_in, requires_grad=True)
+    if layout == "contiguous":
+        attention = torch.randn(b, n, heads, d, requires_grad=True)
+        seen = attention
+    else:
+        attention = torch.randn(b, heads, n, d, requires_grad=True)
+        seen = attention.transpose(1, 2)
+    assert seen.is_contiguous() == (layout == "contiguous")
+    summed = branch(x, seen)
+    assert summed.shape == (b, n, heads, d) and summed.is_contiguous()
+    grad = torch.randn(b, n, heads, d)
+    got = torch.autograd.grad(summed, (x, attention, branch.A.weight, branch.B.weight), grad)
+
+    plain = seen + branch(x).view(b, n, heads, d)
+    torch.testing.assert_close(summed, plain)
+    expected = torch.autograd.grad(plain, (x, attention, branch.A.weight, branch.B.weight), grad)
+    for name, a, e in zip(("x", "attention", "A", "B"), got, expected, strict=True):
+        torch.testing.assert_close(a, e, msg=name)
+
+
+def test_a_model_call_sums_by_one_product_and_copies_nothing(tiny_model_dir):
+    loaded, batch = load_with_padded_batch(tiny_model_dir("bert"))
+    MODULE.apply(loaded.model, SpanExpandedConfig())
+    _set_branches(loaded.model)
+    from torch.profiler import profile
+
+    with torch.no_grad(), profile() as profiled:
+        loaded.model(**batch)
+    calls = {event.key: event.count for event in profiled.key_averages()}
+    layers = len(attention_layers(loaded.model))
+    # Per layer: SDPA's output is contiguous in (B, N, H, D), so the branch and the sum are one addmm (with
+    # the model's own projections, bias included): no separate multiply, in-place add or copy of it.
+    assert calls.get("aten::mul", 0) == 0 and calls.get("aten::add_", 0) == 0
+    assert calls["aten::addmm"] >= 7 * layers  # q, k, v, o, two feed-forward projections, the branch's sum
 
 
 def test_a_call_holds_two_tensors_of_the_output_size_as_sdpa_does():
@@ -292,7 +339,7 @@ def test_trace_and_stats_describe_the_module(tiny_model_dir):
     loaded, batch = load_with_padded_batch(tiny_model_dir("llama"))
     MODULE.apply(loaded.model, SpanExpandedConfig(hylora_rank=4))
     stages = [step.stage for step in record_trace(loaded.model, batch)]
-    assert stages[3:7] == ["memory concat", "attention", "HyLoRA branch", "sum"]
+    assert stages[3:6] == ["memory concat", "attention", "HyLoRA branch and sum"]
     stats = module_stats(loaded.model)
     # r·(d_in + H·D) per layer: hidden 32 in, 4 heads × 8 out.
     assert stats["parameters_added"] == 2 * 4 * (32 + 32)
@@ -301,3 +348,27 @@ def test_trace_and_stats_describe_the_module(tiny_model_dir):
         MODULE.apply(loaded.model, SpanExpandedConfig())
     with pytest.raises(ValueError, match="hylora_rank"):
         SpanExpandedConfig(hylora_rank=0)
+
+
+def test_copies_capture_into_their_own_layers_and_the_dense_reference_captures_nothing(tiny_model_dir):
+    loaded, batch = load_with_padded_batch(tiny_model_dir("bert"))
+    MODULE.apply(loaded.model, SpanExpandedConfig())
+    _set_branches(loaded.model)
+    with torch.no_grad():
+        expected = loaded.model(**batch).logits
+
+    copied = copy.deepcopy(loaded.model)
+    original_states = [layer.module.span_expanded_state for layer in attention_layers(loaded.model)]
+    with torch.no_grad():
+        torch.testing.assert_close(copied(**batch).logits, expected)
+    # The copy's forwards stored into (and its function consumed from) the copy's states, not the original's.
+    assert all(state.hidden_states is None for state in original_states)
+
+    reference = MODULE.dense_reference(loaded.model, lambda: None)
+    for layer in attention_layers(reference):
+        assert layer.module.forward.__func__ is type(layer.module).forward  # the model's own forward
+    with torch.no_grad():
+        dense = reference(**batch).logits
+    states = [layer.module.span_expanded_state for layer in attention_layers(reference)]
+    assert all(state.hidden_states is None for state in states)
+    assert (dense - expected).abs().max() > 1e-4  # sdpa alone, without the trained branches
