@@ -122,18 +122,17 @@ SCALING_TIMING_METHOD = (
     "measurable difference"
 )
 # Measured-memory passes per side and length of the scaling tables, alternating: each peak is their median.
-# On the CPU with glibc's default heap one pass's peak resident-set growth took one of two or three values,
-# as the heap happened to lie (MiniLM at N = 128: 3.29–3.35 or 3.51–3.93 MB over 15 passes), and the cards'
-# ratios at N = 128 ranged 0.95–1.08 for identical models. The passes are now exact (`PeakMemory(exact=True)`:
-# large allocations in mappings of their own), which brought identical models to 0.991–1.005; the median of
-# several passes stays, for what the small allocations still move.
+# With the resident set one pass's peak took one of two or three values, as the heap happened to lie (MiniLM
+# at N = 128: 3.29–3.35 or 3.51–3.93 MB over 15 passes), and identical models read 0.82–1.10 of each other.
+# The passes now count torch's allocations (`PeakMemory(exact=True)`), the same on every pass; the median
+# stays, for a module whose path or allocations change from call to call.
 SCALING_MEMORY_PASSES = 7
 SCALING_MEMORY_METHOD = (
     "peak memory growth during a pass: CUDA max_memory_allocated minus the memory allocated before it, or "
-    "on the CPU the growth of the process peak RSS (Linux VmHWM reset through /proc/self/clear_refs after "
-    "malloc_trim), with glibc's mmap threshold at 64 KiB during the pass so that the peak is that of the "
-    "memory live at once; weights and inputs are not counted; each peak is the median of "
-    f"{SCALING_MEMORY_PASSES} passes, module and dense alternating"
+    "on the CPU the largest growth of the bytes torch's CPU allocator holds, from the profiler's allocation "
+    "events (tensors and kernels' scratch tensors; not memory libraries allocate outside torch); weights and "
+    f"inputs are not counted; each peak is the median of {SCALING_MEMORY_PASSES} passes, module and dense "
+    "alternating"
 )
 
 

@@ -19,10 +19,9 @@ What is module-specific comes from the module's [`AttentionModule`]: its FLOPs c
 `projection_flops`), its dense reference (`dense_reference`) and its single-layer call (`layer_attention`).
 
 Peak memory is the growth during one pass: on CUDA `torch.cuda.max_memory_allocated` minus the memory
-allocated before the pass; on the CPU the growth of the process's peak resident set (Linux VmHWM, reset
-through /proc/self/clear_refs after handing freed heap memory back with malloc_trim; exact, see
-`modules.kernels.memory.PeakMemory`), as in `modules/kernels/bench.py`. Weights and inputs allocated before
-the pass are not counted. None where neither can be read.
+allocated before the pass; on the CPU the largest growth of the bytes torch's allocator holds, from the
+profiler's allocation events (`modules.kernels.memory.PeakMemory(exact=True)`), as in
+`modules/kernels/bench.py`. Weights and inputs allocated before the pass are not counted.
 
 Example:
     >>> from attncard.modules import get_module

@@ -16,10 +16,9 @@ them alike; each record has the median and the min and max. A speed-up is given 
 range: dense fastest / module slowest to dense slowest / module fastest, so a range that holds 1 says no
 measurable difference. Calls shorter than ``MIN_SAMPLE_SECONDS`` are repeated within a sample and averaged.
 
-Peak memory is the growth of the process's peak RSS during one call on CPU (Linux: VmHWM, reset through
-/proc/self/clear_refs, after handing freed heap memory back with malloc_trim; exact: allocations of 64 KiB
-or more in mappings of their own, see ``memory.PeakMemory``), or the growth of
-``torch.cuda.max_memory_allocated`` on CUDA; None where neither can be read.
+Peak memory is the largest growth during one call of the bytes torch's allocator holds: on CPU from the
+profiler's allocation events (``memory.PeakMemory(exact=True)``; the growth of the peak RSS inside another
+profiler), on CUDA ``torch.cuda.max_memory_allocated``; None where neither can be read.
 """
 
 from __future__ import annotations

@@ -1,13 +1,15 @@
 """Peak memory growth of a block of code, in MB: on a GPU CUDA's max allocated, on the CPU the growth of the
-process's peak resident set; and the wall time of one call. One home for the evaluation's, the scaling
-tables', the calibrations' and the benchmark's figures.
+process's peak resident set or, exactly, of what torch's allocator holds; and the wall time of one call. One
+home for the evaluation's, the scaling tables', the calibrations' and the benchmark's figures.
 
-On the CPU a pass's peak depends on where the allocator's heap puts it: with glibc's default settings a freed
-tensor's pages go back on the heap, and a later tensor may or may not land on pages already resident. The
-same MiniLM pass at N = 128 then read 3.3 or 3.5–3.9 MB, and a model against an identical copy of itself read
-0.82–1.10 over 8 trials of 7 passes a side. An `exact` block gives every allocation of `EXACT_MMAP_THRESHOLD`
-or more a mapping of its own, returned to the OS the moment it is freed, so the peak is that of the memory
-live at once: the same trials read 0.991–1.005 (and the pass 2.1 MB).
+The resident set is what the OS sees, but at a few MB it is noise: a freed tensor's pages stay on glibc's
+heap and a later one may or may not land on them, and Linux counts resident pages per CPU, read approximately.
+MiniLM against an identical copy of itself read 0.82–1.10 at N = 128–512 (8 trials of 7 passes a side), and
+still ±0.5 MB a pass with glibc's mmap threshold lowered. An `exact` block counts instead the bytes torch's
+CPU allocator hands out and takes back during the block, from the profiler's allocation events: the peak of
+the tensors live at once, kernels' scratch tensors included, the same on every pass (what CUDA's
+`max_memory_allocated` is on a GPU). Memory that libraries allocate outside torch (MKL's, oneDNN's own
+buffers) is not in it.
 """
 
 from __future__ import annotations
@@ -15,29 +17,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
-
-# glibc's mallopt parameters (malloc.h) and the settings an exact block uses and leaves behind.
-_M_TRIM_THRESHOLD = -1
-_M_MMAP_THRESHOLD = -3
-EXACT_MMAP_THRESHOLD = 64 * 1024
-# glibc cannot be put back into its dynamic mode once a threshold is set: what it leaves behind instead are
-# the values its dynamic thresholds grow to on 64-bit Linux (mmap up to 32 MiB, trim at twice that), so that
-# the timed passes after an exact block run on a heap like the one a long-running process has.
-_AFTER_MMAP_THRESHOLD = 32 * 2**20
-_AFTER_TRIM_THRESHOLD = 64 * 2**20
-
-
-def _mallopt(parameter: int, value: int) -> bool:
-    """glibc's mallopt; False where there is no glibc (then an exact block measures as a plain one)."""
-    try:
-        return bool(ctypes.CDLL("libc.so.6").mallopt(parameter, value))
-    except (OSError, AttributeError):
-        return False
 
 
 def _malloc_trim() -> None:
@@ -53,6 +38,24 @@ def _status_kb(field: str) -> int:
     raise OSError(f"/proc/self/status has no {field}")
 
 
+def _allocation_peak_bytes(profiler: torch.profiler.profile) -> int:
+    """The largest growth of torch's allocated bytes over a profiled block: its allocations and frees
+    (negative sizes) in the order they happened, summed from zero."""
+    from torch._C._profiler import _EventType
+
+    allocations, events = [], list(profiler.profiler.kineto_results.experimental_event_tree())
+    while events:
+        event = events.pop()
+        if event.tag == _EventType.Allocation:
+            allocations.append((event.start_time_ns, event.extra_fields.alloc_size))
+        events.extend(event.children)
+    held = peak = 0
+    for _, size in sorted(allocations, key=lambda allocation: allocation[0]):
+        held += size
+        peak = max(peak, held)
+    return peak
+
+
 def _lifetime_peak_kb() -> int:
     import resource  # Unix only; Windows has neither this nor /proc
 
@@ -60,28 +63,30 @@ def _lifetime_peak_kb() -> int:
 
 
 class PeakMemory:
-    """Peak memory growth of a block, in MB: CUDA max allocated, or the growth of the CPU peak RSS.
+    """Peak memory growth of a block, in MB: CUDA max allocated, or the growth of the CPU peak RSS, or
+    (`exact`) of the bytes torch's CPU allocator holds.
 
     On Linux the kernel's high-water mark (VmHWM) is reset through `/proc/self/clear_refs` (after
     `malloc_trim`, so that reusing freed heap memory counts as growth), so the peak is that of the block
     alone. Elsewhere the CPU peak is the growth of `getrusage`'s lifetime peak, which misses a block that
     stays below an earlier peak: `block_only` is then False.
 
-    With `exact=True` on the CPU (glibc), every allocation of `EXACT_MMAP_THRESHOLD` (64 KiB) or more gets a
-    mapping of its own inside the block, so that the peak is that of the memory live at once and not of where
-    freed heap pages happen to lie (see the module's docstring); `exact` then says whether that held. Use it
-    for a block that only measures memory: each such allocation costs page faults, so a block that is also
-    timed should not be exact. After the block glibc keeps fixed thresholds near those its dynamic ones reach.
+    With `exact=True` on the CPU the block runs under torch's profiler, recording allocations only, and the
+    peak is that of the tensors live at once (see the module's docstring); `exact` then says whether that
+    held (not inside another profiler, which would not nest: the block then reads the resident set). Use it
+    for a block that only measures memory: the profiler costs time.
 
     Args:
         device: where the block computes; CUDA reads the allocator, the CPU the process's peak RSS.
-        exact: on the CPU, give large allocations their own mappings inside the block.
+        exact: on the CPU, count torch's allocations instead of the resident set.
 
     Example:
         >>> with PeakMemory(torch.device("cpu"), exact=True) as memory:
         ...     x = torch.ones(2**20)  # 4 MiB of float32
-        >>> 3.9 < memory.peak_mb < 4.2, memory.block_only  # the resident set is counted in pages
-        (True, True)
+        ...     del x
+        ...     y = torch.ones(2**19)  # 2 MiB, after the 4 MiB went back
+        >>> memory.peak_mb, memory.exact
+        (4.0, True)
     """
 
     def __init__(self, device: torch.device, *, exact: bool = False) -> None:
@@ -89,6 +94,7 @@ class PeakMemory:
         self.exact = exact and device.type == "cpu"
         self.peak_mb = 0.0
         self.block_only = True
+        self._profiler: torch.profiler.profile | None = None
 
     def __enter__(self) -> PeakMemory:
         if self.device.type == "cuda":
@@ -96,11 +102,20 @@ class PeakMemory:
             torch.cuda.reset_peak_memory_stats(self.device)
             self._start = torch.cuda.memory_allocated(self.device)
             return self
+        if self.exact and torch.autograd._profiler_enabled():
+            self.exact = False  # profilers do not nest: inside the caller's, the resident set it is
+        if self.exact:
+            # Kineto prints two lines each time a profiler starts and stops unless its log level is above
+            # them; read when the profiler is first set up, and left to the user where already set.
+            os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+            self._profiler = torch.profiler.profile(
+                activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True
+            )
+            self._profiler.__enter__()
+            return self
         # The young generations hold what earlier passes left; a full collection would also walk every
         # object of the libraries (400k with transformers loaded, half a second) for nothing.
         gc.collect(1)
-        if self.exact:
-            self.exact = _mallopt(_M_MMAP_THRESHOLD, EXACT_MMAP_THRESHOLD)
         _malloc_trim()
         try:
             Path("/proc/self/clear_refs").write_text("5")  # 5: reset the peak RSS to the current RSS
@@ -114,13 +129,14 @@ class PeakMemory:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
             self.peak_mb = (torch.cuda.max_memory_allocated(self.device) - self._start) / 2**20
+        elif self._profiler is not None:
+            self._profiler.__exit__(None, None, None)
+            self.peak_mb = _allocation_peak_bytes(self._profiler) / 2**20
+            self._profiler = None
         elif self.block_only:
             self.peak_mb = (_status_kb("VmHWM") - self._start) / 1024
         else:
             self.peak_mb = (_lifetime_peak_kb() - self._start) / 1024
-        if self.exact:
-            _mallopt(_M_MMAP_THRESHOLD, _AFTER_MMAP_THRESHOLD)
-            _mallopt(_M_TRIM_THRESHOLD, _AFTER_TRIM_THRESHOLD)
 
 
 def wall_seconds(run: Callable[[], object], device: torch.device) -> float:
@@ -139,15 +155,15 @@ def peak_memory_mb(run: Callable[[], object], device: torch.device) -> float | N
 
     Args:
         run: the call to measure.
-        device: where it computes; CUDA reads the allocator, the CPU the process's peak RSS.
+        device: where it computes; CUDA and the CPU read their allocators' bytes.
 
     Returns:
-        MB, or None on a CPU without /proc/self/clear_refs (not Linux), where the peak cannot be reset.
+        MB, or None where the peak could not be read: on a CPU where another profiler is running and there is
+        no /proc/self/clear_refs (not Linux) to reset the resident set's peak.
 
     Example:
-        >>> peak = peak_memory_mb(lambda: torch.ones(2**20), torch.device("cpu"))  # 4 MiB of float32
-        >>> 2 < peak < 6  # about 4: the resident set is counted in pages, and some may be there already
-        True
+        >>> peak_memory_mb(lambda: torch.ones(2**20), torch.device("cpu"))  # 4 MiB of float32
+        4.0
     """
     with PeakMemory(device, exact=True) as memory:
         run()

@@ -250,16 +250,26 @@ std::tuple<at::Tensor, at::Tensor> top_k_attention(const at::Tensor& query, cons
   const float scale = static_cast<float>(scaling);
   const int64_t padded = (n_k + kKeyBlock - 1) / kKeyBlock * kKeyBlock;
 
+  // Each thread's scratch, from torch's allocator on this thread, so that it counts in the allocator's peak
+  // as the tensors do (and a worker's own malloc opens no heap arena of its own).
+  const int64_t floats_per_thread = padded * d + kChunkRows * padded + k;
+  const int64_t longs_per_thread = n_k + k;
+  at::Tensor float_scratch = at::empty({at::get_num_threads() * floats_per_thread}, query.options());
+  at::Tensor long_scratch = at::empty({at::get_num_threads() * longs_per_thread}, query.options().dtype(at::kLong));
+  float* float_scratch_p = float_scratch.data_ptr<float>();
+  int64_t* long_scratch_p = long_scratch.data_ptr<int64_t>();
+
   // One task per head: its keys are transposed once, for all its rows.
   at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
     // The keys transposed by blocks, (key blocks, D, 16), zeros after Nk: the 16 values of a key block at one
     // d are two vector loads, and a block's values are contiguous. (Transposed whole, (D, Nk), the rows of a
     // block would lie Nk floats apart and, at Nk = 512, fall into two sets of the L1 cache.)
-    std::vector<float> panels(padded * d, 0.0f);
-    std::vector<float> scores(kChunkRows * padded);
-    std::vector<int64_t> order(n_k);
-    std::vector<float> row_kept(k);
-    std::vector<int64_t> row_indices(k);
+    float* panels = float_scratch_p + at::get_thread_num() * floats_per_thread;
+    float* scores = panels + padded * d;
+    float* row_kept = scores + kChunkRows * padded;
+    int64_t* order = long_scratch_p + at::get_thread_num() * longs_per_thread;
+    int64_t* row_indices = order + n_k;
+    std::fill(panels, panels + padded * d, 0.0f);
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / heads, h = bh % heads;
       const float* head_keys = kp + b * ks[0] + h * ks[1];
@@ -273,8 +283,8 @@ std::tuple<at::Tensor, at::Tensor> top_k_attention(const at::Tensor& query, cons
           const int64_t block = std::min(kRowBlock, rows - r);
           for (int64_t j = 0; j < padded; j += kKeyBlock) {
             const float* src = q + r * qs[2];
-            const float* panel = panels.data() + j * d;  // key block j / 16
-            float* dst = scores.data() + r * padded + j;
+            const float* panel = panels + j * d;  // key block j / 16
+            float* dst = scores + r * padded + j;
             if (block == 6) score_block<6>(src, qs[2], panel, kKeyBlock, d, scale, dst, padded);
             else if (block == 5) score_block<5>(src, qs[2], panel, kKeyBlock, d, scale, dst, padded);
             else if (block == 4) score_block<4>(src, qs[2], panel, kKeyBlock, d, scale, dst, padded);
@@ -285,7 +295,7 @@ std::tuple<at::Tensor, at::Tensor> top_k_attention(const at::Tensor& query, cons
         }
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t i = first + r;
-          float* row = scores.data() + r * padded;
+          float* row = scores + r * padded;
           int64_t allowed = n_k;  // causal: the keys after the last allowed one are left out of the selection
           if (masked) {
             const bool* m = mp + b * ms[0] + h * ms[1] + i * ms[2];
@@ -294,10 +304,10 @@ std::tuple<at::Tensor, at::Tensor> top_k_attention(const at::Tensor& query, cons
             allowed = std::clamp<int64_t>(i + n_k - n_q + 1, 0, n_k);
             for (int64_t j = allowed; j < n_k; ++j) row[j] = kNegativeInfinity;
           }
-          float* top = keep ? kept_p + (bh * n_q + i) * k : row_kept.data();
-          int64_t* top_keys = keep ? index_p + (bh * n_q + i) * k : row_indices.data();
+          float* top = keep ? kept_p + (bh * n_q + i) * k : row_kept;
+          int64_t* top_keys = keep ? index_p + (bh * n_q + i) * k : row_indices;
           const int64_t row_k = std::min(k, std::max<int64_t>(allowed, 1));
-          select_top_k(row, std::max(allowed, row_k), row_k, top, top_keys, order.data());
+          select_top_k(row, std::max(allowed, row_k), row_k, top, top_keys, order);
           for (int64_t extra = row_k; extra < k; ++extra) {  // fewer allowed keys than k: the rest at -inf
             top[extra] = kNegativeInfinity;
             top_keys[extra] = std::min(extra, n_k - 1);
@@ -329,9 +339,12 @@ std::tuple<at::Tensor, at::Tensor> top_k_rows(const at::Tensor& scores, int64_t 
   const float* sp = rows_of.data_ptr<float>();
   float* vp = values.data_ptr<float>();
   int64_t* ip = indices.data_ptr<int64_t>();
+  // Each thread's order buffer from torch's allocator on this thread (see top_k_attention).
+  at::Tensor order_scratch = at::empty({at::get_num_threads() * n}, rows_of.options().dtype(at::kLong));
+  int64_t* order_p = order_scratch.data_ptr<int64_t>();
   at::parallel_for(0, rows, 64, [&](int64_t begin, int64_t end) {
-    std::vector<int64_t> order(n);
-    for (int64_t r = begin; r < end; ++r) select_top_k(sp + r * n, n, k, vp + r * k, ip + r * k, order.data());
+    int64_t* order = order_p + at::get_thread_num() * n;
+    for (int64_t r = begin; r < end; ++r) select_top_k(sp + r * n, n, k, vp + r * k, ip + r * k, order);
   });
   return {values, indices};
 }
