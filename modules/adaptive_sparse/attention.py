@@ -429,9 +429,9 @@ def compiled_kernel(
 
     It applies without autograd (`in_place`) and without dropout, for k up to `KERNEL_MAX_K`, to float32
     tensors on the CPU whose rows are contiguous, with no mask or a boolean one, where it could be built. With
-    MiniLM's shape (12 heads of 32, one layer, two cores, no mask, 150 interleaved calls) it ran at 1.09×,
-    1.32× and 1.36× fused SDPA's speed at N = 128, 256 and 512, where `torch.topk` alone took 2.5–4 times
-    SDPA's whole call.
+    MiniLM's shape (one row, 12 heads of 32, one layer, two cores, no mask, 300 interleaved calls) its AVX-512
+    form ran at 1.01–1.03×, 1.05–1.12× and 1.21–1.30× fused SDPA's speed at N = 128, 256 and 512, where
+    `torch.topk` alone took 2.5–4 times SDPA's whole call.
     """
     if not in_place or with_dropout or top_k > KERNEL_MAX_K or not reads_float32_rows(query, key, value):
         return None
@@ -666,21 +666,13 @@ def adaptive_sparse_attention(
     n_k = key.shape[-2]
     # Without autograd the tiles are written into the result; with it, concatenated (one backward step).
     in_place = not (torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value)))
-    batch_step, head_step, row_step = query_tiles(batch, heads, n_q, n_k, head_dim, autograd=not in_place)
-    tiled = (batch_step, head_step, row_step) != (batch, heads, n_q)
-    top_k = None if warm_up else state.top_k
     want_probabilities = bool(kwargs.get("output_attentions"))
-    # Dense tiles: full attention, k covering every key (then nothing is left to save), or short inputs with
-    # autograd (one masked softmax trains faster). Without autograd short inputs take sparse tiles too: the
-    # dense tile's masks, scatter, softmax and product over all N columns cost more than the selection itself
-    # (one layer of MiniLM's shape, no grad: 1.8 ms against 3.3 ms at N = 128, 6.1 against 10.8 at 256).
-    dense = warm_up or state.top_k >= n_k or (not tiled and not in_place)
     with_dropout = bool(dropout and module.training)
-    kernel = (
-        None
-        if dense
-        else compiled_kernel(query, key, value, attention_mask, state.top_k, in_place, with_dropout)
-    )
+    # Inference first, before any tiling is worked out: a call the compiled kernel takes is that call only.
+    sparse = not warm_up and state.top_k < n_k
+    kernel = None
+    if sparse:
+        kernel = compiled_kernel(query, key, value, attention_mask, state.top_k, in_place, with_dropout)
     if kernel is not None:
         return _compiled_call(
             module,
@@ -694,6 +686,14 @@ def adaptive_sparse_attention(
             state.top_k,
             want_probabilities,
         )
+    batch_step, head_step, row_step = query_tiles(batch, heads, n_q, n_k, head_dim, autograd=not in_place)
+    tiled = (batch_step, head_step, row_step) != (batch, heads, n_q)
+    top_k = None if warm_up else state.top_k
+    # Dense tiles: full attention, k covering every key (then nothing is left to save), or short inputs with
+    # autograd (one masked softmax trains faster). Without autograd short inputs take sparse tiles too: the
+    # dense tile's masks, scatter, softmax and product over all N columns cost more than the selection itself
+    # (one layer of MiniLM's shape, no grad: 1.8 ms against 3.3 ms at N = 128, 6.1 against 10.8 at 256).
+    dense = not sparse or (not tiled and not in_place)
     output = query.new_empty(batch, n_q, heads, head_dim) if in_place else None
     spread = want_probabilities and (tiled or not dense)  # p over the k kept keys, spread into (B, H, N, N)
     probabilities = query.new_zeros(batch, heads, n_q, n_k) if spread else None

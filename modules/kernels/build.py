@@ -3,11 +3,14 @@
 The kernels (`top_k_attention.cpp`, `banded_attention.cpp`) register operators under `torch.ops.attncard`.
 They are compiled by `torch.utils.cpp_extension` (15–20 s each, once per machine and torch version, into
 torch's extension cache: `TORCH_EXTENSIONS_DIR`, by default `~/.cache/torch_extensions`), with AVX2 and FMA,
-so only on a CPU that has them. Where one cannot be built (an older CPU, no C++ compiler, no ninja) or its
-environment variable is "0", the caller keeps its torch path, which computes the same.
+so only on a CPU that has them; a kernel with an AVX-512 form (`avx512=True`) gets it, as an extension of
+its own name, where torch's own CPU capability is AVX512 (so `ATEN_CPU_CAPABILITY=avx2` builds and runs the
+AVX2 form, as it sends torch's kernels to theirs). Where one cannot be built (an older CPU, no C++ compiler,
+no ninja) or its environment variable is "0", the caller keeps its torch path, which computes the same. A
+kernel's operators can be registered once a process: call it the same way each time.
 
 Example:
-    >>> build_kernel("attncard_top_k", "top_k_attention.cpp", "ATTNCARD_TOP_K_KERNEL", "torch.topk")
+    >>> build_kernel("attncard_banded", "banded_attention.cpp", "ATTNCARD_BANDED_KERNEL", "SDPA")
     True
 """
 
@@ -24,7 +27,7 @@ logger = logging.getLogger(__name__)
 CAPABILITIES = ("AVX2", "AVX512")
 
 
-def build_kernel(name: str, source: str, env_var: str, fallback: str) -> bool:
+def build_kernel(name: str, source: str, env_var: str, fallback: str, *, avx512: bool = False) -> bool:
     """Compiles and loads the extension `name` from `source` (a file beside this one); whether it is loaded.
 
     Args:
@@ -32,6 +35,8 @@ def build_kernel(name: str, source: str, env_var: str, fallback: str) -> bool:
         source: the C++ file, beside this module.
         env_var: set to "0", nothing is tried.
         fallback: what the caller does instead, named in the one warning a failed build logs.
+        avx512: the source has an AVX-512 form (under `#ifdef __AVX512F__`): where torch's CPU capability is
+            AVX512 it is built with AVX-512 enabled, as `name` + "_avx512".
     """
     if os.environ.get(env_var) == "0":
         return False
@@ -39,6 +44,10 @@ def build_kernel(name: str, source: str, env_var: str, fallback: str) -> bool:
     if capability not in CAPABILITIES:
         logger.info("%s needs AVX2 (CPU: %s); keeping %s", source, capability, fallback)
         return False
+    flags = ["-O3", "-mavx2", "-mfma"]
+    if avx512 and capability == "AVX512":  # torch's AVX512 level: F, BW, DQ and VL
+        flags += ["-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl"]
+        name += "_avx512"
     try:
         from torch.utils import cpp_extension
 
@@ -47,7 +56,7 @@ def build_kernel(name: str, source: str, env_var: str, fallback: str) -> bool:
             sources=[str(Path(__file__).with_name(source))],
             # -fopenmp: at::parallel_for is inline OpenMP in torch's headers, serial without it. The library
             # then needs libgomp.so.1, the one torch has already loaded.
-            extra_cflags=["-O3", "-mavx2", "-mfma", "-fopenmp"],
+            extra_cflags=[*flags, "-fopenmp"],
             extra_ldflags=["-fopenmp"],
             is_python_module=False,
         )

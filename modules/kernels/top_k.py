@@ -2,18 +2,19 @@
 
 `torch.topk` costs about 0.75 µs a row on the CPU at any length up to 512: with MiniLM's shape (12 heads,
 N = 128) that is 1.1–1.3 ms a layer, three to four times the whole fused SDPA call. `top_k_attention.cpp`
-(beside this file) computes the scores of 32 query rows at a time against every key (AVX2 and FMA, from the
+(beside this file) computes the scores of 36 query rows at a time against every key (vector FMAs, from the
 keys transposed once), bounds each row's k-th largest score from vector maxima, compares every score with the
-bound, 8 at a time, and ranks the few that pass; then it applies the softmax over the k kept scores and sums
-their value rows into the output. Ties go to the lower key index; NaN ranks first, as in `torch.topk`. No
-(N, N) tensor is built: beyond its inputs and output it holds the keys transposed and 32 rows of scores per
-thread.
+bound, a register at a time, and ranks the few that pass; then it applies the softmax over the k kept scores
+and sums their value rows into the output. Ties go to the lower key index; NaN ranks first, as in
+`torch.topk`. No (N, N) tensor is built: beyond its inputs and output it holds the keys transposed and 36 rows
+of scores per thread.
 
 It is compiled on first use by `torch.utils.cpp_extension` (about 20 s, once per machine and torch version,
 into torch's extension cache: `TORCH_EXTENSIONS_DIR`, by default `~/.cache/torch_extensions`), and only on a
-CPU with AVX2. Where it cannot be built (an older CPU, no C++ compiler, no ninja), [`top_k_kernel`] returns
-None, the reason is logged once, and the caller keeps `torch.topk`. Setting `ATTNCARD_TOP_K_KERNEL=0` keeps
-`torch.topk` without trying.
+CPU with AVX2; in its AVX-512 form where torch's CPU capability is AVX512 (see `build.build_kernel`). Where
+it cannot be built (an older CPU, no C++ compiler, no ninja), [`top_k_kernel`] returns None, the reason is
+logged once, and the caller keeps `torch.topk`. Setting `ATTNCARD_TOP_K_KERNEL=0` keeps `torch.topk` without
+trying.
 
 Example:
     >>> kernel = top_k_kernel()  # None where it cannot be built
@@ -54,7 +55,8 @@ def top_k_kernel() -> Callable[..., tuple[torch.Tensor, torch.Tensor]] | None:
     (B, H, N_q, k) each (a row with fewer than k allowed keys has -inf for the rest, and one with none gets
     output 0), else two empty tensors.
     """
-    if not build_kernel("attncard_top_k", SOURCE, KERNEL_ENV_VAR, "torch.topk for adaptive_sparse"):
+    fallback = "torch.topk for adaptive_sparse"
+    if not build_kernel("attncard_top_k", SOURCE, KERNEL_ENV_VAR, fallback, avx512=True):
         return None
     return torch.ops.attncard.top_k_attention
 

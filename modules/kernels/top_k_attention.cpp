@@ -1,6 +1,8 @@
 // Top-k attention on the CPU: the scores, selection, softmax and P·V of adaptive_sparse
 // (modules/adaptive_sparse/attention.py) at inference, in one pass per head. Built on first use by top_k.py
-// (torch.utils.cpp_extension), with AVX2 and FMA, on machines whose CPU has them.
+// (torch.utils.cpp_extension), with AVX2 and FMA, on machines whose CPU has them; with AVX-512 too where torch
+// itself runs AVX-512 code (its CPU capability), as its fused SDPA then does: the scores, the selection and the
+// sum of value rows below have a 16-lane form for it.
 //
 // For each query row, with scores s_j = scaling · q·k_j over its keys (masked keys at -inf):
 //   the k largest scores, largest first, ties to the lower key index; NaN ranks above every number, as in
@@ -32,6 +34,7 @@
 namespace {
 
 constexpr int64_t kWidth = 8;  // floats in an AVX2 register
+constexpr int64_t kWide = 16;  // floats in an AVX-512 register
 // More candidates than this (many ties, or rows mostly masked) go to the general path.
 constexpr int64_t kMaxCandidates = 64;
 constexpr float kNegativeInfinity = -std::numeric_limits<float>::infinity();
@@ -52,6 +55,7 @@ void select_by_sort(const float* s, int64_t n, int64_t k, float* values, int64_t
   }
 }
 
+#ifndef __AVX512F__
 // kPack.lanes[m]: the lanes set in the 8-bit mask m, in order, then zeros: the permutation that packs them.
 struct PackTable {
   __m256i lanes[256];
@@ -143,14 +147,190 @@ bool select_by_bound(const float* s, int64_t n, int64_t k, float* values, int64_
   std::copy(ranked_keys, ranked_keys + k, indices);
   return true;
 }
+#endif
+
+#ifdef __AVX512F__
+// select_by_bound with 16-lane registers: the same bound from as many lane maxima (16 · Registers), the
+// candidates packed by the instruction made for it (vpcompressd), each rank from 16 comparisons at a time.
+template <int Registers>
+bool select_by_bound_wide(const float* s, int64_t n, int64_t k, float* values, int64_t* indices) {
+  __m512 maxima[Registers];
+  for (int r = 0; r < Registers; ++r) maxima[r] = _mm512_loadu_ps(s + r * kWide);
+  const int64_t rounds = n - n % (Registers * kWide);
+  for (int64_t j = Registers * kWide; j < rounds; j += Registers * kWide)
+    for (int r = 0; r < Registers; ++r)
+      maxima[r] = _mm512_max_ps(maxima[r], _mm512_loadu_ps(s + j + r * kWide));
+  // Each lane maximum's count of lane maxima >= it, for all lanes at once: every register compared with each
+  // rotation of every register (independent shuffles, not a chain of scalar steps).
+  __m512i at_least[Registers];
+  for (int r = 0; r < Registers; ++r) at_least[r] = _mm512_setzero_si512();
+  const __m512i one = _mm512_set1_epi32(1);
+  for (int other = 0; other < Registers; ++other) {
+    const __m512i others = _mm512_castps_si512(maxima[other]);
+    for (int shift = 0; shift < kWide; ++shift) {
+      const __m512 rotated = _mm512_castsi512_ps(_mm512_alignr_epi32(others, others, shift));
+      for (int r = 0; r < Registers; ++r)
+        at_least[r] = _mm512_mask_add_epi32(at_least[r], _mm512_cmp_ps_mask(rotated, maxima[r], _CMP_GE_OQ),
+                                            at_least[r], one);
+    }
+  }
+  const __m512i needed = _mm512_set1_epi32(static_cast<int32_t>(k));
+  __m512 bounds = _mm512_set1_ps(kNegativeInfinity);
+  for (int r = 0; r < Registers; ++r)
+    bounds = _mm512_mask_max_ps(bounds, _mm512_cmpge_epi32_mask(at_least[r], needed), bounds, maxima[r]);
+  const float bound = _mm512_reduce_max_ps(bounds);
+  if (bound == kNegativeInfinity) return false;
+
+  // 2. The candidates, in key order. Up to 16 (the common case) they are gathered in two registers, scores and
+  //    keys: each block's passing lanes packed (vcompressps) and moved to the lanes after those already held.
+  //    More go to memory (`keys`) and the ranking of the general form below.
+  const __m512 bound_lanes = _mm512_set1_ps(bound);
+  const __m512 below_all = _mm512_set1_ps(kNegativeInfinity);
+  const __m512i lane_index = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i next_block = _mm512_set1_epi32(kWide);
+  alignas(64) int32_t keys[kMaxCandidates + kWide];
+  __m512 held_scores = below_all;  // lanes past the count stay -inf: never above a candidate, never equal
+  __m512i held_keys = _mm512_setzero_si512();
+  int64_t count = 0;
+  __mmask16 unordered = 0;
+  __m512i block_keys = lane_index;
+  for (int64_t j = 0; j < n; j += kWide, block_keys = _mm512_add_epi32(block_keys, next_block)) {
+    // The last, partial block is read with -inf in the lanes past n: never a candidate, never NaN.
+    const __mmask16 inside = n - j >= kWide ? 0xFFFF : static_cast<__mmask16>((1u << (n - j)) - 1);
+    const __m512 x = _mm512_mask_loadu_ps(below_all, inside, s + j);
+    const __mmask16 passed = _mm512_cmp_ps_mask(x, bound_lanes, _CMP_GE_OQ);
+    unordered |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    const __m512i packed_keys = _mm512_maskz_compress_epi32(passed, block_keys);
+    const int64_t passing = __builtin_popcount(passed);
+    if (count + passing <= kWide) {
+      const __m512i from = _mm512_sub_epi32(lane_index, _mm512_set1_epi32(static_cast<int32_t>(count)));
+      const __mmask16 to = static_cast<__mmask16>(((1u << passing) - 1) << count);
+      held_scores = _mm512_mask_permutexvar_ps(held_scores, to, from, _mm512_maskz_compress_ps(passed, x));
+      held_keys = _mm512_mask_permutexvar_epi32(held_keys, to, from, packed_keys);
+    }
+    _mm512_storeu_si512(keys + std::min(count, kMaxCandidates), packed_keys);
+    count += passing;
+  }
+  if (unordered || count > kMaxCandidates) return false;
+
+  float ranked_values[kMaxCandidates + 1];
+  int64_t ranked_keys[kMaxCandidates + 1];
+  if (count <= kWide) {
+    // 3. Each candidate's rank, all lanes at once: compared with each rotation of the register, it counts
+    //    those above it and the equal ones of a lower key (lane). Ranks from k on go to a spare slot.
+    __m512i ranks = _mm512_setzero_si512();
+    const __m512i one = _mm512_set1_epi32(1);
+    const __m512i held = _mm512_castps_si512(held_scores);
+    for (int shift = 1; shift < kWide; ++shift) {
+      const __m512 other = _mm512_castsi512_ps(_mm512_alignr_epi32(held, held, shift));  // lane i: (i + shift) % 16
+      const __mmask16 lower = static_cast<__mmask16>(0xFFFFu << (kWide - shift));  // (i + shift) % 16 < i
+      const __mmask16 before = _mm512_cmp_ps_mask(other, held_scores, _CMP_GT_OQ) |
+                               (_mm512_cmp_ps_mask(other, held_scores, _CMP_EQ_OQ) & lower);
+      ranks = _mm512_mask_add_epi32(ranks, before, ranks, one);
+    }
+    alignas(64) int32_t rank_of[kWide], key_of[kWide];
+    alignas(64) float score_of[kWide];
+    _mm512_store_si512(rank_of, _mm512_min_epi32(ranks, _mm512_set1_epi32(static_cast<int32_t>(k))));
+    _mm512_store_si512(key_of, held_keys);
+    _mm512_store_ps(score_of, held_scores);
+    for (int64_t i = 0; i < count; ++i) {
+      ranked_values[rank_of[i]] = score_of[i];
+      ranked_keys[rank_of[i]] = key_of[i];
+    }
+    std::copy(ranked_values, ranked_values + k, values);
+    std::copy(ranked_keys, ranked_keys + k, indices);
+    return true;
+  }
+  // 3'. More than 16 candidates: each rank from 16 comparisons at a time against all of them.
+  alignas(64) float scores[kMaxCandidates + kWide];
+  for (int64_t i = 0; i < count; ++i) scores[i] = s[keys[i]];
+  for (int64_t i = count; i < count + kWide; ++i) scores[i] = kNegativeInfinity;  // never above, never equal
+  for (int64_t i = 0; i < count; ++i) {
+    const __m512 score = _mm512_set1_ps(scores[i]);
+    int64_t rank = 0;
+    for (int64_t c = 0; c < count; c += kWide) {
+      const __m512 other = _mm512_load_ps(scores + c);
+      const unsigned above = _mm512_cmp_ps_mask(other, score, _CMP_GT_OQ);
+      const unsigned equal = _mm512_cmp_ps_mask(other, score, _CMP_EQ_OQ);
+      const int64_t earlier = std::clamp<int64_t>(i - c, 0, kWide);
+      rank += __builtin_popcount(above) + __builtin_popcount(equal & ((1u << earlier) - 1));
+    }
+    rank = std::min(rank, k);
+    ranked_values[rank] = scores[i];
+    ranked_keys[rank] = keys[i];
+  }
+  std::copy(ranked_values, ranked_values + k, values);
+  std::copy(ranked_keys, ranked_keys + k, indices);
+  return true;
+}
+#endif
 
 void select_top_k(const float* s, int64_t n, int64_t k, float* values, int64_t* indices, int64_t* keys) {
-  // Two registers (16 lane maxima) up to 511 keys, four beyond: there the tighter bound pays for itself.
+  // 16 lane maxima up to 511 keys, 32 beyond: there the tighter bound pays for itself.
+#ifdef __AVX512F__
+  if (n >= 512 && k <= 2 * kWide && select_by_bound_wide<2>(s, n, k, values, indices)) return;
+  if (n < 512 && n >= kWide && k <= kWide && select_by_bound_wide<1>(s, n, k, values, indices)) return;
+#else
   if (n >= 512 && k <= 4 * kWidth && select_by_bound<4>(s, n, k, values, indices)) return;
   if (n < 512 && n >= 2 * kWidth && k <= 2 * kWidth && select_by_bound<2>(s, n, k, values, indices)) return;
+#endif
   select_by_sort(s, n, k, values, indices, keys);
 }
 
+#ifdef __AVX512F__
+// exp(x) for x <= 0 (kept scores minus the row's largest), -inf (0) or NaN (NaN), within 2 ulp of expf: x =
+// n·ln 2 + r, |r| <= ln 2 / 2, e^r by Cephes' polynomial for expf, times 2^n by vscalefps. A row's k weights are
+// one register where std::exp would be k calls.
+__m512 exp_wide(__m512 x) {
+  // Below -104 the result is under half the smallest float: 0 (-inf included). max(bound, x) keeps a NaN x.
+  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);  // ln 2 in two parts, as Cephes does
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+
+// out (d) = Σ_i softmax(values)_i · value rows[indices_i]; values largest first. The k weights in one register
+// (k <= 16, as KERNEL_MAX_K), each 16 columns of out summed in a register over the k rows.
+void weighted_sum(const float* values, const int64_t* indices, int64_t k, const float* value,
+                  int64_t key_stride, int64_t d, float* out) {
+  const float largest = values[0];
+  if (largest == kNegativeInfinity || k > kWide) {  // no allowed key (output 0), or more keys than a register
+    std::fill(out, out + d, 0.0f);
+    if (largest == kNegativeInfinity) return;
+    std::vector<float> w(k);
+    float total = 0.0f;
+    for (int64_t i = 0; i < k; ++i) total += (w[i] = std::exp(values[i] - largest));
+    for (int64_t i = 0; i < k; ++i) {
+      const float p = w[i] / total;
+      const float* row = value + indices[i] * key_stride;
+      for (int64_t c = 0; c < d; ++c) out[c] += p * row[c];
+    }
+    return;
+  }
+  const __mmask16 kept = static_cast<__mmask16>((1u << k) - 1);
+  const __m512 shifted = _mm512_sub_ps(_mm512_maskz_loadu_ps(kept, values), _mm512_set1_ps(largest));
+  const __m512 weights = _mm512_maskz_mov_ps(kept, exp_wide(shifted));
+  alignas(64) float w[kWide];
+  _mm512_store_ps(w, _mm512_div_ps(weights, _mm512_set1_ps(_mm512_reduce_add_ps(weights))));
+  for (int64_t c = 0; c < d; c += kWide) {
+    const __mmask16 columns = d - c >= kWide ? 0xFFFF : static_cast<__mmask16>((1u << (d - c)) - 1);
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t i = 0; i < k; ++i)
+      sum = _mm512_fmadd_ps(_mm512_set1_ps(w[i]), _mm512_maskz_loadu_ps(columns, value + indices[i] * key_stride + c),
+                            sum);
+    _mm512_mask_storeu_ps(out + c, columns, sum);
+  }
+}
+#else
 // out (d) = Σ_i softmax(values)_i · value rows[indices_i]; values largest first.
 void weighted_sum(const float* values, const int64_t* indices, int64_t k, const float* value,
                   int64_t key_stride, int64_t d, float* out) {
@@ -172,6 +352,7 @@ void weighted_sum(const float* values, const int64_t* indices, int64_t k, const 
     for (int64_t c = 0; c < d; ++c) out[c] += p * row[c];
   }
 }
+#endif
 
 // Scores of `Rows` query rows (q, row stride q_step) against 16 keys whose D values lie transposed in
 // keys_t (key_step floats apart per d): scaling · q·k into scores (row stride score_step).
@@ -196,9 +377,64 @@ void score_block(const float* q, int64_t q_step, const float* keys_t, int64_t ke
   }
 }
 
-constexpr int64_t kKeyBlock = 16;  // keys per score block
-constexpr int64_t kRowBlock = 6;   // query rows per score block: 12 accumulators, 2 key vectors, 1 broadcast
+constexpr int64_t kKeyBlock = 16;  // keys per block of the transposed keys
 constexpr int64_t kChunkRows = 36;  // query rows scored at a time: their scores stay in the L1 and L2 caches
+
+#ifdef __AVX512F__
+// score_block with 16-lane registers: `Rows` query rows against `Blocks` blocks of 16 keys (the blocks lie
+// 16 · d floats apart in the panels).
+template <int Rows, int Blocks>
+void score_block_wide(const float* q, int64_t q_step, const float* keys_t, int64_t d, float scaling,
+                      float* scores, int64_t score_step) {
+  __m512 sums[Rows][Blocks];
+  for (int r = 0; r < Rows; ++r)
+    for (int b = 0; b < Blocks; ++b) sums[r][b] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < d; ++c) {
+    __m512 key_columns[Blocks];
+    for (int b = 0; b < Blocks; ++b) key_columns[b] = _mm512_loadu_ps(keys_t + (b * d + c) * kKeyBlock);
+    for (int r = 0; r < Rows; ++r) {
+      const __m512 q_rc = _mm512_set1_ps(q[r * q_step + c]);
+      for (int b = 0; b < Blocks; ++b) sums[r][b] = _mm512_fmadd_ps(q_rc, key_columns[b], sums[r][b]);
+    }
+  }
+  const __m512 scale = _mm512_set1_ps(scaling);
+  for (int r = 0; r < Rows; ++r)
+    for (int b = 0; b < Blocks; ++b)
+      _mm512_storeu_ps(scores + r * score_step + b * kKeyBlock, _mm512_mul_ps(sums[r][b], scale));
+}
+
+// 12 query rows against 32 keys: 24 accumulators, 2 key vectors and a broadcast of the 32 registers.
+constexpr int64_t kRowBlock = 12;
+
+// The scores of `rows` (at most kRowBlock) query rows against every key of the panels.
+template <int Rows>
+void score_rows(const float* q, int64_t q_step, const float* panels, int64_t padded, int64_t d, float scaling,
+                float* scores) {
+  int64_t j = 0;
+  for (; j + 2 * kKeyBlock <= padded; j += 2 * kKeyBlock)
+    score_block_wide<Rows, 2>(q, q_step, panels + j * d, d, scaling, scores + j, padded);
+  if (j < padded) score_block_wide<Rows, 1>(q, q_step, panels + j * d, d, scaling, scores + j, padded);
+}
+#else
+constexpr int64_t kRowBlock = 6;  // query rows per score block: 12 accumulators, 2 key vectors, 1 broadcast
+
+template <int Rows>
+void score_rows(const float* q, int64_t q_step, const float* panels, int64_t padded, int64_t d, float scaling,
+                float* scores) {
+  for (int64_t j = 0; j < padded; j += kKeyBlock)
+    score_block<Rows>(q, q_step, panels + j * d, kKeyBlock, d, scaling, scores + j, padded);
+}
+#endif
+
+// score_rows for a count of rows known only at run time (the last block of a chunk may be short).
+template <int Rows = kRowBlock>
+void score_any_rows(int64_t rows, const float* q, int64_t q_step, const float* panels, int64_t padded, int64_t d,
+                    float scaling, float* scores) {
+  if constexpr (Rows > 1) {
+    if (rows < Rows) return score_any_rows<Rows - 1>(rows, q, q_step, panels, padded, d, scaling, scores);
+  }
+  score_rows<Rows>(q, q_step, panels, padded, d, scaling, scores);
+}
 
 // query (B, H, Nq, D), key and value (B, H, Nk, D), out (B, H, Nq, D): float32 on the CPU, last dimensions
 // contiguous, any other strides. mask: empty, or boolean, broadcastable to (B, H, Nq, Nk) (size-1 or stride-0
@@ -279,20 +515,9 @@ std::tuple<at::Tensor, at::Tensor> top_k_attention(const at::Tensor& query, cons
       for (int64_t first = 0; first < n_q; first += kChunkRows) {
         const int64_t rows = std::min(kChunkRows, n_q - first);
         const float* q = qp + b * qs[0] + h * qs[1] + first * qs[2];
-        for (int64_t r = 0; r < rows; r += kRowBlock) {
-          const int64_t block = std::min(kRowBlock, rows - r);
-          for (int64_t j = 0; j < padded; j += kKeyBlock) {
-            const float* src = q + r * qs[2];
-            const float* panel = panels + j * d;  // key block j / 16
-            float* dst = scores + r * padded + j;
-            if (block == 6) score_block<6>(src, qs[2], panel, kKeyBlock, d, scale, dst, padded);
-            else if (block == 5) score_block<5>(src, qs[2], panel, kKeyBlock, d, scale, dst, padded);
-            else if (block == 4) score_block<4>(src, qs[2], panel, kKeyBlock, d, scale, dst, padded);
-            else if (block == 3) score_block<3>(src, qs[2], panel, kKeyBlock, d, scale, dst, padded);
-            else if (block == 2) score_block<2>(src, qs[2], panel, kKeyBlock, d, scale, dst, padded);
-            else score_block<1>(src, qs[2], panel, kKeyBlock, d, scale, dst, padded);
-          }
-        }
+        for (int64_t r = 0; r < rows; r += kRowBlock)
+          score_any_rows(std::min(kRowBlock, rows - r), q + r * qs[2], qs[2], panels, padded, d, scale,
+                         scores + r * padded);
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t i = first + r;
           float* row = scores + r * padded;
