@@ -55,6 +55,34 @@ void select_by_sort(const float* s, int64_t n, int64_t k, float* values, int64_t
   }
 }
 
+// The k best of `count` (at most kMaxCandidates) candidate keys of the row s, in key order: values and
+// indices largest first. Each candidate's rank: the candidates above it, and the equal ones of a lower key
+// (earlier in `keys`), 8 at a time. Ranks from k on are written to a spare slot rather than skipped by a branch.
+void rank_candidates(const float* s, const int32_t* keys, int64_t count, int64_t k, float* values,
+                     int64_t* indices) {
+  alignas(32) float scores[kMaxCandidates + kWidth];
+  for (int64_t i = 0; i < count; ++i) scores[i] = s[keys[i]];
+  for (int64_t i = count; i < count + kWidth; ++i) scores[i] = kNegativeInfinity;  // never above, never equal
+  float ranked_values[kMaxCandidates + 1];
+  int64_t ranked_keys[kMaxCandidates + 1];
+  for (int64_t i = 0; i < count; ++i) {
+    const __m256 score = _mm256_set1_ps(scores[i]);
+    int64_t rank = 0;
+    for (int64_t c = 0; c < count; c += kWidth) {
+      const __m256 other = _mm256_load_ps(scores + c);
+      const unsigned above = _mm256_movemask_ps(_mm256_cmp_ps(other, score, _CMP_GT_OQ));
+      const unsigned equal = _mm256_movemask_ps(_mm256_cmp_ps(other, score, _CMP_EQ_OQ));
+      const int64_t earlier = std::clamp<int64_t>(i - c, 0, kWidth);
+      rank += __builtin_popcount(above) + __builtin_popcount(equal & ((1u << earlier) - 1));
+    }
+    rank = std::min(rank, k);
+    ranked_values[rank] = scores[i];
+    ranked_keys[rank] = keys[i];
+  }
+  std::copy(ranked_values, ranked_values + k, values);
+  std::copy(ranked_keys, ranked_keys + k, indices);
+}
+
 #ifndef __AVX512F__
 // kPack.lanes[m]: the lanes set in the 8-bit mask m, in order, then zeros: the permutation that packs them.
 struct PackTable {
@@ -122,29 +150,7 @@ bool select_by_bound(const float* s, int64_t n, int64_t k, float* values, int64_
   }
   if (unordered || count > kMaxCandidates) return false;
 
-  // 3. Each candidate's rank: the candidates above it, and the equal ones of a lower key (earlier in `keys`).
-  //    Ranks from k on are written to a spare slot rather than skipped by a branch.
-  alignas(32) float scores[kMaxCandidates + kWidth];
-  for (int64_t i = 0; i < count; ++i) scores[i] = s[keys[i]];
-  for (int64_t i = count; i < count + kWidth; ++i) scores[i] = kNegativeInfinity;  // never above, never equal
-  float ranked_values[kMaxCandidates + 1];
-  int64_t ranked_keys[kMaxCandidates + 1];
-  for (int64_t i = 0; i < count; ++i) {
-    const __m256 score = _mm256_set1_ps(scores[i]);
-    int64_t rank = 0;
-    for (int64_t c = 0; c < count; c += kWidth) {
-      const __m256 other = _mm256_load_ps(scores + c);
-      const unsigned above = _mm256_movemask_ps(_mm256_cmp_ps(other, score, _CMP_GT_OQ));
-      const unsigned equal = _mm256_movemask_ps(_mm256_cmp_ps(other, score, _CMP_EQ_OQ));
-      const int64_t earlier = std::clamp<int64_t>(i - c, 0, kWidth);
-      rank += __builtin_popcount(above) + __builtin_popcount(equal & ((1u << earlier) - 1));
-    }
-    rank = std::min(rank, k);
-    ranked_values[rank] = scores[i];
-    ranked_keys[rank] = keys[i];
-  }
-  std::copy(ranked_values, ranked_values + k, values);
-  std::copy(ranked_keys, ranked_keys + k, indices);
+  rank_candidates(s, keys, count, k, values, indices);
   return true;
 }
 #endif
@@ -213,51 +219,31 @@ bool select_by_bound_wide(const float* s, int64_t n, int64_t k, float* values, i
   }
   if (unordered || count > kMaxCandidates) return false;
 
-  float ranked_values[kMaxCandidates + 1];
-  int64_t ranked_keys[kMaxCandidates + 1];
-  if (count <= kWide) {
-    // 3. Each candidate's rank, all lanes at once: compared with each rotation of the register, it counts
-    //    those above it and the equal ones of a lower key (lane). Ranks from k on go to a spare slot.
-    __m512i ranks = _mm512_setzero_si512();
-    const __m512i one = _mm512_set1_epi32(1);
-    const __m512i held = _mm512_castps_si512(held_scores);
-    for (int shift = 1; shift < kWide; ++shift) {
-      const __m512 other = _mm512_castsi512_ps(_mm512_alignr_epi32(held, held, shift));  // lane i: (i + shift) % 16
-      const __mmask16 lower = static_cast<__mmask16>(0xFFFFu << (kWide - shift));  // (i + shift) % 16 < i
-      const __mmask16 before = _mm512_cmp_ps_mask(other, held_scores, _CMP_GT_OQ) |
-                               (_mm512_cmp_ps_mask(other, held_scores, _CMP_EQ_OQ) & lower);
-      ranks = _mm512_mask_add_epi32(ranks, before, ranks, one);
-    }
-    alignas(64) int32_t rank_of[kWide], key_of[kWide];
-    alignas(64) float score_of[kWide];
-    _mm512_store_si512(rank_of, _mm512_min_epi32(ranks, _mm512_set1_epi32(static_cast<int32_t>(k))));
-    _mm512_store_si512(key_of, held_keys);
-    _mm512_store_ps(score_of, held_scores);
-    for (int64_t i = 0; i < count; ++i) {
-      ranked_values[rank_of[i]] = score_of[i];
-      ranked_keys[rank_of[i]] = key_of[i];
-    }
-    std::copy(ranked_values, ranked_values + k, values);
-    std::copy(ranked_keys, ranked_keys + k, indices);
+  if (count > kWide) {  // more than a register holds
+    rank_candidates(s, keys, count, k, values, indices);
     return true;
   }
-  // 3'. More than 16 candidates: each rank from 16 comparisons at a time against all of them.
-  alignas(64) float scores[kMaxCandidates + kWide];
-  for (int64_t i = 0; i < count; ++i) scores[i] = s[keys[i]];
-  for (int64_t i = count; i < count + kWide; ++i) scores[i] = kNegativeInfinity;  // never above, never equal
+  // 3. Each candidate's rank, all lanes at once: compared with each rotation of the register, it counts
+  //    those above it and the equal ones of a lower key (lane). Ranks from k on go to a spare slot.
+  __m512i ranks = _mm512_setzero_si512();
+  const __m512i held = _mm512_castps_si512(held_scores);
+  for (int shift = 1; shift < kWide; ++shift) {
+    const __m512 other = _mm512_castsi512_ps(_mm512_alignr_epi32(held, held, shift));  // lane i: (i + shift) % 16
+    const __mmask16 lower = static_cast<__mmask16>(0xFFFFu << (kWide - shift));  // (i + shift) % 16 < i
+    const __mmask16 before = _mm512_cmp_ps_mask(other, held_scores, _CMP_GT_OQ) |
+                             (_mm512_cmp_ps_mask(other, held_scores, _CMP_EQ_OQ) & lower);
+    ranks = _mm512_mask_add_epi32(ranks, before, ranks, one);
+  }
+  float ranked_values[kWide + 1];
+  int64_t ranked_keys[kWide + 1];
+  alignas(64) int32_t rank_of[kWide], key_of[kWide];
+  alignas(64) float score_of[kWide];
+  _mm512_store_si512(rank_of, _mm512_min_epi32(ranks, _mm512_set1_epi32(static_cast<int32_t>(k))));
+  _mm512_store_si512(key_of, held_keys);
+  _mm512_store_ps(score_of, held_scores);
   for (int64_t i = 0; i < count; ++i) {
-    const __m512 score = _mm512_set1_ps(scores[i]);
-    int64_t rank = 0;
-    for (int64_t c = 0; c < count; c += kWide) {
-      const __m512 other = _mm512_load_ps(scores + c);
-      const unsigned above = _mm512_cmp_ps_mask(other, score, _CMP_GT_OQ);
-      const unsigned equal = _mm512_cmp_ps_mask(other, score, _CMP_EQ_OQ);
-      const int64_t earlier = std::clamp<int64_t>(i - c, 0, kWide);
-      rank += __builtin_popcount(above) + __builtin_popcount(equal & ((1u << earlier) - 1));
-    }
-    rank = std::min(rank, k);
-    ranked_values[rank] = scores[i];
-    ranked_keys[rank] = keys[i];
+    ranked_values[rank_of[i]] = score_of[i];
+    ranked_keys[rank_of[i]] = key_of[i];
   }
   std::copy(ranked_values, ranked_values + k, values);
   std::copy(ranked_keys, ranked_keys + k, indices);
@@ -275,6 +261,28 @@ void select_top_k(const float* s, int64_t n, int64_t k, float* values, int64_t* 
   if (n < 512 && n >= 2 * kWidth && k <= 2 * kWidth && select_by_bound<2>(s, n, k, values, indices)) return;
 #endif
   select_by_sort(s, n, k, values, indices, keys);
+}
+
+// out (d) = Σ_i softmax(values)_i · value rows[indices_i]; values largest first.
+void weighted_sum_scalar(const float* values, const int64_t* indices, int64_t k, const float* value,
+                         int64_t key_stride, int64_t d, float* out) {
+  std::fill(out, out + d, 0.0f);
+  const float largest = values[0];
+  if (largest == kNegativeInfinity) return;  // no allowed key: output 0
+  float weights[kMaxCandidates];
+  std::vector<float> spilled;  // k beyond kMaxCandidates (the general path)
+  float* w = weights;
+  if (k > kMaxCandidates) {
+    spilled.resize(k);
+    w = spilled.data();
+  }
+  float total = 0.0f;
+  for (int64_t i = 0; i < k; ++i) total += (w[i] = std::exp(values[i] - largest));
+  for (int64_t i = 0; i < k; ++i) {
+    const float p = w[i] / total;
+    const float* row = value + indices[i] * key_stride;
+    for (int64_t c = 0; c < d; ++c) out[c] += p * row[c];
+  }
 }
 
 #ifdef __AVX512F__
@@ -303,19 +311,8 @@ __m512 exp_wide(__m512 x) {
 void weighted_sum(const float* values, const int64_t* indices, int64_t k, const float* value,
                   int64_t key_stride, int64_t d, float* out) {
   const float largest = values[0];
-  if (largest == kNegativeInfinity || k > kWide) {  // no allowed key (output 0), or more keys than a register
-    std::fill(out, out + d, 0.0f);
-    if (largest == kNegativeInfinity) return;
-    std::vector<float> w(k);
-    float total = 0.0f;
-    for (int64_t i = 0; i < k; ++i) total += (w[i] = std::exp(values[i] - largest));
-    for (int64_t i = 0; i < k; ++i) {
-      const float p = w[i] / total;
-      const float* row = value + indices[i] * key_stride;
-      for (int64_t c = 0; c < d; ++c) out[c] += p * row[c];
-    }
-    return;
-  }
+  if (largest == kNegativeInfinity || k > kWide)  // no allowed key (output 0), or more keys than a register
+    return weighted_sum_scalar(values, indices, k, value, key_stride, d, out);
   const __mmask16 kept = static_cast<__mmask16>((1u << k) - 1);
   const __m512 shifted = _mm512_sub_ps(_mm512_maskz_loadu_ps(kept, values), _mm512_set1_ps(largest));
   const __m512 weights = _mm512_maskz_mov_ps(kept, exp_wide(shifted));
@@ -331,26 +328,9 @@ void weighted_sum(const float* values, const int64_t* indices, int64_t k, const 
   }
 }
 #else
-// out (d) = Σ_i softmax(values)_i · value rows[indices_i]; values largest first.
 void weighted_sum(const float* values, const int64_t* indices, int64_t k, const float* value,
                   int64_t key_stride, int64_t d, float* out) {
-  std::fill(out, out + d, 0.0f);
-  const float largest = values[0];
-  if (largest == kNegativeInfinity) return;  // no allowed key: output 0
-  float weights[kMaxCandidates];
-  std::vector<float> spilled;  // k beyond kMaxCandidates (the general path)
-  float* w = weights;
-  if (k > kMaxCandidates) {
-    spilled.resize(k);
-    w = spilled.data();
-  }
-  float total = 0.0f;
-  for (int64_t i = 0; i < k; ++i) total += (w[i] = std::exp(values[i] - largest));
-  for (int64_t i = 0; i < k; ++i) {
-    const float p = w[i] / total;
-    const float* row = value + indices[i] * key_stride;
-    for (int64_t c = 0; c < d; ++c) out[c] += p * row[c];
-  }
+  weighted_sum_scalar(values, indices, k, value, key_stride, d, out);
 }
 #endif
 
