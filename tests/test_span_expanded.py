@@ -335,6 +335,30 @@ def test_peft_trains_and_round_trips_the_branches(tiny_model_dir, tmp_path):
     assert module_stats(reloaded) == stats
 
 
+def test_the_attention_function_sums_peft_s_active_copy_of_the_branch(tiny_model_dir):
+    # The function calls the branch's `add_to_attention` through peft's wrapper, not the wrapper itself: the
+    # trained copy while the adapter is active, the original (B = 0) while adapters are disabled.
+    loaded, batch = load_with_padded_batch(tiny_model_dir("bert"))
+    MODULE.apply(loaded.model, SpanExpandedConfig())
+    loaded.model.eval()
+    with torch.no_grad():
+        plain = loaded.model(**batch).logits
+    lora = LoraConfig(
+        task_type=TaskType.SEQ_CLS,
+        target_modules=["query", "value"],
+        modules_to_save=list(MODULE.trainable_modules),
+    )
+    model = get_peft_model(loaded.model, lora)
+    _set_branches(model.get_base_model())  # the wrapper forwards `.B` to the trained copy only
+    model.eval()
+    with torch.no_grad():
+        active = model(**batch).logits
+        with model.disable_adapter():
+            disabled = model(**batch).logits
+    assert (active - plain).abs().max() > 1e-3
+    torch.testing.assert_close(disabled, plain)
+
+
 def test_trace_and_stats_describe_the_module(tiny_model_dir):
     loaded, batch = load_with_padded_batch(tiny_model_dir("llama"))
     MODULE.apply(loaded.model, SpanExpandedConfig(hylora_rank=4))
