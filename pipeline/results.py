@@ -116,10 +116,10 @@ class TraceStep:
 
 SCALING_TIMING_METHOD = (
     "wall-clock seconds (time.perf_counter, CUDA synchronised) of each timed pass, after one warm-up pass "
-    "per model; module and dense passes alternate in the same run; each time is the median of the repeated "
-    "passes with their minimum and maximum; the speed-up is the ratio of the medians, its range dense "
-    "minimum / module maximum to dense maximum / module minimum, and a range that contains 1 is no "
-    "measurable difference"
+    "per model; module and dense passes alternate in the same run, each first in every other pair; each time "
+    "is the median of the repeated passes with their minimum and maximum; the speed-up is the ratio of the "
+    "medians, its range dense minimum / module maximum to dense maximum / module minimum, and a range that "
+    "contains 1 is no measurable difference"
 )
 # Measured-memory passes per side and length of the scaling tables, alternating: each peak is their median.
 # With the resident set one pass's peak took one of two or three values, as the heap happened to lie (MiniLM

@@ -85,11 +85,16 @@ def test_a_row_is_the_medians_and_their_ratios(
     # 3 times slower, at least 4 / 3 (its fastest against the module's slowest) and at most 8 / 1. The
     # memory passes alternate too, and each peak is the median of its three: 10 and 40 MB give 0.25.
     monkeypatch.setattr(scaling, "MEMORY_PASSES", 3)
-    times = iter([3.0, 4.0, 1.0, 8.0, 2.0, 6.0])  # module and dense alternate
+
+    def module_run() -> None: ...
+
+    def dense_run() -> None: ...
+
+    times = {module_run: iter([3.0, 1.0, 2.0]), dense_run: iter([4.0, 8.0, 6.0])}
     peaks = iter([peak for pair in zip(module_peaks, dense_peaks, strict=True) for peak in pair])
-    monkeypatch.setattr(scaling, "wall_seconds", lambda run, device: next(times))
+    monkeypatch.setattr(scaling, "wall_seconds", lambda run, device: next(times[run]))
     monkeypatch.setattr(scaling, "peak_memory_mb", lambda run, device: next(peaks))
-    row = scaling.measure_pair(128, lambda: None, lambda: None, torch.device("cpu"), repeats=3)
+    row = scaling.measure_pair(128, module_run, dense_run, torch.device("cpu"), repeats=3)
     assert (row.n, row.repeats, row.module_seconds, row.dense_seconds, row.speedup) == (128, 3, 2.0, 6.0, 3.0)
     assert (row.module_seconds_min, row.module_seconds_max) == (1.0, 3.0)
     assert (row.dense_seconds_min, row.dense_seconds_max) == (4.0, 8.0)
@@ -97,6 +102,17 @@ def test_a_row_is_the_medians_and_their_ratios(
     assert (row.module_peak_mb, row.dense_peak_mb) == medians
     assert row.memory_ratio == memory_ratio
     assert next(peaks, "none left") == "none left"  # three memory passes each, no more
+
+
+def test_each_side_runs_first_in_every_other_timed_pair(monkeypatch) -> None:
+    # The pass after the other model's ran a little faster (see measure_pair): neither side always gets it.
+    monkeypatch.setattr(scaling, "MEMORY_PASSES", 1)
+    order = []
+    monkeypatch.setattr(scaling, "wall_seconds", lambda run, device: order.append(run()) or 1.0)
+    monkeypatch.setattr(scaling, "peak_memory_mb", lambda run, device: 1.0)
+    row = scaling.measure_pair(128, lambda: "module", lambda: "dense", torch.device("cpu"), repeats=4)
+    assert order == ["module", "dense", "dense", "module", "module", "dense", "dense", "module"]
+    assert row.repeats == 4 and row.speedup == 1.0
 
 
 def test_the_recorded_memory_method_names_the_passes_measured():
