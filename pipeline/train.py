@@ -78,6 +78,11 @@ def add_lora(
         modules_to_save=list(module.trainable_modules) if module and module.trainable_modules else None,
     )
     peft_model = get_peft_model(loaded.model, lora_config)
+    # peft holds the targets as a set and saves them in its order, which follows the process's string hash
+    # seed: adapter_config.json differed between two runs of the same command. A sorted list saves as is.
+    saved_targets = peft_model.peft_config["default"].target_modules
+    if isinstance(saved_targets, set):
+        peft_model.peft_config["default"].target_modules = sorted(saved_targets)
     # The adapter's config must name the Hub weights, not the folder they were read from on this machine.
     peft_model.peft_config["default"].base_model_name_or_path = loaded.model_id
     peft_model.peft_config["default"].revision = (

@@ -22,11 +22,12 @@ from attncard.pipeline import publish as publish_stage
 from attncard.pipeline.cli import publish_main
 from attncard.pipeline.data import load_task
 from attncard.pipeline.lint import lint_run_folder
-from attncard.pipeline.models import folder_revision, minilm_folder, tokenize
+from attncard.pipeline.models import folder_revision, load_model, minilm_folder, tokenize
 from attncard.pipeline.publish import copy_to_cards
 from attncard.pipeline.render import card_data
-from attncard.pipeline.results import Results, Status, build_manifest, check_manifest
+from attncard.pipeline.results import Results, Status, TrainConfig, build_manifest, check_manifest
 from attncard.pipeline.scaling import MODEL_REPEATS, REPEATS
+from attncard.pipeline.train import add_lora
 
 RUN_FILES = {
     "README.md",
@@ -204,6 +205,17 @@ def test_same_seed_same_run(tiny_run, tmp_path):
     second = Results.load(tmp_path / "gpt2-none-sst2")
     assert second.training.losses == first.training.losses
     assert second.metrics.predictions_sha256 == first.metrics.predictions_sha256
+
+
+def test_the_adapter_names_its_targets_in_sorted_order(tiny_model_dir, tmp_path):
+    """peft holds LoRA's targets as a set, saved in the set's order, which follows the process's hash seed:
+    the same command wrote ["query", "value"] into adapter_config.json in one run, ["value", "query"] in
+    another."""
+    loaded = load_model(str(tiny_model_dir("bert")), ["negative", "positive"])
+    model = add_lora(loaded, TrainConfig())
+    assert model.peft_config["default"].target_modules == ["query", "value"]
+    model.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "adapter_config.json").read_text())["target_modules"] == ["query", "value"]
 
 
 def test_failed_render_leaves_nothing(tiny_model_dir, small_glue, tmp_path, monkeypatch):
