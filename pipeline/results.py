@@ -116,10 +116,10 @@ class TraceStep:
 
 SCALING_TIMING_METHOD = (
     "wall-clock seconds (time.perf_counter, CUDA synchronised) of each timed pass, after one warm-up pass "
-    "per model; module and dense passes alternate in the same run, each first in every other pair; each time "
-    "is the median of the repeated passes with their minimum and maximum; the speed-up is the ratio of the "
-    "medians, its range dense minimum / module maximum to dense maximum / module minimum, and a range that "
-    "contains 1 is no measurable difference"
+    "per model; module and dense passes run in pairs in the same run, each first in every other pair; each "
+    "time is the median of the repeated passes with their minimum and maximum; the speed-up is the median "
+    "of the pairs' ratios (dense / module), its range dense minimum / module maximum to dense maximum / "
+    "module minimum, and a range that contains 1 is no measurable difference"
 )
 # Measured-memory passes per side and length of the scaling tables, alternating: each peak is their median.
 # With the resident set one pass's peak took one of two or three values, as the heap happened to lie (MiniLM
@@ -142,7 +142,7 @@ class ScalingRow:
 
     Attributes:
         n: the sequence length N (tokens per row, no padding).
-        repeats: timed passes per side; each time below is over these.
+        repeats: timed pairs of passes, one per side each; each time below is over these.
         module_seconds: median seconds of one pass with the module.
         module_seconds_min: the fastest of those passes.
         module_seconds_max: the slowest.
@@ -151,7 +151,8 @@ class ScalingRow:
         dense_seconds_max: the slowest.
         module_peak_mb: median peak memory growth of a pass with the module, in MB (None where unmeasurable).
         dense_peak_mb: the same for the dense reference.
-        speedup: dense_seconds / module_seconds (above 1: the module is faster).
+        speedup: the median over the timed pairs of the dense pass's time / the module pass's (above 1: the
+            module is faster), which need not equal dense_seconds / module_seconds.
         speedup_low: dense_seconds_min / module_seconds_max, the least speed-up the passes allow.
         speedup_high: dense_seconds_max / module_seconds_min, the most; a range [low, high] that contains 1
             is no measurable difference.

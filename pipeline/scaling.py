@@ -3,10 +3,10 @@ same model without it, for a whole model and for one attention layer alone, plus
 
 Every figure is measured in one run: at each length N the module and the dense reference are warmed up,
 their peak memory is the median of `MEMORY_PASSES` alternating passes each, and their timed passes
-alternate, so that whatever slows the machine down hits both and the ratios stay meaningful. Each time is
-the median of `repeats` passes (by default `MODEL_REPEATS` for the whole model, `REPEATS` for a layer) with
-their minimum and maximum, and each speed-up comes with the range those allow (see [`measure_pair`]): a
-range that contains 1 is no measurable difference.
+alternate in pairs, so that whatever slows the machine down hits both and the ratios stay meaningful. Each
+time is the median of `repeats` passes (by default `MODEL_REPEATS` for the whole model, `REPEATS` for a
+layer) with their minimum and maximum; each speed-up is the median of the pairs' ratios, with the range the
+times allow (see [`measure_pair`]): a range that contains 1 is no measurable difference.
 
 - [`measure_model_scaling`]: whole forward passes over synthetic token ids, N = 128, 256, … up to the model's
   maximum positions (512 for MiniLM).
@@ -29,8 +29,8 @@ Example:
     >>> model = module.apply(model, module.config_class())  # a tiny BERT of 160 positions
     >>> reference = module.dense_reference(model, load_base)  # the same model on sdpa
     >>> rows = measure_model_scaling(model, reference, lengths=[64, 128], repeats=3)
-    >>> [row.n for row in rows], [row.speedup == row.dense_seconds / row.module_seconds for row in rows]
-    ([64, 128], [True, True])
+    >>> [row.n for row in rows], [row.repeats for row in rows]
+    ([64, 128], [3, 3])
     >>> [row.speedup_low <= row.speedup <= row.speedup_high for row in rows]  # the range holds the median
     [True, True]
 """
@@ -64,11 +64,12 @@ from .results import SCALING_MEMORY_PASSES, FlopsEstimate, ScalingRow
 SMALLEST_DEFAULT_LENGTH = 128
 # Timed passes per side and length of one layer: each time is their median, with their minimum and maximum.
 REPEATS = 9
-# The same for the whole model, whose passes are short and whose ratio is the noisiest: a module within a few
-# per cent of dense (MiniLM, 22–40 ms a pass at N = 128) read 0.95–1.00× in four runs of 9 passes, 0.97–0.99×
-# with 31 and 0.98–1.01× with 61 (with 5 passes, three seeds of one code had read 0.83–0.97×). 31 passes
-# cost MiniLM about 7 s more than 9 over N = 128, 256 and 512.
-MODEL_REPEATS = 31
+# The same for the whole model, whose passes are short and whose ratio is the noisiest (MiniLM at N = 128:
+# 25–60 ms a pass on 2 shared cores). MiniLM against its own copy, 12 rounds of 61 pairs, four times: the
+# median of the pairs' ratios of the first 31 pairs spread by a standard deviation of 0.013–0.028 between
+# rounds, that of all 61 by 0.009–0.017 (the ratio of the two sides' medians: 0.020–0.034 and 0.012–0.026).
+# 61 pairs cost MiniLM about 15 s more than 31 over N = 128, 256 and 512.
+MODEL_REPEATS = 61
 # Measured-memory passes per side and length, alternating: each peak is their median (see results.py).
 MEMORY_PASSES = SCALING_MEMORY_PASSES
 LAYER_LENGTHS = (512, 1024, 2048, 4096)
@@ -209,19 +210,21 @@ def measure_pair(
     repeats: int,
 ) -> ScalingRow:
     """One [`ScalingRow`]: a warm-up pass each, `MEMORY_PASSES` measured-memory passes each (the peak is
-    their median), then `repeats` timed passes each, alternating module and dense so that noise hits both,
+    their median), then `repeats` timed pairs of passes, one module and one dense, so that noise hits both,
     each side first in every other pair.
 
-    Each side's time is the median of its passes, with their minimum and maximum. The speed-up is the ratio
-    of the medians, and its range the extreme ratios the passes allow: dense min / module max up to
-    dense max / module min. A range that contains 1 is no measurable difference.
+    Each side's time is the median of its passes, with their minimum and maximum. The speed-up is the median
+    over the pairs of dense time / module time: the two passes of a pair run back to back, so a slow spell
+    of the machine that spans a pair cancels out of its ratio, where it would move one side's median. Its
+    range is the extreme ratios the passes allow: dense min / module max up to dense max / module min. A
+    range that contains 1 is no measurable difference.
 
     Args:
         n: the sequence length, recorded in the row.
         module_run: one pass with the module.
         dense_run: one pass of the dense reference.
         device: where both compute.
-        repeats: timed passes per side; the median, minimum and maximum are reported.
+        repeats: timed pairs (passes per side); the median, minimum and maximum are reported.
 
     Returns:
         The row, its ratios computed from its own times and peaks.
@@ -245,6 +248,7 @@ def measure_pair(
             times.append(wall_seconds(run, device))
     module_seconds = statistics.median(module_times)
     dense_seconds = statistics.median(dense_times)
+    speedup = statistics.median(d / m for d, m in zip(dense_times, module_times, strict=True))
     memory_ratio = None
     if module_peak is not None and dense_peak:
         memory_ratio = module_peak / dense_peak
@@ -259,7 +263,7 @@ def measure_pair(
         dense_seconds_max=max(dense_times),
         module_peak_mb=module_peak,
         dense_peak_mb=dense_peak,
-        speedup=dense_seconds / module_seconds,
+        speedup=speedup,
         speedup_low=min(dense_times) / max(module_times),
         speedup_high=max(dense_times) / min(module_times),
         memory_ratio=memory_ratio,
@@ -337,7 +341,7 @@ def measure_model_scaling(
         >>> model = module.apply(model, module.config_class())  # a tiny BERT
         >>> reference = module.dense_reference(model, load_base)
         >>> rows = measure_model_scaling(model, reference, lengths=[64, 128], repeats=3)
-        >>> rows[0].n, rows[0].speedup == rows[0].dense_seconds / rows[0].module_seconds
+        >>> rows[0].n, rows[0].speedup_low <= rows[0].speedup <= rows[0].speedup_high
         (64, True)
     """
     config = unwrap_peft(model).config

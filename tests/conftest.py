@@ -60,7 +60,7 @@ SST2_ROWS = [
 ]
 
 
-# Publish times a module that changes attention against dense attention (pipeline/scaling.py): 31 whole-model
+# Publish times a module that changes attention against dense attention (pipeline/scaling.py): 61 whole-model
 # passes a side and one layer at N = 512 … 4096 with 9 passes a side, most of a tiny run's time. A test that
 # does not check those tables publishes under `quick_scaling()`: the same measurement, each row recorded with
 # its own passes, but 3 a side and the two shortest layer lengths. (test_publish's lint-clean run of every

@@ -104,6 +104,25 @@ def test_a_row_is_the_medians_and_their_ratios(
     assert next(peaks, "none left") == "none left"  # three memory passes each, no more
 
 
+def test_the_speedup_is_the_median_of_the_pairs_ratios(monkeypatch) -> None:
+    # The machine runs at half speed through the second pair and through the module's pass of the third: the
+    # pairs' ratios are 1.1, 1.1 and 0.55, their median 1.1; the sides' medians (20 and 11 s) would say 0.55.
+    monkeypatch.setattr(scaling, "MEMORY_PASSES", 1)
+
+    def module_run() -> None: ...
+
+    def dense_run() -> None: ...
+
+    # In the order they run: module, dense; dense, module; module, dense.
+    times = iter([10.0, 11.0, 22.0, 20.0, 20.0, 11.0])
+    monkeypatch.setattr(scaling, "wall_seconds", lambda run, device: next(times))
+    monkeypatch.setattr(scaling, "peak_memory_mb", lambda run, device: 1.0)
+    row = scaling.measure_pair(128, module_run, dense_run, torch.device("cpu"), repeats=3)
+    assert (row.module_seconds, row.dense_seconds) == (20.0, 11.0)
+    assert row.speedup == pytest.approx(1.1)
+    assert (row.speedup_low, row.speedup_high) == (11.0 / 20.0, 22.0 / 10.0)
+
+
 def test_each_side_runs_first_in_every_other_timed_pair(monkeypatch) -> None:
     # The pass after the other model's ran a little faster (see measure_pair): neither side always gets it.
     monkeypatch.setattr(scaling, "MEMORY_PASSES", 1)
