@@ -88,3 +88,15 @@ def test_attention_benchmark(tmp_path):
         assert banded[16384] < 6 * banded[4096]  # linear: 4x; quadratic would be 16x
     fused = {r["n"]: r.get("fused_memory_ratio") for r in records if r["impl"] == "banded" and r["n"] >= 1024}
     print("banded peak / unmasked fused SDPA peak, N >= 1024:", fused)
+
+
+def test_each_round_of_samples_starts_one_implementation_later(monkeypatch):
+    # The call after another implementation's ran a little faster (see pipeline/scaling.py's measure_pair):
+    # in rotated rounds none of them always runs first, or always after the same other one.
+    calls = []
+    monkeypatch.setattr(bench, "_timed", lambda run, device, calls=1: run() or 1.0)
+    runs = {name: (lambda name=name: calls.append(name)) for name in ("a", "b", "c")}
+    measured = bench._measure_interleaved(runs, "cpu", repeats=4)
+    rounds = calls[3 * 2 :]  # after each one's warm-up and memory calls
+    assert rounds == ["a", "b", "c", "b", "c", "a", "c", "a", "b", "a", "b", "c"]
+    assert {impl: figures["repeats"] for impl, figures in measured.items()} == {"a": 4, "b": 4, "c": 4}
