@@ -54,10 +54,11 @@ def test_matches_reference(kernel, length, windows, causal, with_global, bias, p
     torch.testing.assert_close(actual, expected, **TOLERANCE)
 
 
-@pytest.mark.parametrize("head_dim", [1, 7, 8, 40, 64])
+@pytest.mark.parametrize("head_dim", [1, 7, 8, 16, 24, 32, 40, 48, 64, 72, 127])
 @pytest.mark.parametrize("causal", BOTH)
 def test_every_head_size(kernel, head_dim, causal):
-    """Columns go 32 at a time, then 8, then one by one: every remainder."""
+    """Columns go four registers at a time, then two, then one, then one by one (a register holds 8 floats,
+    16 in the AVX-512 form): every remainder of both forms."""
     generator = torch.Generator().manual_seed(head_dim)
     qkv = [torch.randn(1, 4, 45, head_dim, generator=generator) for _ in range(3)]
     window = torch.tensor([0, 5, 17, 60])

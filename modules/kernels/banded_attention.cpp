@@ -1,6 +1,7 @@
 // Banded attention on the CPU at inference: adaptive_span's band of keys per query, its distance bias and its
 // global token, in one pass per head. Built on first use by banded_cpu.py (torch.utils.cpp_extension), with
-// AVX2 and FMA, on machines whose CPU has them. The semantics are dense_banded_reference's (reference.py):
+// AVX2 and FMA, on machines whose CPU has them, and in an AVX-512 form where torch runs its own (build.py).
+// The semantics are dense_banded_reference's (reference.py):
 //
 //   query i of head h reads key j when |i - j| <= w_h (and j <= i when causal) and key j is real; with a
 //   global token g, every query also reads key g and query g reads every key (causal and padding still
@@ -29,55 +30,99 @@
 
 namespace {
 
-constexpr int64_t kWidth = 8;     // floats in an AVX2 register
-constexpr int64_t kRowBlock = 4;  // query rows scored together: 8 accumulators, 2 key vectors, 1 broadcast
-constexpr int64_t kChunkRows = 256;  // query rows whose keys are transposed together (a multiple of kRowBlock)
-constexpr float kNegativeInfinity = -std::numeric_limits<float>::infinity();
+// The vector the kernel computes with: 16 floats under AVX-512, else 8. Everything below is written once
+// against these few operations; only the keys' transpose keeps to 8 × 8 blocks of AVX2 registers.
+#ifdef __AVX512F__
+using Vec = __m512;
+constexpr int64_t kWidth = 16;
+inline Vec load(const float* p) { return _mm512_loadu_ps(p); }
+inline void store(float* p, Vec x) { _mm512_storeu_ps(p, x); }
+inline Vec broadcast(float x) { return _mm512_set1_ps(x); }
+inline Vec zero() { return _mm512_setzero_ps(); }
+inline Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+inline Vec sub(Vec a, Vec b) { return _mm512_sub_ps(a, b); }
+inline Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
+inline Vec maximum(Vec a, Vec b) { return _mm512_max_ps(a, b); }
+inline Vec fmadd(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+inline Vec fnmadd(Vec a, Vec b, Vec c) { return _mm512_fnmadd_ps(a, b, c); }
+inline float horizontal_max(Vec x) { return _mm512_reduce_max_ps(x); }
+inline float horizontal_sum(Vec x) { return _mm512_reduce_add_ps(x); }
+#else
+using Vec = __m256;
+constexpr int64_t kWidth = 8;
+inline Vec load(const float* p) { return _mm256_loadu_ps(p); }
+inline void store(float* p, Vec x) { _mm256_storeu_ps(p, x); }
+inline Vec broadcast(float x) { return _mm256_set1_ps(x); }
+inline Vec zero() { return _mm256_setzero_ps(); }
+inline Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+inline Vec sub(Vec a, Vec b) { return _mm256_sub_ps(a, b); }
+inline Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
+inline Vec maximum(Vec a, Vec b) { return _mm256_max_ps(a, b); }
+inline Vec fmadd(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+inline Vec fnmadd(Vec a, Vec b, Vec c) { return _mm256_fnmadd_ps(a, b, c); }
 
-// exp(x) for x <= 0, 8 at a time, within 2 ulp (Cephes' expf polynomial). Below -80 (e^-80 < 2e-35, nothing
-// beside the row's largest weight, 1) it gives 0, and so for -inf: the intermediate results stay normal
-// numbers, where -87 made subnormal ones, each a slow microcode assist (a row of one key ran at 0.5 µs).
-inline __m256 exp_non_positive(__m256 x) {
-  const __m256 underflow = _mm256_cmp_ps(x, _mm256_set1_ps(-80.0f), _CMP_LT_OQ);
-  x = _mm256_max_ps(x, _mm256_set1_ps(-80.0f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);  // x - n·ln 2, in two parts
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  const __m256i exponent = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(exponent)));
-}
-
-inline float horizontal_max(__m256 x) {
+inline float horizontal_max(Vec x) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
   m = _mm_max_ss(m, _mm_movehdup_ps(m));
   return _mm_cvtss_f32(m);
 }
 
-inline float horizontal_sum(__m256 x) {
+inline float horizontal_sum(Vec x) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+#endif
+
+constexpr int64_t kTransposeWidth = 8;  // keys and columns per in-register transpose (AVX2)
+constexpr int64_t kRowBlock = 4;  // query rows scored together: 8 accumulators, 2 key vectors, 1 broadcast
+constexpr int64_t kChunkRows = 256;  // query rows whose keys are transposed together (a multiple of kRowBlock)
+constexpr float kNegativeInfinity = -std::numeric_limits<float>::infinity();
+
+// exp(x) for x <= 0, a vector at a time, within 2 ulp (Cephes' expf polynomial). Below -80 (e^-80 < 2e-35,
+// nothing beside the row's largest weight, 1) it gives 0, and so for -inf: the intermediate results stay normal
+// numbers, where -87 made subnormal ones, each a slow microcode assist (a row of one key ran at 0.5 µs).
+inline Vec exp_non_positive(Vec x) {
+#ifdef __AVX512F__
+  const __mmask16 underflow = _mm512_cmp_ps_mask(x, broadcast(-80.0f), _CMP_LT_OQ);
+  x = maximum(x, broadcast(-80.0f));
+  const Vec n = _mm512_roundscale_ps(mul(x, broadcast(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+#else
+  const Vec underflow = _mm256_cmp_ps(x, broadcast(-80.0f), _CMP_LT_OQ);
+  x = maximum(x, broadcast(-80.0f));
+  const Vec n =
+      _mm256_round_ps(mul(x, broadcast(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+#endif
+  Vec r = fnmadd(n, broadcast(0.693359375f), x);  // x - n·ln 2, in two parts
+  r = fnmadd(n, broadcast(-2.12194440e-4f), r);
+  Vec p = broadcast(1.9875691500e-4f);
+  p = fmadd(p, r, broadcast(1.3981999507e-3f));
+  p = fmadd(p, r, broadcast(8.3334519073e-3f));
+  p = fmadd(p, r, broadcast(4.1665795894e-2f));
+  p = fmadd(p, r, broadcast(1.6666665459e-1f));
+  p = fmadd(p, r, broadcast(5.0000001201e-1f));
+  p = fmadd(p, mul(r, r), add(r, broadcast(1.0f)));
+#ifdef __AVX512F__
+  const __m512i exponent = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_maskz_mul_ps(static_cast<__mmask16>(~underflow), p, _mm512_castsi512_ps(exponent));
+#else
+  const __m256i exponent = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(underflow, mul(p, _mm256_castsi256_ps(exponent)));
+#endif
 }
 
 // Keys j of one head (rows `step` floats apart) into keys_t (D, N): keys_t[c * key_step + j]. Blocks of 8 keys by
 // 8 columns go through an 8 × 8 transpose in registers: stored one by one, each key's D values landed on D
 // different cache lines, and this copy took a quarter of the kernel's time at N = 128.
 void transpose_keys(const float* keys, int64_t step, int64_t n, int64_t d, float* keys_t, int64_t key_step) {
-  const int64_t whole_keys = n - n % kWidth, whole_columns = d - d % kWidth;
-  for (int64_t j = 0; j < whole_keys; j += kWidth) {
-    for (int64_t c = 0; c < whole_columns; c += kWidth) {
-      __m256 r[kWidth];
-      for (int i = 0; i < kWidth; ++i) r[i] = _mm256_loadu_ps(keys + (j + i) * step + c);
+  const int64_t whole_keys = n - n % kTransposeWidth, whole_columns = d - d % kTransposeWidth;
+  for (int64_t j = 0; j < whole_keys; j += kTransposeWidth) {
+    for (int64_t c = 0; c < whole_columns; c += kTransposeWidth) {
+      __m256 r[kTransposeWidth];
+      for (int i = 0; i < kTransposeWidth; ++i) r[i] = _mm256_loadu_ps(keys + (j + i) * step + c);
       const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
       const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
       const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
@@ -96,7 +141,7 @@ void transpose_keys(const float* keys, int64_t step, int64_t n, int64_t d, float
       _mm256_storeu_ps(to + 6 * key_step, _mm256_permute2f128_ps(u2, u6, 0x31));
       _mm256_storeu_ps(to + 7 * key_step, _mm256_permute2f128_ps(u3, u7, 0x31));
     }
-    for (int64_t i = j; i < j + kWidth; ++i)
+    for (int64_t i = j; i < j + kTransposeWidth; ++i)
       for (int64_t c = whole_columns; c < d; ++c) keys_t[c * key_step + i] = keys[i * step + c];
   }
   for (int64_t i = whole_keys; i < n; ++i)
@@ -104,67 +149,76 @@ void transpose_keys(const float* keys, int64_t step, int64_t n, int64_t d, float
 }
 
 // Scores of `rows` (<= kRowBlock) query rows q (row stride q_step, already scaled) against keys first … first +
-// count - 1, whose D values lie transposed in keys_t (key_step floats apart per d, readable 16 past the last
-// key): into scores (row stride score_step, count rounded up to 16).
+// count - 1, whose D values lie transposed in keys_t (key_step floats apart per d, readable 2 · kWidth past the
+// last key): into scores (row stride score_step, count rounded up to 2 · kWidth).
 void score_rows(const float* q, int64_t q_step, int64_t rows, const float* keys_t, int64_t key_step,
                 int64_t first, int64_t count, int64_t d, float* scores, int64_t score_step) {
   for (int64_t j = 0; j < count; j += 2 * kWidth) {
-    __m256 low[kRowBlock], high[kRowBlock];
-    for (int r = 0; r < kRowBlock; ++r) low[r] = high[r] = _mm256_setzero_ps();
+    Vec low[kRowBlock], high[kRowBlock];
+    for (int r = 0; r < kRowBlock; ++r) low[r] = high[r] = zero();
     const float* column = keys_t + first + j;
     for (int64_t c = 0; c < d; ++c) {
-      const __m256 k_low = _mm256_loadu_ps(column + c * key_step);
-      const __m256 k_high = _mm256_loadu_ps(column + c * key_step + kWidth);
+      const Vec k_low = load(column + c * key_step);
+      const Vec k_high = load(column + c * key_step + kWidth);
       for (int r = 0; r < kRowBlock; ++r) {  // rows past `rows` repeat the last: no branch in the loop
-        const __m256 q_rc = _mm256_set1_ps(q[std::min<int64_t>(r, rows - 1) * q_step + c]);
-        low[r] = _mm256_fmadd_ps(q_rc, k_low, low[r]);
-        high[r] = _mm256_fmadd_ps(q_rc, k_high, high[r]);
+        const Vec q_rc = broadcast(q[std::min<int64_t>(r, rows - 1) * q_step + c]);
+        low[r] = fmadd(q_rc, k_low, low[r]);
+        high[r] = fmadd(q_rc, k_high, high[r]);
       }
     }
     for (int64_t r = 0; r < rows; ++r) {
-      _mm256_storeu_ps(scores + r * score_step + j, low[r]);
-      _mm256_storeu_ps(scores + r * score_step + j + kWidth, high[r]);
+      store(scores + r * score_step + j, low[r]);
+      store(scores + r * score_step + j + kWidth, high[r]);
     }
   }
 }
 
+// Columns c … c + kRegisters · kWidth - 1 of out = Σ_j p_j · v_j · inverse (+ extra_p · extra_v): keys inner,
+// in four independent sums, where one would wait on each FMA. With fewer than four registers of columns the
+// keys are dealt round the sums (kRegisters = 1: four sums of every fourth key), added up at the end.
+template <int kRegisters>
+inline void weighted_columns(const float* p, int64_t count, const float* rows, int64_t v_step,
+                             const float* extra_v, float extra_p, Vec inverse, int64_t c, float* out) {
+  constexpr int kSums = 4 / kRegisters;
+  Vec sums[kSums][kRegisters];
+  for (int s = 0; s < kSums; ++s)
+    for (int r = 0; r < kRegisters; ++r) sums[s][r] = zero();
+  int64_t j = 0;
+  for (; j + kSums <= count; j += kSums)
+    for (int s = 0; s < kSums; ++s) {
+      const Vec weight = broadcast(p[j + s]);
+      const float* row = rows + (j + s) * v_step + c;
+      for (int r = 0; r < kRegisters; ++r) sums[s][r] = fmadd(weight, load(row + r * kWidth), sums[s][r]);
+    }
+  for (; j < count; ++j) {
+    const Vec weight = broadcast(p[j]);
+    const float* row = rows + j * v_step + c;
+    for (int r = 0; r < kRegisters; ++r) sums[0][r] = fmadd(weight, load(row + r * kWidth), sums[0][r]);
+  }
+  if (extra_v) {
+    const Vec weight = broadcast(extra_p);
+    for (int r = 0; r < kRegisters; ++r) sums[0][r] = fmadd(weight, load(extra_v + c + r * kWidth), sums[0][r]);
+  }
+  for (int r = 0; r < kRegisters; ++r) {
+    Vec sum = sums[0][r];
+    for (int s = 1; s < kSums; ++s) sum = add(sum, sums[s][r]);
+    store(out + c + r * kWidth, mul(sum, inverse));
+  }
+}
+
 // out (d) = Σ_j p_j · v_j / total over the keys first … first + count - 1 (weights p, value rows v_step
-// apart), plus extra_p · extra_v when extra_v is set. Up to 32 columns at a time in 4 registers, keys inner:
-// four independent sums, where one would wait on each FMA.
+// apart), plus extra_p · extra_v when extra_v is set: 4 registers of columns at a time, then 2, then 1.
 void weighted_rows(const float* p, int64_t count, const float* v, int64_t v_step, int64_t first,
                    const float* extra_v, float extra_p, float total, int64_t d, float* out) {
-  const __m256 inverse = _mm256_set1_ps(1.0f / total);
+  const Vec inverse = broadcast(1.0f / total);
   const float* rows = v + first * v_step;
   int64_t c = 0;
-  for (; c + 4 * kWidth <= d; c += 4 * kWidth) {
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    for (int64_t j = 0; j < count; ++j) {
-      const __m256 weight = _mm256_set1_ps(p[j]);
-      const float* row = rows + j * v_step + c;
-      s0 = _mm256_fmadd_ps(weight, _mm256_loadu_ps(row), s0);
-      s1 = _mm256_fmadd_ps(weight, _mm256_loadu_ps(row + kWidth), s1);
-      s2 = _mm256_fmadd_ps(weight, _mm256_loadu_ps(row + 2 * kWidth), s2);
-      s3 = _mm256_fmadd_ps(weight, _mm256_loadu_ps(row + 3 * kWidth), s3);
-    }
-    if (extra_v) {
-      const __m256 weight = _mm256_set1_ps(extra_p);
-      s0 = _mm256_fmadd_ps(weight, _mm256_loadu_ps(extra_v + c), s0);
-      s1 = _mm256_fmadd_ps(weight, _mm256_loadu_ps(extra_v + c + kWidth), s1);
-      s2 = _mm256_fmadd_ps(weight, _mm256_loadu_ps(extra_v + c + 2 * kWidth), s2);
-      s3 = _mm256_fmadd_ps(weight, _mm256_loadu_ps(extra_v + c + 3 * kWidth), s3);
-    }
-    _mm256_storeu_ps(out + c, _mm256_mul_ps(s0, inverse));
-    _mm256_storeu_ps(out + c + kWidth, _mm256_mul_ps(s1, inverse));
-    _mm256_storeu_ps(out + c + 2 * kWidth, _mm256_mul_ps(s2, inverse));
-    _mm256_storeu_ps(out + c + 3 * kWidth, _mm256_mul_ps(s3, inverse));
-  }
-  for (; c + kWidth <= d; c += kWidth) {
-    __m256 sum = _mm256_setzero_ps();
-    for (int64_t j = 0; j < count; ++j)
-      sum = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(rows + j * v_step + c), sum);
-    if (extra_v) sum = _mm256_fmadd_ps(_mm256_set1_ps(extra_p), _mm256_loadu_ps(extra_v + c), sum);
-    _mm256_storeu_ps(out + c, _mm256_mul_ps(sum, inverse));
-  }
+  for (; c + 4 * kWidth <= d; c += 4 * kWidth)
+    weighted_columns<4>(p, count, rows, v_step, extra_v, extra_p, inverse, c, out);
+  for (; c + 2 * kWidth <= d; c += 2 * kWidth)
+    weighted_columns<2>(p, count, rows, v_step, extra_v, extra_p, inverse, c, out);
+  for (; c + kWidth <= d; c += kWidth)
+    weighted_columns<1>(p, count, rows, v_step, extra_v, extra_p, inverse, c, out);
   for (; c < d; ++c) {
     float sum = 0.0f;
     for (int64_t j = 0; j < count; ++j) sum += p[j] * rows[j * v_step + c];
@@ -173,21 +227,21 @@ void weighted_rows(const float* p, int64_t count, const float* v, int64_t v_step
   }
 }
 
-// A row's scores s (count of them, in place; s may be written up to the next multiple of 8) -> exp(s - max);
-// returns (max, Σ), extra counting in the max. max -inf: nothing to read.
+// A row's scores s (count of them, in place; s may be written up to the next multiple of kWidth) -> exp(s -
+// max); returns (max, Σ), extra counting in the max. max -inf: nothing to read.
 std::pair<float, float> exponentiate(float* s, int64_t count, float extra) {
   const int64_t whole = (count + kWidth - 1) / kWidth * kWidth;
   std::fill(s + count, s + whole, kNegativeInfinity);  // whole vectors only: exp(-inf) is 0
-  __m256 largest = _mm256_set1_ps(extra);
-  for (int64_t j = 0; j < whole; j += kWidth) largest = _mm256_max_ps(largest, _mm256_loadu_ps(s + j));
+  Vec largest = broadcast(extra);
+  for (int64_t j = 0; j < whole; j += kWidth) largest = maximum(largest, load(s + j));
   const float top = horizontal_max(largest);
   if (top == kNegativeInfinity) return {top, 0.0f};
-  const __m256 shift = _mm256_set1_ps(top);
-  __m256 sum = _mm256_setzero_ps();
+  const Vec shift = broadcast(top);
+  Vec sum = zero();
   for (int64_t j = 0; j < whole; j += kWidth) {
-    const __m256 e = exp_non_positive(_mm256_sub_ps(_mm256_loadu_ps(s + j), shift));
-    _mm256_storeu_ps(s + j, e);
-    sum = _mm256_add_ps(sum, e);
+    const Vec e = exp_non_positive(sub(load(s + j), shift));
+    store(s + j, e);
+    sum = add(sum, e);
   }
   return {top, horizontal_sum(sum)};
 }
@@ -265,12 +319,13 @@ void banded_attention(const at::Tensor& query, const at::Tensor& key, const at::
   // kChunkRows + 2w keys (w the widest window), so a thread's copy of the keys does not grow with N (whole
   // heads transposed, 2 threads held 4 MiB each beside a 50 MiB output at N = 16384, D = 64). The row stride
   // is not a multiple of 256 floats (rows 2 KiB apart fell into two sets of the L1 cache in the top-k kernel),
-  // and 16 floats past the last key are readable (zeros).
+  // and 2 · kWidth floats past the last key are readable (zeros).
   const int64_t key_columns = std::min(n, kChunkRows + 2 * widest);
-  const int64_t key_columns_16 = (key_columns + 2 * kWidth - 1) / (2 * kWidth) * (2 * kWidth);
-  const int64_t key_step = key_columns_16 + 2 * kWidth + ((key_columns_16 + 2 * kWidth) % 256 == 0 ? kWidth : 0);
-  // A block of 4 rows reads at most 4 + 2w keys; rows of scores rounded up to whole blocks of 16 keys, with
-  // room for a row's last vector past its keys. The global token's row, every key, has a row of its own.
+  const int64_t key_columns_whole = (key_columns + 2 * kWidth - 1) / (2 * kWidth) * (2 * kWidth);
+  const int64_t key_step =
+      key_columns_whole + 2 * kWidth + ((key_columns_whole + 2 * kWidth) % 256 == 0 ? kWidth : 0);
+  // A block of 4 rows reads at most 4 + 2w keys; rows of scores rounded up to whole blocks of 2 · kWidth keys,
+  // with room for a row's last vector past its keys. The global token's row, every key, has a row of its own.
   const int64_t score_step = (kRowBlock + 2 * widest + kWidth + 2 * kWidth - 1) / (2 * kWidth) * (2 * kWidth);
   const int64_t global_row_size = (n + 2 * kWidth - 1) / (2 * kWidth) * (2 * kWidth) + 2 * kWidth;
 
@@ -291,10 +346,10 @@ void banded_attention(const at::Tensor& query, const at::Tensor& key, const at::
     float* band = scaled + kRowBlock * d;
     float* pad_bias = band + band_size;
     float* global_scores = pad_bias + (padded ? n : 0);
-    float* global_key_t = global_scores + kRowBlock * 2 * kWidth;  // key g transposed, then 15 zero keys
+    float* global_key_t = global_scores + kRowBlock * 2 * kWidth;  // key g transposed, then zero keys
     float* global_row = global_key_t + d * 2 * kWidth;
     std::fill(global_key_t, global_key_t + d * 2 * kWidth, 0.0f);
-    // Keys first … last into the columns of keys_t, zeros in the 16 after.
+    // Keys first … last into the columns of keys_t, zeros in the 2 · kWidth after.
     auto transpose_range = [&](const float* head_k, int64_t first, int64_t last) {
       transpose_keys(head_k + first * ks[2], ks[2], last - first + 1, d, keys_t, key_step);
       for (int64_t c = 0; c < d; ++c)
@@ -330,15 +385,13 @@ void banded_attention(const at::Tensor& query, const at::Tensor& key, const at::
           const float raw_global = global_in_band ? s[g - first] : 0.0f;
           const float* bias_row = band + (first - i + w);
           int64_t j = 0;
-          for (; j + kWidth <= count; j += kWidth)
-            _mm256_storeu_ps(s + j, _mm256_add_ps(_mm256_loadu_ps(s + j), _mm256_loadu_ps(bias_row + j)));
+          for (; j + kWidth <= count; j += kWidth) store(s + j, add(load(s + j), load(bias_row + j)));
           for (; j < count; ++j) s[j] += bias_row[j];
           if (global_in_band) s[g - first] = raw_global;  // a global pair: no bias
         }
         if (padded) {
           int64_t j = 0;
-          for (; j + kWidth <= count; j += kWidth)
-            _mm256_storeu_ps(s + j, _mm256_add_ps(_mm256_loadu_ps(s + j), _mm256_loadu_ps(&pad_bias[first + j])));
+          for (; j + kWidth <= count; j += kWidth) store(s + j, add(load(s + j), load(&pad_bias[first + j])));
           for (; j < count; ++j) s[j] += pad_bias[first + j];
         }
         // The global key's score, read apart when outside the band (scored with the row's block).
@@ -367,7 +420,7 @@ void banded_attention(const at::Tensor& query, const at::Tensor& key, const at::
           const int64_t from = std::max<int64_t>(0, i0 - w);
           const int64_t to = causal ? i0 + rows - 1 : std::min(n - 1, i0 + rows - 1 + w);
           score_rows(scaled, d, rows, keys_t, key_step, from - k0, to - from + 1, d, scores, score_step);
-          if (g >= 0 && (g < from || g > to))  // key g and the 15 zeros after it: one block of 16
+          if (g >= 0 && (g < from || g > to))  // key g and the zeros after it: one block of 2 · kWidth keys
             score_rows(scaled, d, rows, global_key_t, 2 * kWidth, 0, 1, d, global_scores, 2 * kWidth);
           for (int64_t r = 0; r < rows; ++r) {
             const int64_t i = i0 + r;
@@ -380,8 +433,8 @@ void banded_attention(const at::Tensor& query, const at::Tensor& key, const at::
       if (g >= 0) {  // the global token's query: every key (before it, in decoders), without bias
         for (int64_t c = 0; c < d; ++c) scaled[c] = scale * head_q[g * qs[2] + c];
         const int64_t last = causal ? g : n - 1;
-        for (int64_t k0 = 0; k0 <= last; k0 += key_columns_16) {  // the keys a chunk at a time
-          const int64_t k1 = std::min(last, k0 + key_columns_16 - 1);
+        for (int64_t k0 = 0; k0 <= last; k0 += key_columns_whole) {  // the keys a chunk at a time
+          const int64_t k1 = std::min(last, k0 + key_columns_whole - 1);
           transpose_range(head_k, k0, k1);
           score_rows(scaled, d, 1, keys_t, key_step, 0, k1 - k0 + 1, d, global_row + k0, global_row_size);
         }

@@ -1,7 +1,8 @@
 """Banded attention compiled for the CPU, at inference: each query reads only its band of keys.
 
 `banded_attention.cpp` (beside this file) computes, per head, the scores of 4 query rows at a time against
-the keys of their band (AVX2 and FMA, from the keys transposed once), adds the distance bias, takes the
+the keys of their band (AVX2 and FMA, from the keys transposed once; AVX-512 where torch's own CPU capability
+is AVX512, see [`build_kernel`]), adds the distance bias, takes the
 softmax with a vectorised exp and sums the band's value rows into the output; the global token's key is
 read apart, and its query row reads every key. Time and memory are linear in N: with MiniLM's learned spans
 a row reads 17 to 63 keys at any length, where fused SDPA reads all N and needs the (H, N, N) bias as its
@@ -47,7 +48,8 @@ def banded_kernel() -> Callable[..., None] | None:
     distance_bias, key_padding_mask and global_index as in [`dense_banded_reference`], or empty tensors. It
     writes `out`.
     """
-    if not build_kernel("attncard_banded", SOURCE, KERNEL_ENV_VAR, "the SDPA-based banded kernel"):
+    fallback = "the SDPA-based banded kernel"
+    if not build_kernel("attncard_banded", SOURCE, KERNEL_ENV_VAR, fallback, avx512=True):
         return None
     return torch.ops.attncard.banded_attention
 
