@@ -492,6 +492,34 @@ def test_the_crossover_is_the_measured_length_from_which_the_banded_kernel_wins(
     assert stats["crossover_table"] == measured["crossover_table"]
 
 
+def test_the_calibration_times_calls_whose_plans_are_already_built(tiny_model_dir, monkeypatch):
+    # calibrate_crossover moves the crossover between every two calls. When that emptied the plan cache,
+    # each timed call built its plan and masks again, and the calibration timed that as the path's cost:
+    # 2.2 ms a call at N = 128 where a warm call took 0.29-0.49 ms, and the banded kernel, 1.5 times as fast
+    # there, lost to the fused path up to N = 256.
+    from attncard.modules.adaptive_span import model as span_model
+
+    loaded, _ = _tiny(tiny_model_dir, "bert", max_span=16, init_logit=-2.0)
+    built = []
+    windows = AdaptiveSpan.windows
+    monkeypatch.setattr(
+        AdaptiveSpan, "windows", lambda self, length: built.append(length) or windows(self, length)
+    )
+    builds_while_timed = []
+    wall_seconds = span_model.wall_seconds
+
+    def counting_seconds(run, device):
+        before = len(built)
+        seconds = wall_seconds(run, device)
+        builds_while_timed.append(len(built) - before)
+        return seconds
+
+    monkeypatch.setattr(span_model, "wall_seconds", counting_seconds)
+    measured = MODULE.calibrate(loaded.model, AdaptiveSpanConfig(), lengths=(16, 32), repeats=3)
+    assert [row["n"] for row in measured["crossover_table"]] == [16, 32]
+    assert len(builds_while_timed) == 2 * 2 * 3 and not any(builds_while_timed)  # lengths × paths × repeats
+
+
 def test_an_uncalibrated_model_reports_the_default_crossover(tiny_model_dir):
     from attncard.modules.adaptive_span.attention import DEFAULT_CROSSOVER
 

@@ -101,22 +101,20 @@ class AdaptiveSpan(nn.Module):
         return torch.where(mask > 0, torch.log(mask.clamp_min(1e-30)), -math.inf)
 
     def plan(self, length: int, causal: bool, dtype: torch.dtype) -> SpanPlan:
-        """The [`SpanPlan`] of an inference call at `length`. Cached (a few lengths) while the logits and the
-        crossover keep their values, unless the span bias needs a gradient."""
+        """The [`SpanPlan`] of an inference call at `length`. Cached (a few lengths, on each side of the
+        crossover) while the logits keep their values, unless the span bias needs a gradient."""
         needs_grad = torch.is_grad_enabled() and self.span_logits.requires_grad
-        key = (length, causal, dtype)
-        crossover = int(self.crossover)
+        below_crossover = length < int(self.crossover)
+        # The crossover is part of the key, not a reason to start afresh: calibrate_crossover moves it between
+        # every two calls, and each call then rebuilt its plan and masks (4–5 times the time of a warm call
+        # at N = 128), which it timed as the path's.
+        key = (length, causal, dtype, below_crossover)
         if not needs_grad:
             logits = getattr(self, "_plan_logits", None)
-            if (
-                logits is None
-                or crossover != self._plan_crossover
-                or not torch.equal(logits, self.span_logits.detach())
-            ):
+            if logits is None or not torch.equal(logits, self.span_logits.detach()):
                 self._plans: dict = {}
                 self._masks: dict = {}
                 self._plan_logits = self.span_logits.detach().clone()
-                self._plan_crossover = crossover
             if key in self._plans:
                 return self._plans[key]
         windows = self.windows(length)
@@ -148,7 +146,7 @@ class AdaptiveSpan(nn.Module):
             whole_mask,
             block_mask,
             missing,
-            length < crossover,
+            below_crossover,
             self.global_token,
         )
         if not needs_grad:
