@@ -10,7 +10,7 @@ no ninja) or its environment variable is "0", the caller keeps its torch path, w
 kernel's operators can be registered once a process: call it the same way each time.
 
 Example:
-    >>> build_kernel("attncard_banded", "banded_attention.cpp", "ATTNCARD_BANDED_KERNEL", "SDPA")
+    >>> build_kernel("attncard_banded", "banded_attention.cpp", "ATTNCARD_BANDED_KERNEL", "SDPA", avx512=True)
     True
 """
 
