@@ -58,9 +58,10 @@ COLUMNS = (
     ),
     (
         "Speed-up at the task's length",
-        "the whole model, dense time ÷ module time (above 1: the module is faster): in each seed, the row "
-        "of `efficiency.scaling` whose N is the training `max_length` (else the nearest N, the shorter on a "
-        "tie); the median over seeds, with that N.",
+        "the whole model's `speedup`, dense time ÷ module time (above 1: the module is faster; the card's "
+        "`scaling_timing_method` says how it was timed): in each seed, the row of `efficiency.scaling` whose "
+        "N is the training `max_length` (else the nearest N, the shorter on a tie); the median over seeds, "
+        "with that N.",
     ),
     (
         "Memory at the task's length",
