@@ -47,6 +47,16 @@ inline Vec fmadd(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
 inline Vec fnmadd(Vec a, Vec b, Vec c) { return _mm512_fnmadd_ps(a, b, c); }
 inline float horizontal_max(Vec x) { return _mm512_reduce_max_ps(x); }
 inline float horizontal_sum(Vec x) { return _mm512_reduce_add_ps(x); }
+inline Vec round_to_integer(Vec x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+// p · 2^n for integral n in the normal range, through the exponent bits.
+inline Vec times_power_of_two(Vec p, Vec n) {
+  const __m512i exponent = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
+  return mul(p, _mm512_castsi512_ps(_mm512_slli_epi32(exponent, 23)));
+}
+// value, with 0 in the lanes where x < bound.
+inline Vec zero_below(Vec value, Vec x, float bound) {
+  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~_mm512_cmp_ps_mask(x, broadcast(bound), _CMP_LT_OQ)), value);
+}
 #else
 using Vec = __m256;
 constexpr int64_t kWidth = 8;
@@ -74,6 +84,15 @@ inline float horizontal_sum(Vec x) {
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
+
+inline Vec round_to_integer(Vec x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+inline Vec times_power_of_two(Vec p, Vec n) {
+  const __m256i exponent = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
+  return mul(p, _mm256_castsi256_ps(_mm256_slli_epi32(exponent, 23)));
+}
+inline Vec zero_below(Vec value, Vec x, float bound) {
+  return _mm256_andnot_ps(_mm256_cmp_ps(x, broadcast(bound), _CMP_LT_OQ), value);
+}
 #endif
 
 constexpr int64_t kTransposeWidth = 8;  // keys and columns per in-register transpose (AVX2)
@@ -85,18 +104,9 @@ constexpr float kNegativeInfinity = -std::numeric_limits<float>::infinity();
 // nothing beside the row's largest weight, 1) it gives 0, and so for -inf: the intermediate results stay normal
 // numbers, where -87 made subnormal ones, each a slow microcode assist (a row of one key ran at 0.5 µs).
 inline Vec exp_non_positive(Vec x) {
-#ifdef __AVX512F__
-  const __mmask16 underflow = _mm512_cmp_ps_mask(x, broadcast(-80.0f), _CMP_LT_OQ);
-  x = maximum(x, broadcast(-80.0f));
-  const Vec n = _mm512_roundscale_ps(mul(x, broadcast(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-#else
-  const Vec underflow = _mm256_cmp_ps(x, broadcast(-80.0f), _CMP_LT_OQ);
-  x = maximum(x, broadcast(-80.0f));
-  const Vec n =
-      _mm256_round_ps(mul(x, broadcast(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-#endif
-  Vec r = fnmadd(n, broadcast(0.693359375f), x);  // x - n·ln 2, in two parts
+  const Vec bounded = maximum(x, broadcast(-80.0f));
+  const Vec n = round_to_integer(mul(bounded, broadcast(1.44269504088896341f)));
+  Vec r = fnmadd(n, broadcast(0.693359375f), bounded);  // x - n·ln 2, in two parts
   r = fnmadd(n, broadcast(-2.12194440e-4f), r);
   Vec p = broadcast(1.9875691500e-4f);
   p = fmadd(p, r, broadcast(1.3981999507e-3f));
@@ -105,13 +115,7 @@ inline Vec exp_non_positive(Vec x) {
   p = fmadd(p, r, broadcast(1.6666665459e-1f));
   p = fmadd(p, r, broadcast(5.0000001201e-1f));
   p = fmadd(p, mul(r, r), add(r, broadcast(1.0f)));
-#ifdef __AVX512F__
-  const __m512i exponent = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-  return _mm512_maskz_mul_ps(static_cast<__mmask16>(~underflow), p, _mm512_castsi512_ps(exponent));
-#else
-  const __m256i exponent = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_andnot_ps(underflow, mul(p, _mm256_castsi256_ps(exponent)));
-#endif
+  return zero_below(times_power_of_two(p, n), x, -80.0f);
 }
 
 // Keys j of one head (rows `step` floats apart) into keys_t (D, N): keys_t[c * key_step + j]. Blocks of 8 keys by

@@ -2,11 +2,11 @@
 
 `banded_attention.cpp` (beside this file) computes, per head, the scores of 4 query rows at a time against
 the keys of their band (AVX2 and FMA, from the keys transposed once; AVX-512 where torch's own CPU capability
-is AVX512, see [`build_kernel`]), adds the distance bias, takes the
-softmax with a vectorised exp and sums the band's value rows into the output; the global token's key is
-read apart, and its query row reads every key. Time and memory are linear in N: with MiniLM's learned spans
-a row reads 17 to 63 keys at any length, where fused SDPA reads all N and needs the (H, N, N) bias as its
-mask. It has no backward: [`banded_attention`](dispatch.py) takes it on the CPU when no gradient is needed.
+is AVX512, see [`build_kernel`]), adds the distance bias, takes the softmax with a vectorised exp and sums the
+band's value rows into the output; the global token's key is read apart, and its query row reads every key.
+Time and memory are linear in N: with MiniLM's learned spans a row reads 17 to 63 keys at any length, where
+fused SDPA reads all N and needs the (H, N, N) bias as its mask. It has no backward:
+[`banded_attention`](dispatch.py) takes it on the CPU when no gradient is needed.
 
 It is built on first use ([`build_kernel`]); where it cannot be, [`banded_kernel`] returns None and the
 dispatcher keeps the SDPA-based kernel. `ATTNCARD_BANDED_KERNEL=0` skips the attempt.
