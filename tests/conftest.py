@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import os
@@ -18,6 +19,39 @@ from tiny_models import save_tiny_model
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HUB_TOKEN = "hf_loopback_test_token"  # the token the `hub` fixture's server accepts, unless overridden
 HUB_USER = "loopback-user"  # the server's user: `whoami` answers it, and it owns the test repositories
+
+
+# `make test` (a bare `pytest`) leaves out the tests marked slow or integration (see pyproject.toml); the
+# summary lists them, so that nobody takes the fast loop for the whole suite.
+LEFT_OUT_MARKERS = ("slow", "integration")
+_LEFT_OUT: dict[str, str] = {}  # node id -> its markers among LEFT_OUT_MARKERS, "/"-joined
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    for item in items:
+        markers = "/".join(marker for marker in LEFT_OUT_MARKERS if any(item.iter_markers(marker)))
+        if markers:
+            _LEFT_OUT[item.nodeid] = markers
+    workeroutput = getattr(items[0].config, "workeroutput", None) if items else None
+    if workeroutput is not None:  # a pytest-xdist worker: the controller writes the summary
+        workeroutput["left_out"] = dict(_LEFT_OUT)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """pytest-xdist's controller, as each worker ends: what the worker left out."""
+    _LEFT_OUT.update(getattr(node, "workeroutput", {}).get("left_out", {}))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if not _LEFT_OUT or hasattr(config, "workeroutput"):
+        return
+    # One line per test function: its markers, and how many parametrized cases it has.
+    cases = collections.Counter(nodeid.split("[")[0] for nodeid in _LEFT_OUT)
+    markers = {nodeid.split("[")[0]: marked for nodeid, marked in _LEFT_OUT.items()}
+    terminalreporter.section(f"{len(_LEFT_OUT)} tests not run here: `make test-all` runs them", sep="-")
+    for test, count in cases.items():
+        terminalreporter.line(f"{markers[test]:<16} {test}" + (f" ({count} cases)" if count > 1 else ""))
 
 
 def glue_dir() -> Path | None:

@@ -28,6 +28,7 @@ CHOSEN = {
 }
 
 
+@pytest.mark.slow  # builds both kernels a second time, in a process of its own
 def test_the_avx2_forms_pass_the_kernels_tests():
     if torch.backends.cpu.get_cpu_capability() != "AVX512":
         pytest.skip("the kernels' own tests ran the AVX2 forms")

@@ -315,6 +315,7 @@ def triton_outputs(tmp_path_factory) -> dict[str, torch.Tensor]:
 
 
 @requires_triton
+@pytest.mark.slow  # the Triton interpreter, in a process of its own
 @pytest.mark.parametrize("case", TRITON_CASE_IDS)
 def test_triton_kernel_matches_reference(triton_outputs, case):
     qkv, window, kwargs = triton_cases()[case]
@@ -324,6 +325,7 @@ def test_triton_kernel_matches_reference(triton_outputs, case):
 
 
 @requires_triton
+@pytest.mark.slow  # the Triton interpreter, in a process of its own
 def test_triton_kernel_rows_with_nothing_to_attend(triton_outputs):
     qkv, window, kwargs = triton_cases()["degenerate"]
     expected = dense_banded_reference(*qkv, window, **kwargs)

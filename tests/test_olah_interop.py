@@ -32,7 +32,11 @@ from hub_server import LoopbackHub
 from olah_hub import OlahHub
 
 # huggingface_hub 2.4.0 itself uploads LFS parts with httpx2's deprecated `data=<file>`.
-pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
+pytestmark = [
+    # olah runs in its own environment (.tools/olah), a server we did not write: `make test-all` runs these.
+    pytest.mark.integration,
+    pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning"),
+]
 
 REPO = TINY_GPT2_REPO
 

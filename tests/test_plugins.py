@@ -250,6 +250,7 @@ def test_a_broken_plugin_is_refused_only_when_asked_for_and_a_clash_is_skipped(t
     assert "broken_module" not in module_names()
 
 
+@pytest.mark.slow  # a process of its own, which imports torch and transformers again
 def test_attncard_modules_lists_the_plugin_with_its_package_and_version(plugin_site):
     """The console script, in a process where the plugin is installed (PYTHONPATH) and attncard unchanged."""
     result = subprocess.run(
@@ -331,7 +332,7 @@ def test_the_run_loads_back_from_the_hub_and_reverifies(
 
 
 def test_without_the_plugin_loading_names_the_package_and_installs_nothing(
-    plugin_run, client, tiny_model_dir, tmp_path
+    plugin_run, client, tiny_model_dir, tmp_path, capsys
 ):
     server = plugin_run[2]
     install = f'pip install "{PACKAGE}=={VERSION}"'
@@ -341,7 +342,21 @@ def test_without_the_plugin_loading_names_the_package_and_installs_nothing(
     message = str(caught.value)
     assert "\n" not in message and f"from the package {PACKAGE} {VERSION}, which is not installed" in message
     assert install in message
-    # The command line, in a process without the plugin: exit status 2, one line, no traceback.
+    # The command line says the same in one line, with exit status 2.
+    assert main(["download", REPO, "--hub-endpoint", server.endpoint]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and install in err, err
+    # Nothing was installed: not here, not in the environment.
+    assert importlib.util.find_spec(PLUGIN_IMPORT) is None
+    with pytest.raises(metadata.PackageNotFoundError):
+        metadata.distribution(PACKAGE)
+
+
+@pytest.mark.slow  # a process of its own, which imports torch and transformers again
+def test_the_download_command_without_the_plugin_names_the_package_and_installs_nothing(plugin_run, client):
+    """The command line, in a process without the plugin: exit status 2, one line, no traceback."""
+    server = plugin_run[2]
+    install = f'pip install "{PACKAGE}=={VERSION}"'
     result = subprocess.run(
         [str(ATTNCARD), "download", REPO, "--hub-endpoint", server.endpoint],
         env=subprocess_env(),

