@@ -64,14 +64,14 @@ test-all: install tools
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -m 'not benchmark' --durations=25
 
-# The fast loop against the floor of every range in pyproject.toml: requirements.lock first, then uv's
-# lowest-direct resolution moves each direct dependency down to its floor and keeps the locked torch.
-# tests/check_floors.py fails unless each one is at its floor.
+# The fast loop against the floor of every range in pyproject.toml, in an environment of its own: the locked
+# torch (its lines of requirements.lock, hash included), then uv's lowest-direct resolution: each direct
+# dependency at its floor, what they need at its newest. tests/check_floors.py fails unless each is its floor.
 test-floors: install
 	rm -rf $(FLOORS)
 	$(PYTHON) -m venv $(FLOORS)
-	$(FLOORS)/bin/python -m pip install --quiet --require-hashes -r $(LOCK)
-	grep '^torch==' $(LOCK) | cut -d' ' -f1 > $(FLOORS)/torch.txt
+	awk '/^torch==/ {keep = 1; print; next} keep && /^ / {print; next} {keep = 0}' $(LOCK) > $(FLOORS)/torch.txt
+	$(FLOORS)/bin/python -m pip install --quiet --no-deps --require-hashes -r $(FLOORS)/torch.txt
 	$(BIN)/uv pip install --quiet --python $(FLOORS)/bin/python --resolution lowest-direct \
 		--constraint $(FLOORS)/torch.txt -e '.[$(FLOORS_EXTRAS)]'
 	$(FLOORS)/bin/python tests/check_floors.py $(FLOORS_EXTRAS)
