@@ -22,7 +22,7 @@ COPIES = sorted(path.parent.name for path in CARDS.glob("*/results.json"))
 
 def test_cards_holds_a_copy_of_every_run_of_the_matrix_and_no_weights():
     matrix = read_matrix(CARDS / "matrix.yaml")
-    assert COPIES, "cards/ holds no cards copy: run the matrix (README.md, 'The study')"
+    assert COPIES, "cards/ holds no cards copy: run the matrix (docs/study.md)"
     runs = {
         (results.module.name, results.dataset.task, results.training.hyperparameters.steps)
         for results in (Results.load(CARDS / name) for name in COPIES)
