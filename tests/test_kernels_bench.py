@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+import torch
 
 from attncard.modules.kernels import banded_cpu, bench
 from attncard.modules.kernels.bench import format_table, run_attention_benchmark
@@ -69,7 +71,13 @@ def test_benchmark_records_and_table(tmp_path, monkeypatch):
     written = json.loads(out.read_text())
     assert {r["impl"] for r in written} == set(FORWARD_IMPLS)
     assert all(r["repeats"] == 2 for r in written)
-    assert f"| forward | 64 | 4 | banded | {FORWARD_KERNEL} |" in markdown.read_text()
+    written_table = markdown.read_text()
+    assert f"| forward | 64 | 4 | banded | {FORWARD_KERNEL} |" in written_table
+    # Its first line says where and with what it was measured: the figures' provenance lives in the file.
+    provenance = written_table.splitlines()[0]
+    assert provenance.startswith("Device cpu (") and f"torch {torch.__version__}," in provenance
+    commit = r"([0-9a-f]{40}(\+dirty)?|unknown)"
+    assert re.search(rf"; attncard \S+ at commit {commit}, \d{{4}}-\d\d-\d\d\.$", provenance), provenance
 
 
 @pytest.mark.benchmark

@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import argparse
 import json
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
 
 import torch
 
 from ...modules.kernels.bench import DEFAULT_REPEATS, format_table, run_attention_benchmark
+from ..evaluate import device_name
+from ..results import git_commit
 from .common import run_command
 
 DESCRIPTION = "Time and peak memory of banded attention against dense attention."
@@ -43,11 +48,8 @@ def _bench(args: argparse.Namespace) -> int:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if args.threads:
         torch.set_num_threads(args.threads)
-    print(
-        f"device {device}, torch {torch.__version__}, {torch.get_num_threads()} threads, "
-        f"B={args.batch} H={args.heads} D={args.head_dim}",
-        flush=True,
-    )
+    provenance = measured_with(device, args)
+    print(provenance, flush=True)
     records = run_attention_benchmark(
         ns=[int(n) for n in args.ns.split(",") if n],
         span=args.span,
@@ -66,6 +68,18 @@ def _bench(args: argparse.Namespace) -> int:
             json.dump(records, out, indent=2)
     if args.markdown:
         with open(args.markdown, "w") as out:
-            out.write(f"Device {device}, torch {torch.__version__}, {torch.get_num_threads()} threads, ")
-            out.write(f"B={args.batch} H={args.heads} D={args.head_dim}.\n\n{table}\n")
+            out.write(f"{provenance}\n\n{table}\n")
     return 0
+
+
+def measured_with(device: str, args: argparse.Namespace) -> str:
+    """The table's first line: the machine, torch and attncard it was measured with, and the day."""
+    processor = device_name(torch.device(device))
+    if device == "cpu":  # torch's vector kernels (AVX2, AVX512, …), which the compiled kernels follow
+        processor += f", {torch.backends.cpu.get_cpu_capability()}"
+    commit = git_commit(Path(__file__).resolve().parents[2])
+    return (
+        f"Device {device} ({processor}), torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"B={args.batch} H={args.heads} D={args.head_dim}; attncard {metadata.version('attncard')} at commit "
+        f"{commit}, {datetime.now(UTC):%Y-%m-%d}."
+    )
