@@ -553,18 +553,21 @@ def load_verified(
             [`download_verified`].
         base_model: the base model's folder, for a run trained on a local folder (results.json records it by
             name and weights sha256 only); its weights must have the recorded sha256.
-        require_signer, signer_issuer, require_key, timeout, deadline: the signer the run must be signed
-            by, and the download's time limits: see [`download_verified`].
+        require_signer: the identity the run must be signed by: see [`download_verified`].
+        signer_issuer: the OIDC issuer of `require_signer`: see [`download_verified`].
+        require_key: the public key (PEM) the run must be signed with: see [`download_verified`].
+        timeout: seconds each network operation may take: see [`download_verified`].
+        deadline: seconds the whole download may take: see [`download_verified`].
 
     Returns:
         A [`VerifiedModel`]: the model in eval mode, its tokenizer, its results and where it came from.
 
     Raises:
-        The errors of [`download_verified`], and
-        [`IncompatibleRunError`]: the base model, module or adapter do not match the record (other weights,
-        an unknown module, a module with other source, missing adapter weights); [`ModuleNotInstalledError`]
-        when the module's package is not installed.
-        [`ModelLoadError`]: the base model cannot be had (offline and not cached).
+        AttncardError: any error of [`download_verified`].
+        IncompatibleRunError: the base model, module or adapter do not match the record (other weights, an
+            unknown module, a module with other source, missing adapter weights).
+        ModuleNotInstalledError: the module's package is not installed.
+        ModelLoadError: the base model cannot be had (offline and not cached).
 
     Example:
         >>> from attncard.pipeline.data import load_task

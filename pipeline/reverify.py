@@ -166,15 +166,18 @@ def reverify(
             folder, so the server's current files are the ones checked.
         expected_sha256: the sha256 of the run's results.json: see [`download_verified`].
         base_model: the base model's folder, for a run trained on a local folder: see [`load_verified`].
-        require_signer, signer_issuer, require_key, timeout, deadline: the signer the run must be signed
-            by, and the download's time limits: see [`download_verified`].
+        require_signer: the identity the run must be signed by: see [`download_verified`].
+        signer_issuer: the OIDC issuer of `require_signer`: see [`download_verified`].
+        require_key: the public key (PEM) the run must be signed with: see [`download_verified`].
+        timeout: seconds each network operation may take: see [`download_verified`].
+        deadline: seconds the whole download may take: see [`download_verified`].
 
     Returns:
         A [`Reverification`]; its `matches` says whether everything is equal, `problems` what is not.
 
     Raises:
-        The errors of [`load_verified`], and [`DataError`] when the task's data cannot be had or are not the
-        recorded data.
+        AttncardError: any error of [`load_verified`].
+        DataError: the task's data cannot be had or are not the recorded data.
 
     Example:
         >>> check = reverify("loopback-user/tiny-gpt2-none-sst2", data_dir="glue", base_model="tiny-gpt2")
@@ -327,10 +330,14 @@ def reverify_predictions(
         A [`Reverification`]; its `matches` says whether everything is equal, `problems` what is not.
 
     Raises:
-        [`DownloadError`]: `run_dir` is not a folder. [`IntegrityError`], [`ResultsError`],
-        [`UnsafeFormatError`], [`IncompatibleRunError`]: the folder fails a check, or has no predictions.csv
-        (a run written before they were recorded: verify it with its model). [`DataError`]: the task's data
-        cannot be had or are not the recorded data.
+        DownloadError: `run_dir` is not a folder.
+        IntegrityError: a file is missing, differs from its manifest sha256 or is not part of the run, a
+            figure of results.json contradicts the others, or the manifest lists no predictions.csv (a run
+            written before they were recorded: verify it with its model).
+        ResultsError: its results.json cannot be read.
+        UnsafeFormatError: the folder holds pickle weights, which attncard never loads.
+        IncompatibleRunError: attncard has no such module, or the installed one has another source sha256.
+        DataError: the task's data cannot be had or are not the recorded data.
 
     Example:
         >>> check = reverify_predictions("runs/tiny-gpt2-none-sst2", data_dir="glue")
