@@ -7,14 +7,12 @@ from __future__ import annotations
 import argparse
 import json
 from datetime import UTC, datetime
-from importlib import metadata
-from pathlib import Path
 
 import torch
 
 from ...modules.kernels.bench import DEFAULT_REPEATS, format_table, run_attention_benchmark
 from ..evaluate import device_name
-from ..results import git_commit
+from ..results import EnvironmentRecord
 from .common import run_command
 
 DESCRIPTION = "Time and peak memory of banded attention against dense attention."
@@ -77,9 +75,9 @@ def measured_with(device: str, args: argparse.Namespace) -> str:
     processor = device_name(torch.device(device))
     if device == "cpu":  # torch's vector kernels (AVX2, AVX512, …), which the compiled kernels follow
         processor += f", {torch.backends.cpu.get_cpu_capability()}"
-    commit = git_commit(Path(__file__).resolve().parents[2])
+    environment = EnvironmentRecord.capture()  # attncard's version and commit, found as a run records them
     return (
         f"Device {device} ({processor}), torch {torch.__version__}, {torch.get_num_threads()} threads, "
-        f"B={args.batch} H={args.heads} D={args.head_dim}; attncard {metadata.version('attncard')} at commit "
-        f"{commit}, {datetime.now(UTC):%Y-%m-%d}."
+        f"B={args.batch} H={args.heads} D={args.head_dim}; attncard {environment.attncard_version} at commit "
+        f"{environment.git_commit}, {datetime.now(UTC):%Y-%m-%d}."
     )
