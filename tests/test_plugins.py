@@ -65,6 +65,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload ra
 PLUGIN_SOURCE = REPO_ROOT / "examples" / "sliding_window"
 PLUGIN_IMPORT = "attncard_sliding_window"
 PACKAGE, VERSION = "attncard-sliding-window", "0.1.0"
+INSTALL = f'pip install "{PACKAGE}=={VERSION}"'  # what a refusal tells the user to run
 REPO = f"{HUB_USER}/tiny-gpt2-sliding_window-sst2"
 RUN_NAME = "tiny-gpt2-sliding_window-sst2"
 ATTNCARD = Path(sys.executable).with_name("attncard")
@@ -313,7 +314,7 @@ def test_the_run_records_and_shows_the_plugins_package(plugin_run, plugin_site):
     card = (run_dir / "README.md").read_text(encoding="utf-8")
     assert f"From the package `{PACKAGE}` {VERSION}, which registers `sliding_window`" in card
     assert f"is `{provenance.source_sha256}`" in card
-    assert f'# pip install "{PACKAGE}=={VERSION}"  # the attention module sliding_window' in card
+    assert f"# {INSTALL}  # the attention module sliding_window" in card
 
 
 def test_the_run_loads_back_from_the_hub_and_reverifies(
@@ -335,28 +336,23 @@ def test_without_the_plugin_loading_names_the_package_and_installs_nothing(
     plugin_run, client, tiny_model_dir, tmp_path, capsys
 ):
     server = plugin_run[2]
-    install = f'pip install "{PACKAGE}=={VERSION}"'
     base = tiny_model_dir("gpt2")
     with pytest.raises(ModuleNotInstalledError) as caught:
         load_verified(REPO, endpoint=server.endpoint, cache_dir=tmp_path / "cache", base_model=base)
     message = str(caught.value)
     assert "\n" not in message and f"from the package {PACKAGE} {VERSION}, which is not installed" in message
-    assert install in message
+    assert INSTALL in message
     # The command line says the same in one line, with exit status 2.
     assert main(["download", REPO, "--hub-endpoint", server.endpoint]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and err.count("\n") == 1 and install in err, err
-    # Nothing was installed: not here, not in the environment.
-    assert importlib.util.find_spec(PLUGIN_IMPORT) is None
-    with pytest.raises(metadata.PackageNotFoundError):
-        metadata.distribution(PACKAGE)
+    assert err.startswith("error: ") and err.count("\n") == 1 and INSTALL in err, err
+    assert_the_plugin_is_not_installed()
 
 
 @pytest.mark.slow  # a process of its own, which imports torch and transformers again
 def test_the_download_command_without_the_plugin_names_the_package_and_installs_nothing(plugin_run, client):
     """The command line, in a process without the plugin: exit status 2, one line, no traceback."""
     server = plugin_run[2]
-    install = f'pip install "{PACKAGE}=={VERSION}"'
     result = subprocess.run(
         [str(ATTNCARD), "download", REPO, "--hub-endpoint", server.endpoint],
         env=subprocess_env(),
@@ -365,8 +361,12 @@ def test_the_download_command_without_the_plugin_names_the_package_and_installs_
         check=False,
     )
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr[-2000:]
-    assert result.stderr.startswith("error: ") and install in result.stderr
-    # Nothing was installed: not here, not in the environment.
+    assert result.stderr.startswith("error: ") and INSTALL in result.stderr
+    assert_the_plugin_is_not_installed()
+
+
+def assert_the_plugin_is_not_installed() -> None:
+    """A refusal installs nothing: not in this process, not in the environment."""
     assert importlib.util.find_spec(PLUGIN_IMPORT) is None
     with pytest.raises(metadata.PackageNotFoundError):
         metadata.distribution(PACKAGE)
@@ -381,4 +381,4 @@ def test_a_plugin_with_other_source_is_refused(plugin_run, plugin_site, tiny_mod
     message = str(caught.value)
     assert "\n" not in message
     assert f"module 'sliding_window' installed here ({PACKAGE} {VERSION}, source sha256" in message
-    assert f"attention.py differ); install the recorded one (pip install \"{PACKAGE}=={VERSION}\")" in message
+    assert f"attention.py differ); install the recorded one ({INSTALL})" in message
