@@ -86,7 +86,7 @@ from huggingface_hub.utils import validate_repo_id
 from .errors import AttncardError, NonFiniteNumberError, ResultsError
 from .paired import comparison_problems
 from .render import template_environment
-from .results import COMMIT_RE, RESULTS_FILE, Results, check_manifest, loads_strict
+from .results import COMMIT_RE, MAX_RESULTS_BYTES, RESULTS_FILE, Results, check_manifest, loads_strict
 
 CARD_FILE = "README.md"
 CONFIG_FILE = "config.json"
@@ -287,6 +287,8 @@ def _read_strict_json(run_dir: Path, name: str) -> tuple[Any, list[Finding]]:
     path = run_dir / name
     if not path.is_file():
         return None, [Finding(name, None, "missing")]
+    if path.stat().st_size > MAX_RESULTS_BYTES:
+        return None, [Finding(name, None, f"larger than {MAX_RESULTS_BYTES >> 20} MiB, more than any run's")]
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
@@ -297,6 +299,8 @@ def _read_strict_json(run_dir: Path, name: str) -> tuple[Any, list[Finding]]:
         return None, [Finding(name, _constant_line(text), f"not strict JSON: {error.name} is not a number")]
     except json.JSONDecodeError as error:
         return None, [Finding(name, error.lineno, f"not valid JSON: {error.msg} (column {error.colno})")]
+    except ValueError as error:  # nested too deep to read
+        return None, [Finding(name, None, f"not valid JSON: {error}")]
 
 
 def _constant_line(text: str) -> int | None:

@@ -23,7 +23,6 @@ import copy
 import json
 import logging
 import os
-import shlex
 import shutil
 import warnings
 from dataclasses import asdict, dataclass
@@ -81,6 +80,7 @@ from .results import (
     build_manifest,
     default_repo_name,
     is_transport_path,
+    reproduce_command,
     sha256_file,
     training_log,
     utc_now,
@@ -89,8 +89,6 @@ from .train import train
 from .verify import verify
 
 logger = logging.getLogger(__name__)
-# How the recorded command names the GLUE folder a run read: a shell variable the reader sets, not a path.
-GLUE_DIR_PLACEHOLDER = '"$GLUE_DIR"'
 FINAL_LOSS_STEPS = 20  # the final training loss reported is the mean over this many last steps
 
 
@@ -346,33 +344,9 @@ class PublishOptions:
             source, model_id = resolve_model_name(model)
             if Path(source).is_dir():
                 model = f"./{model_id}"
-        words = [
-            "publish",
-            "--model",
-            model,
-            "--module",
-            self.module,
-            "--task",
-            self.task,
-            "--steps",
-            str(self.train.steps),
-            "--batch-size",
-            str(self.train.batch_size),
-            "--lr",
-            str(self.train.lr),
-            "--max-length",
-            str(self.train.max_length),
-            "--seed",
-            str(self.train.seed),
-        ]
-        command = shlex.join(words)
-        if data_from_folder:
-            command += f" --data-dir {GLUE_DIR_PLACEHOLDER}"  # unquoted by shlex: the shell expands it
-        if self.repo_id:
-            command += f" --repo-id {shlex.quote(self.repo_id)}"
-        elif self.name:
-            command += f" --name {shlex.quote(self.name)}"  # the folder a reader's rerun writes
-        return command
+        return reproduce_command(
+            model, self.module, self.task, self.train, data_from_folder, repo_id=self.repo_id, name=self.name
+        )
 
 
 def _nearest_existing(path: Path) -> Path:

@@ -12,15 +12,19 @@ import json
 import os
 import platform
 import re
+import shlex
 import subprocess
 import sys
 import types
 import typing
+import unicodedata
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum, StrEnum
 from importlib import metadata
 from pathlib import Path, PurePosixPath
+
+from packaging.version import InvalidVersion, Version
 
 from .errors import NonFiniteNumberError, ResultsError, UnknownSchemaError
 
@@ -513,7 +517,7 @@ class EnvironmentRecord:
             packages=packages,
             git_commit=git_commit(project_dir or Path(__file__).resolve().parent.parent),
             attncard_version=_attncard_version(),
-            attncard_repository=_attncard_repository(),
+            attncard_repository=attncard_repository(),
             cpu_count=os.cpu_count() or 0,
             memory_mb=_physical_memory_mb(),
             accelerator=torch_accelerator(),
@@ -592,9 +596,17 @@ class Results:
         if path.is_dir():
             path = path / RESULTS_FILE
         try:
-            data = loads_strict(path.read_text(encoding="utf-8"))
+            with path.open("rb") as handle:
+                raw = handle.read(MAX_RESULTS_BYTES + 1)
         except FileNotFoundError as error:
             raise ResultsError(f"{path}: not found; is this a run folder written by publish?") from error
+        if len(raw) > MAX_RESULTS_BYTES:
+            raise ResultsError(
+                f"{path}: larger than {MAX_RESULTS_BYTES >> 20} MiB, far more than any run's results.json; "
+                "do not use this checkpoint"
+            )
+        try:
+            data = loads_strict(raw.decode("utf-8"))
         except (json.JSONDecodeError, NonFiniteNumberError, ValueError) as error:
             raise ResultsError(f"{path}: not valid strict JSON ({error})") from error
         return cls.from_dict(data)
@@ -608,65 +620,309 @@ _NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _GIT_COMMIT_RE = re.compile(r"^([0-9a-f]{40}(\+dirty)?|unknown)$")
 _REPOSITORY_RE = re.compile(r"^(https://[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*)?$")
 _OPTIONAL_SHA256_RE = re.compile(r"^([0-9a-f]{64})?$")
-# A distribution name (PEP 508) and a version as pip prints them, or "" when not recorded.
+# A distribution name (PEP 508), or "" when not recorded.
 _PACKAGE_RE = re.compile(r"^([A-Za-z0-9]([A-Za-z0-9._-]{0,98}[A-Za-z0-9])?)?$")
-_VERSION_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9.+!_-]{0,63})?$")
 # A file of a run folder: a relative POSIX path of at most four plain names (no `.`, `..`, empty or absolute
 # part); which files a run may hold is pipeline.integrity's to say.
 _PATH_PART = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}"
 _RUN_PATH_RE = re.compile(rf"^(?:\.?{_PATH_PART}/){{0,3}}{_PATH_PART}$")
+# A Hub repository name, and an id `org/name` (huggingface_hub's rules, 96 characters each).
+_HUB_NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
+_HUB_NAME_RE = re.compile(rf"^{_HUB_NAME}$")
+_HUB_ID_RE = re.compile(rf"^{_HUB_NAME}/{_HUB_NAME}$")
+_MODEL_NAME_RE = re.compile(rf"^(?:{_HUB_NAME}/)?{_HUB_NAME}$")  # an alias, a Hub id or a folder's name
+_LABEL_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_-]{0,62}[A-Za-z0-9])?$")
+_TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?(Z|[+-]\d\d:\d\d)?$")
+_DEVICE_RE = re.compile(r"^(cpu|cuda|mps|xpu|npu|hpu)(:\d{1,2})?$")
+# A CPU's or GPU's name as the kernel or the driver give it: "Intel(R) Xeon(R) CPU @ 2.20GHz", "NVIDIA H200".
+_MACHINE_NAME_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9 ().,@+_-]{0,127})?$")
+_PLATFORM_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
+_PYTHON_RE = re.compile(r"^\d{1,2}\.\d{1,3}\.\d{1,3}([a-z]{1,5}\d{0,3})?\+?$")
+_LICENSE_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]{0,63}$")
+_LICENSE_NAME_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._+-]{0,63})?$")
+_LINK_RE = re.compile(r"^(https://[A-Za-z0-9.-]+(:\d{1,5})?(/[A-Za-z0-9._~%/+-]*)?)?$")
+_SCHEDULE_RE = re.compile(r"^[a-z][a-z_]{0,63}$")
+_MIXED_PRECISION_RE = re.compile(r"^(no|fp16|bf16|fp8)$")
+_TARGET_MODULE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.]{0,127}$")
+_DTYPE_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+_STAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ()_-]{0,63}$")
+_DATASET_ID_RE = re.compile(r"^(nyu-mll/glue|glue-tsv)$")
+# A word of a module's config or stats ("q", "output.dense", "Linear"), or a key of them.
+_WORD_RE = re.compile(r"^[A-Za-z0-9_.+-]{0,64}$")
+# The trained model as torch prints it, shown in a fenced code block: no backtick can close the fence, and
+# nothing else of Markdown or HTML takes effect there.
+_PRINTOUT_RE = re.compile(r"^[A-Za-z0-9 \n(),.:=_\[\]'\"+/-]{0,262144}$")
+# Prose a run records that is neither a name nor attncard's own text (a formula, a traced operation, the
+# error stock peft raised): printable characters on one line, without the characters that make Markdown or
+# HTML markup (`<>&*\`|$~!#\\`), a link (`](`, `]:`, `://`, `www.`) or emphasis (`_` outside a word).
+_PROSE_FORBIDDEN_RE = re.compile(r"[<>&*`|$~!#\\]|\]\(|\]:|\]\[|://|www\.|(?<![^\W_])_|_(?![^\W_])")
+# In a name, `_` must stand inside a word, as in `max_length`: `-_x_-` would be emphasis in Markdown.
+_LOOSE_UNDERSCORE_RE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
+MAX_PROSE_CHARS = 2048
+# No field holds an integer that large (64 bits); a larger one is an edit meant to overflow a float.
+MAX_INT = 2**63 - 1
+# results.json is a few hundred KB (a 16-layer printout is the largest part); read no more than this.
+MAX_RESULTS_BYTES = 16 << 20
+
+
+@dataclass(frozen=True)
+class _Format:
+    """A format a text field of results.json must have: what it is, in words, and the check."""
+
+    name: str
+    check: typing.Callable[[str], bool]
+
+
+def _pattern(name: str, pattern: re.Pattern) -> _Format:
+    return _Format(name, lambda value: bool(pattern.match(value)) and not _LOOSE_UNDERSCORE_RE.search(value))
+
+
+def _is_prose(value: str) -> bool:
+    return (
+        len(value) <= MAX_PROSE_CHARS
+        and value.isprintable()
+        and not any(unicodedata.category(char).startswith(("C", "Z")) and char != " " for char in value)
+        and not _PROSE_FORBIDDEN_RE.search(value)
+    )
+
+
+def _is_version(value: str) -> bool:
+    """A version as PEP 440 has it (what pip installs), written as such: no spaces, options or shell."""
+    try:
+        Version(value)
+    except InvalidVersion:
+        return False
+    return bool(re.fullmatch(r"[A-Za-z0-9.+!_-]{1,64}", value))
+
+
+def attncard_repository() -> str:
+    """The repository of this attncard (the `Repository` URL in its package metadata, pyproject's
+    [project.urls]); "" when the metadata does not name one. The only repository a run's install line, and
+    any advice attncard prints, may name."""
+    try:
+        urls = metadata.metadata("attncard").get_all("Project-URL") or []
+    except metadata.PackageNotFoundError:
+        return ""
+    for entry in urls:
+        label, _, url = entry.partition(",")
+        if label.strip().lower() == "repository" and _REPOSITORY_RE.match(url.strip()):
+            return url.strip()
+    return ""
+
+
+_SHA256 = _Format("a sha256 (64 lowercase hex digits)", _SHA256_RE.match)
+_OPTIONAL_SHA256 = _Format("a sha256 (64 lowercase hex digits) or empty", _OPTIONAL_SHA256_RE.match)
+_REVISION = _Format("a commit sha or sha256:<64 hex digits>", _REVISION_RE.match)
+_NAME = _pattern("a lowercase name", _NAME_RE)
+_HUB_NAME_FORMAT = _pattern("a Hub repository name (letters, digits, . _ -)", _HUB_NAME_RE)
+_HUB_ID = _pattern("a Hub repository id ORG/NAME", _HUB_ID_RE)
+_LABEL = _pattern("a label name (letters, digits, _ -)", _LABEL_RE)
+_VERSION = _Format("a PEP 440 version", _is_version)
+_OPTIONAL_VERSION = _Format("a PEP 440 version or empty", lambda value: value == "" or _is_version(value))
+_WORD = _pattern("a word (letters, digits, . _ + -)", _WORD_RE)
+_PROSE = _Format(
+    f"one line of plain text (at most {MAX_PROSE_CHARS} characters, none of Markdown's or HTML's)", _is_prose
+)
+
+
+def _text_fields(results: Results) -> typing.Iterator[tuple[str, str, _Format]]:
+    """Every text of results.json with the format it must have, but the ones attncard derives again and
+    compares (the usage snippet, the command, the verification's reasons, the module's citation, BibTeX and
+    config help, the paired verdict's method), which pipeline.integrity and pipeline.download check."""
+    r = results
+    yield "repo_name", r.repo_name, _HUB_NAME_FORMAT
+    if r.repo_id is not None:
+        yield "repo_id", r.repo_id, _HUB_ID
+    for where in ("started_at", "finished_at"):
+        yield where, getattr(r, where), _Format("an ISO 8601 time", _TIME_RE.match)
+    yield "model.name", r.model.name, _pattern("an alias, a Hub id or a folder's name", _MODEL_NAME_RE)
+    yield "model.model_id", r.model.model_id, _pattern("a Hub id or a folder's name", _MODEL_NAME_RE)
+    yield "model.revision", r.model.revision, _REVISION
+    yield "model.family", r.model.family, _NAME
+    yield "model.license", r.model.license, _Format("a licence id (a-z 0-9 . + -)", _LICENSE_RE.match)
+    yield "model.license_name", r.model.license_name, _pattern("a licence name", _LICENSE_NAME_RE)
+    yield "model.license_link", r.model.license_link, _Format("an https URL", _LINK_RE.match)
+    yield "model.printout", r.model.printout, _Format("a torch module printout", _PRINTOUT_RE.match)
+    module = r.module
+    yield "module.name", module.name, _NAME
+    yield (
+        "module.package",
+        module.package,
+        _Format("a package name (letters, digits, . _ -)", _PACKAGE_RE.match),
+    )
+    yield "module.package_version", module.package_version, _OPTIONAL_VERSION
+    yield "module.source_sha256", module.source_sha256, _OPTIONAL_SHA256
+    for name, digest in module.source.items():
+        yield f"module.source key {name!r}", name, _Format("a file name", _RUN_PATH_RE.match)
+        yield f"module.source.{name}", digest, _SHA256
+    yield from _value_words("module.config", module.config)
+    yield from _value_words("module.stats", module.stats)
+    for i, step in enumerate(module.trace):
+        yield f"module.trace[{i}].stage", step.stage, _pattern("a stage name", _STAGE_RE)
+        yield f"module.trace[{i}].op", step.op, _PROSE
+        for side, specs in (("inputs", step.inputs), ("outputs", step.outputs)):
+            for name, spec in specs.items():
+                yield f"module.trace[{i}].{side} key {name!r}", name, _WORD
+                yield f"module.trace[{i}].{side}.{name}.dtype", spec.dtype, _pattern("a dtype", _DTYPE_RE)
+    dataset = r.dataset
+    yield "dataset.task", dataset.task, _NAME
+    yield "dataset.dataset_id", dataset.dataset_id, _Format("nyu-mll/glue or glue-tsv", _DATASET_ID_RE.match)
+    yield "dataset.config", dataset.config, _NAME
+    yield "dataset.revision", dataset.revision, _REVISION
+    yield "dataset.split", dataset.split, _NAME
+    for label in dataset.label_names:
+        yield "dataset.label_names", label, _LABEL
+    for split, file in dataset.files.items():
+        yield f"dataset.files key {split!r}", split, _NAME
+        for key, value in file.items():
+            yield f"dataset.files.{split} key {key!r}", key, _NAME
+            yield (
+                f"dataset.files.{split}.{key}",
+                value,
+                _WORD if key != "path" else _Format("a file in a GLUE folder", _RUN_PATH_RE.match),
+            )
+    for split in dataset.statistics:
+        yield f"dataset.statistics key {split!r}", split, _NAME
+    for i, sample in enumerate(dataset.samples):
+        for column in sample.texts:
+            yield f"dataset.samples[{i}].texts key {column!r}", column, _NAME
+    training = r.training
+    yield "training.device", training.device, _Format("a torch device", _DEVICE_RE.match)
+    yield (
+        "training.mixed_precision",
+        training.mixed_precision,
+        _Format("no, fp16, bf16 or fp8", _MIXED_PRECISION_RE.match),
+    )
+    schedule = training.hyperparameters.lr_schedule
+    yield "training.hyperparameters.lr_schedule", schedule, _pattern("a schedule's name", _SCHEDULE_RE)
+    for target in training.lora_target_modules:
+        yield "training.lora_target_modules", target, _Format("a module name", _TARGET_MODULE_RE.match)
+    yield "metrics.predictions_sha256", r.metrics.predictions_sha256, _SHA256
+    efficiency = r.efficiency
+    yield "efficiency.device", efficiency.device, _Format("a torch device", _DEVICE_RE.match)
+    yield (
+        "efficiency.device_name",
+        efficiency.device_name,
+        _Format(
+            "a CPU's or GPU's name (letters, digits, spaces and ( ) . , @ + _ -)", _MACHINE_NAME_RE.match
+        ),
+    )
+    for where, value in (
+        ("efficiency.peak_memory_method", efficiency.peak_memory_method),
+        ("efficiency.timing_method", efficiency.timing_method),
+        ("efficiency.scaling_timing_method", efficiency.scaling_timing_method),
+        ("efficiency.scaling_memory_method", efficiency.scaling_memory_method),
+    ):
+        yield where, value, _PROSE
+    for i, estimate in enumerate(efficiency.flops):
+        yield f"efficiency.flops[{i}].formula", estimate.formula, _PROSE
+    environment = r.environment
+    yield "environment.python", environment.python, _Format("a Python version", _PYTHON_RE.match)
+    yield "environment.platform", environment.platform, _Format("a platform name", _PLATFORM_RE.match)
+    for name, version in environment.packages.items():
+        yield f"environment.packages key {name!r}", name, _Format("a package name", _PACKAGE_RE.match)
+        yield f"environment.packages.{name}", version, _VERSION
+    yield (
+        "environment.git_commit",
+        environment.git_commit,
+        _Format("a commit sha (with +dirty) or unknown", _GIT_COMMIT_RE.match),
+    )
+    yield (
+        "environment.attncard_version",
+        environment.attncard_version,
+        _Format("a PEP 440 version or unknown", lambda value: value == "unknown" or _is_version(value)),
+    )
+    own = attncard_repository()
+    yield (
+        "environment.attncard_repository",
+        environment.attncard_repository,
+        _Format(
+            f"this attncard's repository ({own or 'none is named in its package metadata'}) or empty",
+            lambda value: value in ("", own),
+        ),
+    )
+    yield "environment.accelerator", environment.accelerator, _Format("a GPU's name", _MACHINE_NAME_RE.match)
+    for path, digest in r.manifest.items():
+        yield f"manifest key {path!r}", path, _Format("a file of a run folder", _RUN_PATH_RE.match)
+        yield f"manifest.{path}", digest, _SHA256
+    if r.usage is not None:
+        labels = set(dataset.label_names)
+        yield (
+            "usage.output",
+            r.usage.output,
+            _Format(
+                "a label name and a line break", lambda value: value.endswith("\n") and value[:-1] in labels
+            ),
+        )
+    if r.stock is not None:
+        yield "stock.predictions_sha256", r.stock.predictions_sha256, _OPTIONAL_SHA256
+        yield (
+            "stock.error",
+            r.stock.error,
+            _Format(_PROSE.name + " or empty", lambda v: v == "" or _is_prose(v)),
+        )
+    if r.comparison is not None:
+        for i, baseline in enumerate(r.comparison.baselines):
+            yield f"comparison.baselines[{i}].repo_name", baseline.repo_name, _HUB_NAME_FORMAT
+            if baseline.repo_id is not None:
+                yield f"comparison.baselines[{i}].repo_id", baseline.repo_id, _HUB_ID
+            yield f"comparison.baselines[{i}].results_sha256", baseline.results_sha256, _SHA256
+            yield f"comparison.baselines[{i}].predictions_sha256", baseline.predictions_sha256, _SHA256
+
+
+def _value_words(where: str, value: typing.Any, depth: int = 0) -> typing.Iterator[tuple[str, str, _Format]]:
+    """The words of a module's config or stats (numbers, flags, short words, lists and objects of them,
+    six levels deep at most), each checked as a word; anything else is refused."""
+    if isinstance(value, str):
+        yield where, value, _WORD
+    elif isinstance(value, dict) and depth < 6:
+        for key, item in value.items():
+            yield f"{where} key {key!r}", key, _WORD
+            yield from _value_words(f"{where}.{key}", item, depth + 1)
+    elif isinstance(value, list) and depth < 6:
+        for i, item in enumerate(value):
+            yield from _value_words(f"{where}[{i}]", item, depth + 1)
+    elif (
+        value is None or isinstance(value, bool | float) or (isinstance(value, int) and abs(value) <= MAX_INT)
+    ):
+        return
+    else:
+        raise ResultsError(f"results.json: {where} holds {_json_kind(value)}, which is no figure or word")
 
 
 def _check_formats(results: Results) -> None:
-    """The identifiers later stages put in paths, messages and comparisons must have their exact format."""
-    checks = [
-        ("module.name", results.module.name, _NAME_RE),
-        ("model.family", results.model.family, _NAME_RE),
-        ("dataset.task", results.dataset.task, _NAME_RE),
-        ("model.revision", results.model.revision, _REVISION_RE),
-        ("environment.git_commit", results.environment.git_commit, _GIT_COMMIT_RE),
-        ("environment.attncard_repository", results.environment.attncard_repository, _REPOSITORY_RE),
-        ("dataset.revision", results.dataset.revision, _REVISION_RE),
-        ("metrics.predictions_sha256", results.metrics.predictions_sha256, _SHA256_RE),
-        *((f"manifest key {path!r}", path, _RUN_PATH_RE) for path in results.manifest),
-        *((f"manifest.{path}", digest, _SHA256_RE) for path, digest in results.manifest.items()),
-        *((f"module.source.{name}", digest, _SHA256_RE) for name, digest in results.module.source.items()),
-        ("module.package", results.module.package, _PACKAGE_RE),
-        ("module.package_version", results.module.package_version, _VERSION_RE),
-        ("module.source_sha256", results.module.source_sha256, _OPTIONAL_SHA256_RE),
+    """Every text results.json holds, that later stages put in paths, messages, comparisons or the card, must
+    have its exact format: a forger's markup, HTML, link or shell stops here, before anything shows it."""
+    for where, value, text_format in _text_fields(results):
+        if not text_format.check(value):
+            raise ResultsError(f"results.json: {where} is {value[:80]!r}, which is not {text_format.name}")
+    labels = results.dataset.label_names
+    if not labels or len(set(labels)) != len(labels):
+        raise ResultsError("results.json: dataset.label_names must name each label once")
+    named = [
+        ("verification.class_counts", set(results.verification.class_counts)),
+        ("verification.majority_label", {results.verification.majority_label}),
         *(
-            [("stock.predictions_sha256", results.stock.predictions_sha256, _OPTIONAL_SHA256_RE)]
-            if results.stock is not None
-            else []
+            (f"dataset.statistics.{split}.label_counts", set(s.label_counts))
+            for split, s in results.dataset.statistics.items()
+        ),
+        *(
+            (f"dataset.samples[{i}].label", {sample.label})
+            for i, sample in enumerate(results.dataset.samples)
         ),
     ]
-    for where, value, pattern in checks:
-        if not pattern.match(value):
+    for where, names in named:
+        if not names <= set(labels):
             raise ResultsError(
-                f"results.json: {where} is {value[:80]!r}, which is not {_FORMAT_NAMES[pattern]}"
+                f"results.json: {where} names {sorted(names - set(labels))[0][:40]!r}, which is not one of "
+                f"dataset.label_names {labels}"
             )
-    if not results.dataset.label_names or len(set(results.dataset.label_names)) != len(
-        results.dataset.label_names
-    ):
-        raise ResultsError("results.json: dataset.label_names must name each label once")
-
-
-_FORMAT_NAMES = {
-    _SHA256_RE: "a sha256 (64 lowercase hex digits)",
-    _REVISION_RE: "a commit sha or sha256:<64 hex digits>",
-    _NAME_RE: "a lowercase name",
-    _RUN_PATH_RE: "a file of a run folder",
-    _GIT_COMMIT_RE: "a commit sha (with +dirty) or unknown",
-    _REPOSITORY_RE: "an https URL",
-    _OPTIONAL_SHA256_RE: "a sha256 (64 lowercase hex digits) or empty",
-    _PACKAGE_RE: "a package name (letters, digits, . _ -)",
-    _VERSION_RE: "a package version",
-}
 
 
 def loads_strict(text: str) -> typing.Any:
     """Parses strict JSON: raises [`NonFiniteNumberError`] on NaN or an infinity (a broken run, not a
-    number), `json.JSONDecodeError` on anything else that is not JSON.
+    number), `json.JSONDecodeError` on anything else that is not JSON, `ValueError` on JSON nested too deep
+    for Python to read.
 
     Example:
         >>> loads_strict('{"loss": NaN}')
@@ -674,7 +930,11 @@ def loads_strict(text: str) -> typing.Any:
         ...
         attncard.pipeline.errors.NonFiniteNumberError: NaN is not a number
     """
-    return json.loads(text, parse_constant=_reject_constant)
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        # A file nested thousands of levels deep exhausts Python's stack, not a figure of any run.
+        raise ValueError("nested deeper than any JSON attncard writes") from None
 
 
 def _reject_constant(name: str):
@@ -737,6 +997,11 @@ def _build(kind, value, where: str):
             return kind(value)
         except ValueError as error:
             raise ResultsError(f"results.json: {where} has unknown value {value!r}") from error
+    is_integer = isinstance(value, int) and not isinstance(value, bool)
+    if kind in (float, int) and is_integer and abs(value) > MAX_INT:
+        # Not str(value): Python refuses to print an integer of more than 4300 digits.
+        bits = value.bit_length()
+        raise ResultsError(f"results.json: {where} is a {bits}-bit number, too large for any figure of a run")
     if kind is float:
         if isinstance(value, int | float) and not isinstance(value, bool):
             return float(value)
@@ -905,19 +1170,6 @@ def torch_accelerator() -> str:
     return torch.cuda.get_device_name(0)
 
 
-def _attncard_repository() -> str:
-    """The `Repository` URL in attncard's package metadata (pyproject's [project.urls]); "" if not there."""
-    try:
-        urls = metadata.metadata("attncard").get_all("Project-URL") or []
-    except metadata.PackageNotFoundError:
-        return ""
-    for entry in urls:
-        label, _, url = entry.partition(",")
-        if label.strip().lower() == "repository" and _REPOSITORY_RE.match(url.strip()):
-            return url.strip()
-    return ""
-
-
 def _attncard_version() -> str:
     try:
         return metadata.version("attncard")
@@ -951,6 +1203,42 @@ def default_repo_name(model: str, module: str, task: str) -> str:
     return f"{PurePosixPath(model.rstrip('/')).name.lower()}-{module}-{task}"
 
 
+# How the recorded command names the GLUE folder a run read: a shell variable the reader sets, not a path.
+GLUE_DIR_PLACEHOLDER = '"$GLUE_DIR"'
+
+
+def reproduce_command(
+    model: str,
+    module: str,
+    task: str,
+    train: TrainConfig,
+    data_from_folder: bool,
+    repo_id: str | None = None,
+    name: str | None = None,
+) -> str:
+    """The `publish` command that reproduces a run, as results.json records it and the card shows it: the
+    training options in full, `--data-dir "$GLUE_DIR"` when the rows came from a GLUE folder, and `--repo-id`
+    or `--name` when given. publish writes it; a download builds it again from the recorded names and
+    refuses any other.
+
+    Example:
+        >>> reproduce_command("minilm", "none", "sst2", TrainConfig(steps=60), data_from_folder=True)
+        'publish --model minilm --module none --task sst2 --steps 60 --batch-size 16 --lr 0.0002 --max-length
+         128 --seed 0 --data-dir "$GLUE_DIR"'
+    """
+    words = ["publish", "--model", model, "--module", module, "--task", task]
+    words += ["--steps", str(train.steps), "--batch-size", str(train.batch_size), "--lr", str(train.lr)]
+    words += ["--max-length", str(train.max_length), "--seed", str(train.seed)]
+    command = shlex.join(words)
+    if data_from_folder:
+        command += f" --data-dir {GLUE_DIR_PLACEHOLDER}"  # unquoted by shlex: the shell expands it
+    if repo_id:
+        command += f" --repo-id {shlex.quote(repo_id)}"
+    elif name:
+        command += f" --name {shlex.quote(name)}"  # the folder a reader's rerun writes
+    return command
+
+
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -977,6 +1265,7 @@ def training_log(losses: list[float], rows: int = LOGGED_STEPS) -> list[LoggedSt
 __all__ = [
     "CARD_FILE",
     "COMMIT_RE",
+    "GLUE_DIR_PLACEHOLDER",
     "PREDICTIONS_FILE",
     "RESULTS_FILE",
     "RUN_TAG_DIGEST_HEX",
@@ -1012,6 +1301,7 @@ __all__ = [
     "hash_file",
     "is_transport_path",
     "loads_strict",
+    "reproduce_command",
     "run_tag",
     "sha256_file",
     "training_log",
