@@ -34,7 +34,16 @@ from ..modules.base import FAMILIES
 from .errors import IncompatibleRunError, IntegrityError
 from .evaluate import label_metrics
 from .paired import comparison_problems
-from .render import LICENSE_FILE, render_card, render_license, write_plots
+from .render import (
+    EVAL_RESULTS_DIR,
+    LICENSE_FILE,
+    eval_results_file,
+    render_card,
+    render_eval_results,
+    render_license,
+    rendered_card_problems,
+    write_plots,
+)
 from .results import (
     CARD_FILE,
     PREDICTIONS_FILE,
@@ -135,11 +144,29 @@ def check_run_files(folder: Path, names: list[str], where: str) -> None:
         )
 
 
+# A card is some 20–100 KB; one larger than this is not read.
+MAX_CARD_BYTES = 4 << 20
+# A model's, tokenizer's or adapter's config is a few KB; one larger than this is not read at all.
+MAX_CONFIG_BYTES = 1 << 20
+
+
 def _json_object(path: Path, where: str) -> dict[str, Any]:
+    with path.open("rb") as handle:
+        raw = handle.read(MAX_CONFIG_BYTES + 1)
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise IntegrityError(
+            f"{where}: {path.name} is larger than {MAX_CONFIG_BYTES >> 20} MiB, which no config attncard "
+            "writes is; do not use this checkpoint"
+        )
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        value = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise IntegrityError(f"{where}: {path.name} is not valid JSON ({error})") from error
+    except RecursionError:
+        raise IntegrityError(
+            f"{where}: {path.name} is nested deeper than any config attncard writes; do not use this "
+            "checkpoint"
+        ) from None
     if not isinstance(value, dict):
         raise IntegrityError(f"{where}: {path.name} should hold a JSON object")
     return value
@@ -425,12 +452,20 @@ def card_problems(results: Results, folder: Path) -> list[str]:
     publish renders the card from results.json before the card itself is in the manifest, so the card is
     rendered again from results.json with the manifest it had then (all files but the card).
     """
-    problems = []
+    with (folder / CARD_FILE).open("rb") as handle:
+        shipped = handle.read(MAX_CARD_BYTES + 1).decode("utf-8", errors="replace")
+    if len(shipped) > MAX_CARD_BYTES:
+        return [f"{CARD_FILE} is larger than {MAX_CARD_BYTES >> 20} MiB, which no card attncard renders is"]
+    # The usage snippet and the command are attncard's, built again from the recorded names; one status line.
+    problems = rendered_card_problems(results, shipped)
+    if problems:
+        return problems
+    problems = eval_results_problems(results, folder)
     with tempfile.TemporaryDirectory(prefix="attncard-card-") as scratch:
         plots = write_plots(results, Path(scratch))
         for plot in plots:
-            shipped = folder / plot["file"]
-            if not shipped.is_file() or shipped.read_bytes() != (Path(scratch) / plot["file"]).read_bytes():
+            drawn, shipped_plot = Path(scratch) / plot["file"], folder / plot["file"]
+            if not shipped_plot.is_file() or shipped_plot.read_bytes() != drawn.read_bytes():
                 problems.append(f"{plot['file']} is not the plot results.json draws")
     licence = render_license(results)
     shipped_licence = folder / LICENSE_FILE
@@ -445,8 +480,7 @@ def card_problems(results: Results, folder: Path) -> list[str]:
     as_rendered = dataclasses.replace(
         results, manifest={name: digest for name, digest in results.manifest.items() if name != CARD_FILE}
     )
-    expected = render_card(as_rendered, plots).splitlines()
-    actual = (folder / CARD_FILE).read_text(encoding="utf-8").splitlines()
+    expected, actual = render_card(as_rendered, plots).splitlines(), shipped.splitlines()
     for number, (shown, rendered) in enumerate(zip(actual, expected, strict=False), start=1):
         if shown != rendered:
             problems.append(
@@ -459,12 +493,31 @@ def card_problems(results: Results, folder: Path) -> list[str]:
     return problems
 
 
+def eval_results_problems(results: Results, folder: Path) -> list[str]:
+    """Every way the run's `.eval_results/` differs from the one entry results.json renders (its accuracy is
+    results.json's); empty when equal."""
+    expected = eval_results_file(results)
+    listed = sorted(name for name in results.manifest if name.startswith(f"{EVAL_RESULTS_DIR}/"))
+    problems = [f"{name} is not the run's entry {expected}" for name in listed if name != expected]
+    path = folder / expected
+    if expected in listed:
+        rendered = render_eval_results(results)
+        with path.open("rb") as handle:
+            shipped = handle.read(len(rendered.encode("utf-8")) + 1)
+        if shipped != rendered.encode("utf-8"):
+            problems.append(
+                f"{expected} is not the entry results.json renders (accuracy {results.metrics.accuracy})"
+            )
+    return problems
+
+
 __all__ = [
     "RUN_FILES",
     "WEIGHTS_SUFFIX",
     "Figure",
     "card_problems",
     "check_run_files",
+    "eval_results_problems",
     "figures",
     "lora_config",
     "metrics_from_confusion",

@@ -12,6 +12,7 @@ import dataclasses
 import io
 import json
 import math
+import re
 from pathlib import Path
 
 import jinja2
@@ -22,7 +23,7 @@ from huggingface_hub import EvalResult, EvalResultEntry, ModelCard, ModelCardDat
 from ..modules import get_module
 from . import paired
 from .data import GLUE_BIBTEX, GLUE_CITATION, GLUE_LANGUAGE, HUB_DATASET_ID, TASKS
-from .results import COMMIT_RE, RESULTS_FILE, Results, TrainConfig
+from .results import COMMIT_RE, RESULTS_FILE, Results, TrainConfig, reproduce_command
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 CARD_TEMPLATE = "model_card.md.j2"
@@ -30,6 +31,8 @@ LICENSE_TEMPLATE = "license.txt.j2"
 SCALING_PLOT = "scaling.png"
 LOSS_PLOT = "training_loss.png"
 LICENSE_FILE = "LICENSE"
+# The card's status line; a card holds exactly one, the verification's.
+STATUS_LINE_RE = re.compile(r"^\*\*Status: ", re.MULTILINE)
 # The Hub's `license_name` for a base model whose card declared no licence (see `render_license`).
 UNKNOWN_LICENSE_NAME = "unknown"
 
@@ -381,13 +384,18 @@ def write_plots(results: Results, run_dir: Path) -> list[dict[str, str]]:
 EVAL_RESULTS_DIR = ".eval_results"
 
 
-def write_eval_results(results: Results, run_dir: Path) -> Path:
-    """Writes `.eval_results/<task>.yaml` in huggingface_hub's `EvalResultEntry` format.
+def eval_results_file(results: Results) -> str:
+    """The path of the run's `.eval_results` entry in its folder: `.eval_results/<task>.yaml`."""
+    return f"{EVAL_RESULTS_DIR}/{results.dataset.task}.yaml"
 
-    The Hub shows such an entry on the model page and the benchmark's leaderboard only when the dataset is a
-    registered benchmark (an `eval.yaml` in its repository, allow-listed by the Hub) and `task_id` one of its
-    tasks; otherwise the card's model-index is what it reads. The source is the run's results.json on the Hub,
-    when the run names its repository: the run tag cannot be named here, since it is taken over this file.
+
+def render_eval_results(results: Results) -> str:
+    """The run's `.eval_results/<task>.yaml`, in huggingface_hub's `EvalResultEntry` format (see
+    [`write_eval_results`]): its accuracy is results.json's, as the card's figures are.
+
+    Example:
+        >>> print(render_eval_results(results).splitlines()[3])
+          value: 0.875
     """
     # A local TSV has a file hash, not a commit of the Hub dataset.
     hub_revision = COMMIT_RE.fullmatch(results.dataset.revision) is not None
@@ -404,10 +412,20 @@ def write_eval_results(results: Results, run_dir: Path) -> Path:
         notes=f"attention {results.module.name}",  # a setup label, as the Hub's own examples
         **source,
     )
-    folder = run_dir / EVAL_RESULTS_DIR
-    folder.mkdir(exist_ok=True)
-    path = folder / f"{results.dataset.task}.yaml"
-    path.write_text(yaml.safe_dump(eval_result_entries_to_yaml([entry]), sort_keys=False), encoding="utf-8")
+    return yaml.safe_dump(eval_result_entries_to_yaml([entry]), sort_keys=False)
+
+
+def write_eval_results(results: Results, run_dir: Path) -> Path:
+    """Writes `.eval_results/<task>.yaml` in huggingface_hub's `EvalResultEntry` format.
+
+    The Hub shows such an entry on the model page and the benchmark's leaderboard only when the dataset is a
+    registered benchmark (an `eval.yaml` in its repository, allow-listed by the Hub) and `task_id` one of its
+    tasks; otherwise the card's model-index is what it reads. The source is the run's results.json on the Hub,
+    when the run names its repository: the run tag cannot be named here, since it is taken over this file.
+    """
+    path = run_dir / eval_results_file(results)
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(render_eval_results(results), encoding="utf-8")
     return path
 
 
@@ -473,6 +491,100 @@ def usage_snippet(results: Results, location: str, example: list[str], base_mode
         "label_id = int(verified.model(**inputs).logits.argmax(-1))\n"
         "print(verified.model.config.id2label[label_id])\n"
     )
+
+
+# Where a recorded usage snippet loads the run from: the argument of its `load_verified(...)` line.
+_USAGE_LOCATION_RE = re.compile(r"^verified = load_verified\('([A-Za-z0-9._/-]{1,512})'", re.MULTILINE)
+
+
+def usage_location(results: Results) -> str | None:
+    """Where the run's recorded usage snippet loads it from, when that is the run itself: its Hub repository,
+    or a relative path to its folder (publish names the folder as it was given, e.g. `runs/<name>`); None
+    when the snippet loads anything else, or there is no snippet.
+
+    Example:
+        >>> usage_location(results)
+        'loopback-user/tiny-gpt2-none-sst2'
+    """
+    match = _USAGE_LOCATION_RE.search(results.usage.code) if results.usage is not None else None
+    if match is None:
+        return None
+    location = match.group(1)
+    if results.repo_id is not None:
+        return location if location == results.repo_id else None
+    parts = location.split("/")
+    return location if parts[-1] == results.repo_name and all(parts) else None
+
+
+def card_usage_code(results: Results) -> str | None:
+    """The usage snippet the card shows: attncard's own, built again from the run's names, its location
+    ([`usage_location`]) and the first evaluated row, never copied from results.json. None when the
+    snippet cannot be built (no location of the run's own, or no row); then it is not shown at all."""
+    location = usage_location(results)
+    if location is None or not results.dataset.samples:
+        return None
+    return usage_snippet(results, location, list(results.dataset.samples[0].texts.values()))
+
+
+def reproduce_commands(results: Results) -> list[str]:
+    """The commands that may reproduce a run, built again from its recorded names (see
+    [`reproduce_command`]): with `--repo-id` when it names one, else without a name and with `--name`, as
+    a name given equal to the default leaves no trace elsewhere.
+
+    Example:
+        >>> results.command in reproduce_commands(results)
+        True
+    """
+    model = f"./{results.model.model_id}" if base_model_is_local(results) else results.model.name
+    names = [None] if results.repo_id else [None, results.repo_name]
+    return [
+        reproduce_command(
+            model,
+            results.module.name,
+            results.dataset.task,
+            results.training.hyperparameters,
+            data_from_folder=bool(results.dataset.files),
+            repo_id=results.repo_id,
+            name=name,
+        )
+        for name in names
+    ]
+
+
+def rendered_card_problems(results: Results, card: str) -> list[str]:
+    r"""What attncard refuses in a card it renders or reads, before comparing the figures: results.json's
+    usage snippet or command other than the ones attncard builds again for the run, a module citation, BibTeX
+    or config help other than the installed module's, and a card without exactly one status line. Empty when
+    there is none.
+
+    Example:
+        >>> rendered_card_problems(results, "**Status: PASS** — …\n**Status: PASS** — verified")
+        ['the card has 2 status lines, not one']
+    """
+    problems = []
+    if results.usage is not None:
+        if usage_location(results) is None:
+            problems.append("usage.code loads something other than the run's own repository or folder")
+        elif card_usage_code(results) != results.usage.code:
+            problems.append("usage.code is not the usage snippet attncard writes for this run")
+    if results.command not in reproduce_commands(results):
+        problems.append("command is not the command that reproduces this run from its recorded settings")
+    # The module's citation, BibTeX and config help are the installed module's words, never a run's: with
+    # the recorded source installed they are the same, so any other is an edit.
+    module = get_module(results.module.name)
+    installed = {
+        "citation": module.citation,
+        "bibtex": module.bibtex,
+        "config_help": {field: help_text for field, _, help_text in module.config_fields()},
+    }
+    problems += [
+        f"module.{field} is not the one of the module '{module.name}' installed here"
+        for field, text in installed.items()
+        if getattr(results.module, field) != text
+    ]
+    if (count := len(STATUS_LINE_RE.findall(card))) != 1:
+        problems.append(f"the card has {count} status lines, not one")
+    return problems
 
 
 def install_line(results: Results) -> str:
@@ -546,7 +658,8 @@ def render_card(results: Results, plots: list[dict[str, str]] | None = None) -> 
 
     Raises:
         `jinja2.UndefinedError`: the template uses a figure the results do not have.
-        `ValueError`: a figure in the metadata is not finite.
+        `ValueError`: a figure in the metadata is not finite; results.json's usage snippet or command is not
+            the one attncard writes for the run; the card would not have exactly one status line.
 
     Example:
         >>> card = render_card(Results.load("runs/tiny-gpt2-none-sst2"))
@@ -564,6 +677,8 @@ def render_card(results: Results, plots: list[dict[str, str]] | None = None) -> 
     template = template_environment().get_template(CARD_TEMPLATE)
     text = template.render(
         r=results,
+        usage_code=card_usage_code(results) if results.usage is not None else None,
+        command=results.command,  # one of `reproduce_commands`, or the render is refused below
         front_matter=card_data(results).to_yaml(),
         status_line=status_line(results),
         comparison_line=comparison_line(results),
@@ -586,5 +701,8 @@ def render_card(results: Results, plots: list[dict[str, str]] | None = None) -> 
         stat_matrices=stat_matrices,
         stat_other=stat_other,
     )
+    problems = rendered_card_problems(results, text)
+    if problems:
+        raise ValueError(problems[0])
     ModelCard(text)  # parses the front matter as the Hub will; raises on invalid YAML
     return text
