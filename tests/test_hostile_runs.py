@@ -29,7 +29,7 @@ from attncard.pipeline.errors import (
 )
 from attncard.pipeline.evaluate import label_metrics
 from attncard.pipeline.push import push_tag
-from attncard.pipeline.render import render_card, write_plots
+from attncard.pipeline.render import card_usage_code, render_card, write_eval_results, write_plots
 from attncard.pipeline.results import CARD_FILE, RESULTS_FILE, Results, Status, build_manifest, sha256_file
 from attncard.pipeline.reverify import reverify
 from attncard.pipeline.verify import verification_from_counts
@@ -76,6 +76,14 @@ def forge(run_dir: Path, confusion: list[list[int]]) -> None:
     results.verification = verification_from_counts(
         counts, correct, labels, results.parameters.compression_factor, True
     )
+    reseal(run_dir, results)
+
+
+def reseal(run_dir: Path, results: Results) -> None:
+    """Writes every file derived from the (edited) results again, as publish writes them: the usage snippet
+    (it names the status and the first row), `.eval_results/`, the plots, the card, the manifest."""
+    results.usage = dataclasses.replace(results.usage, code=card_usage_code(results))
+    write_eval_results(results, run_dir)
     plots = write_plots(results, run_dir)
     results.manifest = {k: v for k, v in build_manifest(run_dir).items() if k != CARD_FILE}
     (run_dir / CARD_FILE).write_text(render_card(results, plots), encoding="utf-8")
@@ -258,11 +266,7 @@ def test_verify_recomputes_the_data_statistics_and_samples(tiny_gpt2_run, tiny_m
     results = Results.load(run_dir)
     results.dataset.statistics["validation"].tokens.mean = 3.5
     results.dataset.samples[0].texts["sentence"] = "the best film of the year ."
-    plots = write_plots(results, run_dir)
-    results.manifest = {k: v for k, v in build_manifest(run_dir).items() if k != CARD_FILE}
-    (run_dir / CARD_FILE).write_text(render_card(results, plots), encoding="utf-8")
-    results.manifest = build_manifest(run_dir)
-    results.save(run_dir)
+    reseal(run_dir, results)
     download_verified(run_dir)
     check = reverify(run_dir, data_dir=glue, base_model=tiny_model_dir("gpt2"))
     assert [problem.split(" ")[0] for problem in check.problems] == [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 from pathlib import Path
@@ -12,7 +13,7 @@ import yaml
 from attncard.pipeline.cli import main, publish_main
 from attncard.pipeline.errors import AttncardError
 from attncard.pipeline.lint import Finding, lint_run_folder, renderings
-from attncard.pipeline.render import TASK_TITLES
+from attncard.pipeline.render import TASK_TITLES, card_usage_code
 from attncard.pipeline.results import Results, build_manifest
 
 
@@ -457,6 +458,7 @@ def test_quoted_data_may_hold_placeholder_words_but_the_card_may_not(run):
     results = Results.load(run)
     sentence = "None of it | is <b>pending</b> , TODO [x](missing.png) 1234567 ."
     results.dataset.samples[0].texts["sentence"] = sentence
+    results.usage = dataclasses.replace(results.usage, code=card_usage_code(results))  # it quotes the row
     results.save(run)
     from attncard.pipeline.render import render_card
 

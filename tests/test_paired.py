@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom, norm
 
+from attncard.modules import get_module
 from attncard.pipeline.lint import lint_run_folder
 from attncard.pipeline.paired import (
     DEFAULT_MARGIN,
@@ -61,6 +62,10 @@ def module_run() -> Results:
     results = dense_run()
     results.module.name = MODULE
     results.repo_name = f"tiny-gpt2-{MODULE}-sst2"
+    results.command = results.command.replace("--module none", f"--module {MODULE}")
+    module = get_module(MODULE)  # the card shows the installed module's own words
+    results.module.citation, results.module.bibtex = module.citation, module.bibtex
+    results.module.config_help = {field: help_text for field, _, help_text in module.config_fields()}
     return results
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_hostile_runs import reseal
 
 from attncard.pipeline.cli import main
 from attncard.pipeline.data import load_task
@@ -458,11 +459,7 @@ def test_a_consistently_forged_run_differs_from_its_predictions(
         results.parameters.compression_factor,
         True,
     )
-    plots = write_plots(results, run_dir)
-    results.manifest = {k: v for k, v in build_manifest(run_dir).items() if k != CARD_FILE}
-    (run_dir / CARD_FILE).write_text(render_card(results, plots), encoding="utf-8")
-    results.manifest = build_manifest(run_dir)
-    results.save(run_dir)
+    reseal(run_dir, results)
     assert download_verified(run_dir).results.metrics.accuracy == 1.0
 
     assert verify_predictions(run_dir, glue) == 1
