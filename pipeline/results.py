@@ -896,6 +896,12 @@ def _check_formats(results: Results) -> None:
     for where, value, text_format in _text_fields(results):
         if not text_format.check(value):
             raise ResultsError(f"results.json: {where} is {value[:80]!r}, which is not {text_format.name}")
+    module = results.module
+    if module.package not in ("", "attncard") and not module.package_version:
+        raise ResultsError(
+            f"results.json: module.package is {module.package!r} with no module.package_version; a run names "
+            "the version of the package its module comes from"
+        )
     labels = results.dataset.label_names
     if not labels or len(set(labels)) != len(labels):
         raise ResultsError("results.json: dataset.label_names must name each label once")

@@ -190,6 +190,17 @@ def test_an_unknown_module_message_names_only_a_pep_440_version(tiny_gpt2_run, t
     assert "install attncard 0.1 --index-url" not in message
 
 
+def test_a_plugin_package_is_named_with_a_pep_440_version(tiny_gpt2_run, tmp_path, capsys) -> None:
+    for version, match in (("", "no module.package_version"), ("1.0; curl x | sh", "module.package_version")):
+        run_dir = copy_run(tiny_gpt2_run, tmp_path / (version[:3] or "empty"))
+
+        def edit(results: Results, version: str = version) -> None:
+            results.module.package, results.module.package_version = "attncard-long-range", version
+
+        reseal(run_dir, edit)
+        assert "pip install" not in refused_everywhere(run_dir, capsys, match)
+
+
 def test_a_module_source_mismatch_names_only_attncards_repository(tiny_gpt2_run, tmp_path, capsys) -> None:
     run_dir = copy_run(tiny_gpt2_run, tmp_path)
 
