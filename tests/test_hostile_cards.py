@@ -19,28 +19,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from test_hostile_runs import copy_run, one_line, refresh_manifest
+from test_hostile_runs import reseal as reseal_run
 
 from attncard.pipeline import render
 from attncard.pipeline.cli import main
 from attncard.pipeline.download import download_verified
 from attncard.pipeline.errors import IncompatibleRunError, IntegrityError, ResultsError
 from attncard.pipeline.integrity import card_problems
-from attncard.pipeline.render import (
-    LICENSE_FILE,
-    render_card,
-    render_license,
-    write_eval_results,
-    write_plots,
-)
-from attncard.pipeline.results import CARD_FILE, RESULTS_FILE, Results, build_manifest
+from attncard.pipeline.results import CARD_FILE, RESULTS_FILE, Results
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
-
-
-def copy_run(tiny_gpt2_run, tmp_path: Path) -> Path:
-    copy = tmp_path / "run"
-    shutil.copytree(tiny_gpt2_run[0], copy)
-    return copy
 
 
 def reseal(run_dir: Path, edit: Callable[[Results], None], eval_results: bool = True) -> Results:
@@ -52,35 +41,8 @@ def reseal(run_dir: Path, edit: Callable[[Results], None], eval_results: bool = 
     with pytest.MonkeyPatch.context() as forger:
         forger.setattr(render, "card_usage_code", lambda results: results.usage.code)
         forger.setattr(render, "rendered_card_problems", lambda results, card: [])
-        _write_derived_files(run_dir, results, eval_results)
+        reseal_run(run_dir, results, eval_results=eval_results, usage=False)
     return results
-
-
-def _write_derived_files(run_dir: Path, results: Results, eval_results: bool) -> None:
-    if eval_results:
-        for eval_file in (run_dir / ".eval_results").glob("*.yaml"):
-            eval_file.unlink()
-        write_eval_results(results, run_dir)
-    licence = render_license(results)
-    if licence is not None:
-        (run_dir / LICENSE_FILE).write_text(licence, encoding="utf-8")
-    plots = write_plots(results, run_dir)
-    results.manifest = {k: v for k, v in build_manifest(run_dir).items() if k != CARD_FILE}
-    (run_dir / CARD_FILE).write_text(render_card(results, plots), encoding="utf-8")
-    results.manifest = build_manifest(run_dir)
-    results.save(run_dir)
-
-
-def refresh_manifest(run_dir: Path) -> None:
-    data = json.loads((run_dir / RESULTS_FILE).read_text())
-    data["manifest"] = build_manifest(run_dir)
-    (run_dir / RESULTS_FILE).write_text(json.dumps(data, indent=2))
-
-
-def one_line(capsys) -> str:
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and err.count("\n") == 1, err
-    return err
 
 
 def refused_everywhere(run_dir: Path, capsys, match: str) -> str:
@@ -146,6 +108,7 @@ def test_free_text_cannot_inject_into_a_verified_card(tiny_gpt2_run, tmp_path, c
     field, value = INJECTIONS[case]
     run_dir = copy_run(tiny_gpt2_run, tmp_path)
     reseal(run_dir, _set(field, value))
+    assert json.dumps(value) in (run_dir / RESULTS_FILE).read_text(encoding="utf-8")  # the forgery is there
     refused_everywhere(run_dir, capsys, re.escape(field))
 
 

@@ -79,11 +79,14 @@ def forge(run_dir: Path, confusion: list[list[int]]) -> None:
     reseal(run_dir, results)
 
 
-def reseal(run_dir: Path, results: Results) -> None:
+def reseal(run_dir: Path, results: Results, eval_results: bool = True, usage: bool = True) -> None:
     """Writes every file derived from the (edited) results again, as publish writes them: the usage snippet
-    (it names the status and the first row), `.eval_results/`, the plots, the card, the manifest."""
-    results.usage = dataclasses.replace(results.usage, code=card_usage_code(results))
-    write_eval_results(results, run_dir)
+    (it names the status and the first row), `.eval_results/`, the plots, the card, the manifest. With
+    `eval_results` or `usage` False, a test's own edit of that file or snippet is kept."""
+    if usage:
+        results.usage = dataclasses.replace(results.usage, code=card_usage_code(results))
+    if eval_results:
+        write_eval_results(results, run_dir)
     plots = write_plots(results, run_dir)
     results.manifest = {k: v for k, v in build_manifest(run_dir).items() if k != CARD_FILE}
     (run_dir / CARD_FILE).write_text(render_card(results, plots), encoding="utf-8")
