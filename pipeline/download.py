@@ -60,6 +60,7 @@ from transformers import (
     AutoConfig,
     AutoModelForSequenceClassification,
     AutoTokenizer,
+    PretrainedConfig,
     PreTrainedTokenizerBase,
 )
 from transformers.utils import logging as transformers_logging
@@ -116,6 +117,25 @@ from .signing import SignatureReport, verify_run_signature
 
 # The files every run folder must list in its manifest: without them there is nothing to rebuild or check.
 REQUIRED_FILES = (ADAPTER_WEIGHTS_FILE, ADAPTER_CONFIG_FILE, CONFIG_FILE, CARD_FILE)
+# The fields of a run's config.json that publish sets (labels, architecture, dtype, pad token) or that
+# name where and how it was loaded; every other field must be the base model's (check_config_fits_base).
+PUBLISH_SET_CONFIG_FIELDS = frozenset(
+    {
+        "id2label",
+        "label2id",
+        "num_labels",
+        "problem_type",
+        "architectures",
+        "dtype",
+        "torch_dtype",
+        "transformers_version",
+        "_name_or_path",
+        "_commit_hash",
+        "attn_implementation",
+        "_attn_implementation",
+        "_attn_implementation_autoset",
+    }
+)
 # Pickle-based weight formats: torch.load on them can run arbitrary code. They are refused unopened.
 UNSAFE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 SHA_PREFIX = 12  # characters of a sha256 shown in messages
@@ -836,6 +856,7 @@ def _load_base_model(
                 f"run was trained on {record.revision[: 7 + SHA_PREFIX]}…; install the versions recorded in "
                 f"{RESULTS_FILE} (environment.packages) or use the same model folder"
             )
+    check_config_fits_base(config, _base_config(source, revision, record.model_id, where), where)
     try:
         model = AutoModelForSequenceClassification.from_pretrained(
             os.fspath(source),
@@ -853,6 +874,69 @@ def _load_base_model(
             + f" ({first_line(error)}); connect to the Hub, or make it available in the local cache"
         ) from error
     return model
+
+
+def _base_config(source: str | Path, revision: str | None, model_id: str, where: str) -> PretrainedConfig:
+    """The base model's own config.json (no weights are read)."""
+    try:
+        return AutoConfig.from_pretrained(os.fspath(source), revision=revision, trust_remote_code=False)
+    except OSError as error:
+        raise ModelLoadError(
+            f"{where}: could not read the config of the base model {model_id}"
+            + (f" at revision {revision}" if revision else "")
+            + f" ({first_line(error)}); connect to the Hub, or make it available in the local cache"
+        ) from error
+
+
+def check_config_fits_base(config: PretrainedConfig, base: PretrainedConfig, where: str) -> None:
+    """Refuses a run's config.json that differs from its base model's config in anything publish does not set.
+
+    Publish saves the base model's config with the task's labels (`id2label`, `label2id`, `problem_type`),
+    the classification architecture, the dtype and, for a tokenizer without one, a pad token. Every other
+    field, above all those that size a weight (`vocab_size`, `n_positions`, `max_position_embeddings`,
+    `n_inner`, `intermediate_size`, `hidden_size`, layers, heads, …), must be the base model's: transformers
+    allocates the model from the config before it compares a single weight with the file, so a field like
+    `n_inner=4000000` would take gigabytes before its error. This check reads no weight.
+
+    Args:
+        config: the run's config.json, as `AutoConfig` reads it.
+        base: the recorded base model's config.
+        where: the run, for messages.
+
+    Raises:
+        [`IncompatibleRunError`]: one line naming the first differing field and both values.
+
+    Example:
+        >>> from transformers import GPT2Config
+        >>> check_config_fits_base(GPT2Config(n_inner=4000000), GPT2Config(), "run")
+        Traceback (most recent call last):
+        ...
+        attncard.pipeline.errors.IncompatibleRunError: run: config.json sets n_inner to 4000000, but ...
+    """
+    run_fields, base_fields = config.to_dict(), base.to_dict()
+    for name in sorted(set(run_fields) | set(base_fields)):
+        value, expected = run_fields.get(name), base_fields.get(name)
+        if name in PUBLISH_SET_CONFIG_FIELDS or value == expected:
+            continue
+        vocabulary = base_fields.get("vocab_size")
+        if (  # a pad token publish gave a tokenizer without one: any id of the base vocabulary
+            name == "pad_token_id"
+            and expected is None
+            and type(value) is int
+            and type(vocabulary) is int
+            and 0 <= value < vocabulary
+        ):
+            continue
+        raise IncompatibleRunError(
+            f"{where}: {CONFIG_FILE} sets {name} to {_shown_value(value)}, but the base model's config has "
+            f"{_shown_value(expected)}; publish copies every field but the labels from the base model, so "
+            "the file was edited: do not use this checkpoint (nothing was loaded)"
+        )
+
+
+def _shown_value(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
 
 
 def _adapter_weight_names(folder: Path, where: str) -> set[str]:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from huggingface_hub import HfApi
+from transformers import AutoModelForSequenceClassification
 
 from attncard.pipeline.cli import main
 from attncard.pipeline.download import download_verified, load_verified
@@ -360,7 +361,6 @@ def test_push_signs_and_download_requires_the_signer(
 ) -> None:
     from test_signing import make_key
 
-
     (tmp_path / "keys").mkdir()
     private, public = make_key(tmp_path / "keys", "publisher")
     _, other = make_key(tmp_path / "keys", "someone-else")
@@ -384,3 +384,49 @@ def test_push_signs_and_download_requires_the_signer(
     HfApi(endpoint=hub.endpoint, token=HUB_TOKEN).delete_file("model.sig", TINY_GPT2_REPO)
     assert main(["download", *download, "--require-key", str(public)]) == 2
     assert "unsigned" in one_line(capsys)
+
+
+# --- issue 30: nothing is allocated or parsed before it is checked ------------------------------------------
+
+
+def render_card_again(run_dir: Path) -> None:
+    """What an attacker does after editing a file the card names by its sha256: plots, card and manifest
+    written again from results.json, so that everything agrees."""
+    results = Results.load(run_dir)
+    plots = write_plots(results, run_dir)
+    results.manifest = {k: v for k, v in build_manifest(run_dir).items() if k != CARD_FILE}
+    (run_dir / CARD_FILE).write_text(render_card(results, plots), encoding="utf-8")
+    results.manifest = build_manifest(run_dir)
+    results.save(run_dir)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        # 4,000,000 took the peak memory from 0.7 GB to 2.7 GB before transformers' RuntimeError.
+        ("n_inner", 4_000_000, r"config\.json sets n_inner to 4000000, but the base model's config has None"),
+        ("vocab_size", 401, r"config\.json sets vocab_size to 401, but the base model's config has 400"),
+        ("n_positions", 10**9, r"sets n_positions to 1000000000, but the base model's config has 160"),
+        ("n_layer", 3, r"config\.json sets n_layer to 3, but the base model's config has 2"),
+        ("n_head", 8, r"config\.json sets n_head to 8, but the base model's config has 4"),
+        ("pad_token_id", 400, r"config\.json sets pad_token_id to 400, but the base model's config has None"),
+    ],
+)
+def test_config_json_that_does_not_fit_the_base_model_is_refused_before_allocating(
+    tiny_gpt2_run, tiny_model_dir, tmp_path, capsys, monkeypatch, field, value, message
+) -> None:
+    run_dir = copy_run(tiny_gpt2_run, tmp_path)
+    edit_json(run_dir, "config.json", lambda c: c.update({field: value}))
+    render_card_again(run_dir)
+    base_model = tiny_model_dir("gpt2")
+    download_verified(run_dir)  # the files agree with each other; only the base model's config can tell
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was built from an unchecked config.json")
+
+    monkeypatch.setattr(AutoModelForSequenceClassification, "from_pretrained", no_model)
+    with pytest.raises(IncompatibleRunError, match=message):
+        load_verified(run_dir, base_model=base_model)
+    _, glue = tiny_gpt2_run
+    assert main(["verify", str(run_dir), "--data-dir", str(glue), "--base-model", str(base_model)]) == 2
+    assert "do not use this checkpoint" in one_line(capsys)
