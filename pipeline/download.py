@@ -56,6 +56,7 @@ from huggingface_hub.utils import validate_repo_id
 from peft import PeftModel
 from peft.utils import get_peft_model_state_dict
 from safetensors import SafetensorError, safe_open
+from tokenizers import Tokenizer
 from transformers import (
     AutoConfig,
     AutoModelForSequenceClassification,
@@ -87,6 +88,7 @@ from .integrity import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,
     CONFIG_FILE,
+    TOKENIZER_CONFIG_FILE,
     WEIGHTS_SUFFIX,
     card_problems,
     check_run_files,
@@ -117,6 +119,7 @@ from .signing import SignatureReport, verify_run_signature
 
 # The files every run folder must list in its manifest: without them there is nothing to rebuild or check.
 REQUIRED_FILES = (ADAPTER_WEIGHTS_FILE, ADAPTER_CONFIG_FILE, CONFIG_FILE, CARD_FILE)
+TOKENIZER_FILE = "tokenizer.json"
 # The fields of a run's config.json that publish sets (labels, architecture, dtype, pad token) or that
 # name where and how it was loaded; every other field must be the base model's (check_config_fits_base).
 PUBLISH_SET_CONFIG_FIELDS = frozenset(
@@ -670,6 +673,7 @@ def _rebuild(
             f"{where}: {CONFIG_FILE} has labels {config_labels} but {RESULTS_FILE} records {labels}; the run "
             "folder is inconsistent, publish it again"
         )
+    tokenizer = load_run_tokenizer(folder, where)  # before any weight: it is cheap, and may be malformed
     model = _load_base_model(results, config, where, base_model)
     # As pipeline.models.load_model counts them: before the module, which may replace projections.
     base_parameters = sum(p.numel() for p in model.parameters())
@@ -687,13 +691,56 @@ def _rebuild(
     _check_adapter_weights(model, stored, where)
     model.eval()
 
-    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
     if not pad_on_the_right(tokenizer, model):  # as publish loaded it
         raise IncompatibleRunError(
             f"{where}: the tokenizer has neither a pad nor an EOS token, so batches cannot be padded; "
             "the run folder is inconsistent, publish it again"
         )
     return model, tokenizer, base_parameters
+
+
+def load_run_tokenizer(folder: Path, where: str) -> PreTrainedTokenizerBase:
+    """The run's tokenizer, as transformers loads it, with its files refused in one line when malformed.
+
+    `tokenizer.json` is read by the `tokenizers` library first: for a file it cannot deserialize (invalid or
+    truncated JSON, a field of the wrong type, an unknown model or normalizer type, nesting past its
+    recursion limit) it raises a plain `Exception`. transformers then reads `tokenizer_config.json` and
+    raises `TypeError` or `ValueError` for a field of the wrong type (a special token that is not a string,
+    an `added_tokens_decoder` entry that is not a token).
+
+    Args:
+        folder: the checked run folder (no `auto_map`: [`pipeline.integrity.check_run_files`]).
+        where: the run, for messages.
+
+    Returns:
+        The tokenizer, as publish saved it.
+
+    Raises:
+        [`IntegrityError`]: one line naming the file and what the library said.
+
+    Example:
+        >>> load_run_tokenizer(Path("runs/tiny-gpt2-none-sst2"), "run").eos_token
+        '<|endoftext|>'
+    """
+    path = folder / TOKENIZER_FILE
+    if path.is_file():
+        try:
+            Tokenizer.from_file(os.fspath(path))
+        except Exception as error:
+            if type(error) is not Exception:  # tokenizers' own error is exactly Exception; others are bugs
+                raise
+            raise IntegrityError(
+                f"{where}: {TOKENIZER_FILE} is not a tokenizer the tokenizers library can read "
+                f"({first_line(error)[:200]}); it is not the file publish wrote: do not use this checkpoint"
+            ) from error
+    try:
+        return AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+    except (TypeError, ValueError) as error:
+        raise IntegrityError(
+            f"{where}: transformers cannot build the tokenizer from {TOKENIZER_CONFIG_FILE} and "
+            f"{TOKENIZER_FILE} ({first_line(error)[:200]}); they are not the files publish wrote: do not "
+            "use this checkpoint"
+        ) from error
 
 
 def _module_and_config(results: Results, where: str) -> tuple[AttentionModule, object]:
@@ -793,8 +840,8 @@ def stock_load_files(
     )
     config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
     with torch.random.fork_rng(devices=[]), _transformers_errors_only():
+        tokenizer = load_run_tokenizer(folder, where)
         base = _load_base_model(results, config, where, base_model)
-        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
         pad_on_the_right(tokenizer, base)
         max_length = results.training.hyperparameters.max_length
         return evaluate_stock(base.eval(), folder, tokenizer, data, max_length, batch_size, adapter_config)

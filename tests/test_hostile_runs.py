@@ -430,3 +430,71 @@ def test_config_json_that_does_not_fit_the_base_model_is_refused_before_allocati
     _, glue = tiny_gpt2_run
     assert main(["verify", str(run_dir), "--data-dir", str(glue), "--base-model", str(base_model)]) == 2
     assert "do not use this checkpoint" in one_line(capsys)
+
+
+def _tokenizer_json(run_dir: Path, edit: Callable[[dict], object]) -> str:
+    data = json.loads((run_dir / "tokenizer.json").read_text())
+    return json.dumps(edit(data))
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        (
+            "tokenizer.json",
+            lambda _: "{not json",
+            r"tokenizer\.json is not a tokenizer the tokenizers library",
+        ),
+        (
+            "tokenizer.json",
+            lambda run: (run / "tokenizer.json").read_text()[:500],  # truncated
+            r"tokenizer\.json is not a tokenizer .* \(EOF while parsing",
+        ),
+        (
+            "tokenizer.json",
+            lambda _: "[]",
+            r"tokenizer\.json .* \(invalid type: sequence, expected struct Tok",
+        ),
+        (
+            "tokenizer.json",
+            lambda run: _tokenizer_json(run, lambda t: {**t, "model": {**t["model"], "type": "Evil"}}),
+            r"tokenizer\.json .* \(data did not match any variant of untagged enum ModelUntagged",
+        ),
+        (
+            "tokenizer.json",
+            lambda run: _tokenizer_json(run, lambda t: {**t, "added_tokens": 5}),
+            r"tokenizer\.json .* \(invalid type: integer `5`, expected a sequence",
+        ),
+        (
+            "tokenizer.json",
+            lambda _: '{"model":' * 100_000 + "1" + "}" * 100_000,
+            r"recursion limit exceeded",
+        ),
+        (
+            "tokenizer_config.json",
+            lambda run: json.dumps(
+                {**json.loads((run / "tokenizer_config.json").read_text()), "eos_token": 5}
+            ),
+            r"transformers cannot build the tokenizer .* \(Special token eos_token has to be",
+        ),
+        (
+            "tokenizer_config.json",
+            lambda run: json.dumps(
+                {**json.loads((run / "tokenizer_config.json").read_text()), "added_tokens_decoder": {"7": 1}}
+            ),
+            r"transformers cannot build the tokenizer .* saved `added_tokens_decoder`",
+        ),
+    ],
+)
+def test_a_malformed_tokenizer_is_one_line_and_exit_2(
+    tiny_gpt2_run, tiny_model_dir, tmp_path, capsys, name, text, message
+) -> None:
+    run_dir = copy_run(tiny_gpt2_run, tmp_path)
+    (run_dir / name).write_text(text(run_dir))
+    render_card_again(run_dir)
+    base_model = tiny_model_dir("gpt2")
+    with pytest.raises(IntegrityError, match=message):
+        load_verified(run_dir, base_model=base_model)
+    _, glue = tiny_gpt2_run
+    assert main(["verify", str(run_dir), "--data-dir", str(glue), "--base-model", str(base_model)]) == 2
+    assert "do not use this checkpoint" in one_line(capsys)
