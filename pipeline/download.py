@@ -321,6 +321,10 @@ def _fetch(
 ) -> tuple[Path, str | None, str | None]:
     """`(folder, repo_id, commit)`: a local folder as is, or the snapshot of a Hub repository."""
     text = os.fspath(repo_or_path)
+    if not text.strip():  # Path("") is the current folder, which nobody means by an empty name
+        raise DownloadError(
+            f"{text!r} names no run: pass a run folder (./NAME for one here) or a Hub repository ORG/NAME"
+        )
     local = Path(text).expanduser()
     if local.is_dir():
         if revision is not None:
@@ -1069,6 +1073,42 @@ def predict_logits(verified: VerifiedModel, data: TaskData, batch_size: int = 64
     return logits
 
 
+def check_output_folder(output: Path) -> None:
+    """Refuses an output folder that cannot be made, before anything is fetched: one that is there and not an
+    empty folder, one below a file, or one in a folder where nothing can be created (`/proc`, a read-only
+    mount). Nothing is left behind: the check makes a scratch folder in the nearest existing folder and
+    removes it.
+
+    Args:
+        output: the folder [`download_to`] will create.
+
+    Raises:
+        [`DownloadError`]: one line naming the path and what to pass instead.
+
+    Example:
+        >>> _ = Path("notes.txt").write_text("a file")
+        >>> check_output_folder(Path("notes.txt/run"))
+        Traceback (most recent call last):
+        ...
+        attncard.pipeline.errors.DownloadError: --output notes.txt/run: notes.txt is a file, not a folder, ...
+    """
+    try:
+        if output.exists() and (not output.is_dir() or any(output.iterdir())):
+            raise DownloadError(f"{output} exists and is not an empty folder; pass a new folder as --output")
+        nearest = next(folder for folder in (output, *output.parents) if folder.exists())
+        if not nearest.is_dir():
+            raise DownloadError(
+                f"--output {output}: {nearest} is a file, not a folder, so nothing can be created below it; "
+                "pass a new folder as --output"
+            )
+        os.rmdir(tempfile.mkdtemp(prefix=".attncard-output-check-", dir=nearest))
+    except OSError as error:
+        raise DownloadError(
+            f"--output {output}: no folder can be created there ({error.strerror or first_line(error)}); "
+            "pass a new folder in a place you can write to"
+        ) from None
+
+
 def download_to(
     repo: str, revision: str | None, allow_failed: bool, output: Path, options: dict
 ) -> tuple[VerifiedFiles, Path]:
@@ -1094,8 +1134,7 @@ def download_to(
         (PosixPath('my-run'), True, True)
     """
     output = output.expanduser()
-    if output.exists() and (not output.is_dir() or any(output.iterdir())):
-        raise DownloadError(f"{output} exists and is not an empty folder; pass a new folder as --output")
+    check_output_folder(output)
     with tempfile.TemporaryDirectory(prefix="attncard-download-") as cache:
         files = download_verified(repo, revision, allow_failed, cache_dir=cache, **options)
         output.parent.mkdir(parents=True, exist_ok=True)

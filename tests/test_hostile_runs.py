@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -498,3 +499,35 @@ def test_a_malformed_tokenizer_is_one_line_and_exit_2(
     _, glue = tiny_gpt2_run
     assert main(["verify", str(run_dir), "--data-dir", str(glue), "--base-model", str(base_model)]) == 2
     assert "do not use this checkpoint" in one_line(capsys)
+
+
+@pytest.mark.parametrize(
+    ("output", "message"),
+    [
+        ("a-file/run", r"a-file is a file, not a folder, so nothing can be created below it"),
+        ("a-file/deeper/run", r"a-file is a file, not a folder, so nothing can be created below it"),
+        ("/proc/attncard-run", r"--output /proc/attncard-run: no folder can be created there"),
+        ("/proc/self/attncard-run", r"--output /proc/self/attncard-run: no folder can be created there"),
+    ],
+)
+def test_download_checks_the_output_folder_before_fetching(
+    tiny_gpt2_run, tmp_path, capsys, monkeypatch, output, message
+) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.chdir(tmp_path)
+
+    def no_fetch(*args, **kwargs):
+        raise AssertionError("the run was fetched before --output was checked")
+
+    monkeypatch.setattr("attncard.pipeline.download.download_verified", no_fetch)
+    assert main(["download", str(tiny_gpt2_run[0]), "--output", output]) == 2
+    assert re.search(message, one_line(capsys))
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a-file"]  # nothing written
+
+
+@pytest.mark.parametrize("argv", [["download", ""], ["verify", ""], ["verify", "--predictions", ""]])
+def test_an_empty_run_argument_is_not_the_current_folder(tiny_gpt2_run, tmp_path, capsys, monkeypatch, argv):
+    # Run from inside a run folder: an empty argument must not check (or load) the folder one stands in.
+    monkeypatch.chdir(copy_run(tiny_gpt2_run, tmp_path))
+    assert main(argv) == 2
+    assert "'' names no run" in one_line(capsys)
