@@ -28,12 +28,14 @@ from attncard.pipeline.errors import (
     IncompatibleRunError,
     IntegrityError,
     ResultsError,
+    SignatureError,
 )
 from attncard.pipeline.evaluate import label_metrics
 from attncard.pipeline.push import push_tag
 from attncard.pipeline.render import render_card, write_plots
 from attncard.pipeline.results import CARD_FILE, RESULTS_FILE, Results, Status, build_manifest, sha256_file
 from attncard.pipeline.reverify import reverify
+from attncard.pipeline.signing import sign_run_folder
 from attncard.pipeline.verify import verification_from_counts
 from conftest import HUB_TOKEN, TINY_GPT2_REPO, commit_run_folder
 from hub_server import LoopbackHub
@@ -531,3 +533,45 @@ def test_an_empty_run_argument_is_not_the_current_folder(tiny_gpt2_run, tmp_path
     monkeypatch.chdir(copy_run(tiny_gpt2_run, tmp_path))
     assert main(argv) == 2
     assert "'' names no run" in one_line(capsys)
+
+
+def test_a_signed_run_names_the_files_its_signature_does_not_cover(
+    hub: LoopbackHub, tiny_gpt2_run, tmp_path, capsys, fresh_cache
+) -> None:
+    """The transport's bookkeeping is not part of the run: the Hub writes `.gitattributes` after signing, and
+    `git clone` adds `.git/`. Nothing loads them, so they are ignored, and the report says so by name."""
+    from test_signing import make_key
+
+    (tmp_path / "keys").mkdir()
+    private, public = make_key(tmp_path / "keys", "publisher")
+    run_dir = copy_run(tiny_gpt2_run, tmp_path)
+    sign_run_folder(run_dir, private)
+    (run_dir / ".git").mkdir()
+    (run_dir / ".git" / "x").write_text("added after signing\n")
+    assert main(["download", str(run_dir), "--require-key", str(public)]) == 0
+    err = capsys.readouterr().err
+    assert "verified; not covered and ignored: .git/ (1 file), a transport's bookkeeping" in err, err
+
+    # On the Hub, someone with write access changes .gitattributes of a signed run.
+    shutil.rmtree(run_dir / ".git")
+    commit_run_folder(hub.endpoint, TINY_GPT2_REPO, run_dir)
+    HfApi(endpoint=hub.endpoint, token=HUB_TOKEN).upload_file(
+        path_or_fileobj=b"* filter=evil\n", path_in_repo=".gitattributes", repo_id=TINY_GPT2_REPO
+    )
+    output = tmp_path / "downloaded"
+    argv = ["download", TINY_GPT2_REPO, "--hub-endpoint", hub.endpoint, "--require-key", str(public)]
+    assert main([*argv, "--output", str(output)]) == 0
+    err = capsys.readouterr().err
+    assert "verified; not covered and ignored: .gitattributes, a transport's bookkeeping" in err, err
+    assert not (output / ".gitattributes").exists()  # only the signed files are copied
+
+
+def test_a_signature_nested_too_deeply_is_one_line(tiny_gpt2_run, tmp_path, capsys) -> None:
+    run_dir = copy_run(tiny_gpt2_run, tmp_path)
+    (run_dir / "model.sig").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(
+        SignatureError, match=r"model\.sig: not a model-signing signature \(its JSON is nested"
+    ):
+        download_verified(run_dir)
+    assert main(["download", str(run_dir)]) == 2
+    assert "nested too deeply" in one_line(capsys)
