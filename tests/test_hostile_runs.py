@@ -21,6 +21,7 @@ import torch
 from huggingface_hub import HfApi
 from transformers import AutoModelForSequenceClassification
 
+from attncard.pipeline import predictions as predictions_module
 from attncard.pipeline.cli import main
 from attncard.pipeline.download import download_verified, load_verified
 from attncard.pipeline.errors import (
@@ -33,7 +34,7 @@ from attncard.pipeline.errors import (
     SignatureError,
 )
 from attncard.pipeline.evaluate import label_metrics
-from attncard.pipeline.predictions import _BLOCK_ROWS, read_predictions, write_predictions
+from attncard.pipeline.predictions import read_predictions, write_predictions
 from attncard.pipeline.push import push_tag
 from attncard.pipeline.render import render_card, write_plots
 from attncard.pipeline.results import (
@@ -618,13 +619,14 @@ def test_predictions_csv_is_read_in_a_fraction_of_its_size(tiny_gpt2_run, tmp_pa
 
 def test_predictions_csv_is_checked_across_blocks(tiny_gpt2_run, tmp_path) -> None:
     """Rows are checked a block at a time: a bad row past the first block is named by its own line."""
-    rows = 3 * _BLOCK_ROWS + 5
+    block = predictions_module._BLOCK_ROWS
+    rows = 3 * block + 5
     results = _large_predictions(tiny_gpt2_run, tmp_path / "run", rows)
     predictions = read_predictions(tmp_path / "run", results)
     assert len(predictions.predictions) == rows and tuple(predictions.logits.shape) == (rows, 2)
     path = tmp_path / "run" / PREDICTIONS_FILE
     lines = path.read_text().splitlines()
-    row = 2 * _BLOCK_ROWS + 7
+    row = 2 * block + 7
     fields = lines[row + 1].split(",")
     lines[row + 1] = (
         ",".join([*fields[:3], fields[4], fields[3]]) if fields[3] != fields[4] else lines[row + 1]
