@@ -397,6 +397,11 @@ def read_results(folder: Path, where: str | None = None) -> Results:
         return Results.load(path)
     except UnknownSchemaError as error:
         raise UnknownSchemaError(f"{where}: {error}") from error
+    except RecursionError:  # json's parser, on nesting deeper than Python's recursion limit
+        raise ResultsError(
+            f"{where}: {RESULTS_FILE} is nested too deeply to be a results.json publish wrote: the file is "
+            "malformed, do not use this checkpoint"
+        ) from None
     except ResultsError as error:
         raise ResultsError(
             f"{where}: {error}: the file is malformed, do not use this checkpoint (if another attncard "

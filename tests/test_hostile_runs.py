@@ -637,3 +637,12 @@ def test_predictions_csv_is_checked_across_blocks(tiny_gpt2_run, tmp_path) -> No
     path.write_text("\n".join([*lines[: row + 1], *lines[row + 2 :]]) + "\n")
     with pytest.raises(IntegrityError, match=rf"line {row + 2} has index {row + 1}, expected {row}"):
         read_predictions(tmp_path / "run", results)
+
+
+def test_a_results_json_nested_too_deeply_is_one_line(tiny_gpt2_run, tmp_path, capsys) -> None:
+    run_dir = copy_run(tiny_gpt2_run, tmp_path)
+    (run_dir / RESULTS_FILE).write_text('{"a":' * 100_000 + "1" + "}" * 100_000)
+    with pytest.raises(ResultsError, match=r"results\.json is nested too deeply"):
+        download_verified(run_dir)
+    assert main(["download", str(run_dir)]) == 2
+    assert "do not use this checkpoint" in one_line(capsys)
