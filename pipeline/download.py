@@ -24,10 +24,14 @@ Loading a run:
    disagreement refuses the run;
 6. verifies the signature when one is there (against a required key or identity, if given);
 7. refuses a run whose (recomputed) status is FAIL, unless asked to load it anyway;
-8. rebuilds the model: the recorded base weights (a Hub commit, the packaged MiniLM, or a local folder passed
-   as `base_model` with the recorded sha256) with the run's `config.json`, the recorded attention module
-   with its recorded config, then the LoRA adapter and the trained head and module parameters
-   (`modules_to_save`) from the safetensors file. transformers and peft run with `trust_remote_code=False`.
+8. rebuilds the model: first the run's tokenizer is read (a malformed `tokenizer.json` or
+   `tokenizer_config.json` is one line) and the run's `config.json` compared with the base model's config,
+   every field but those publish sets (labels, architecture, dtype, a missing pad token), so that no field
+   sizes a weight before it is checked; then the recorded base weights (a Hub commit, the packaged MiniLM,
+   or a local folder passed as `base_model` with the recorded sha256) with the run's `config.json`, the
+   recorded attention module with its recorded config, then the LoRA adapter and the trained head and
+   module parameters (`modules_to_save`) from the safetensors file. transformers and peft run with
+   `trust_remote_code=False`.
 
 Loading seeds nothing and is deterministic: every weight that is initialised at random on the way (the new
 classification head, LoRA's factors) is overwritten from the adapter file, which is checked to hold every
@@ -597,7 +601,10 @@ def load_verified(
     Raises:
         AttncardError: any error of [`download_verified`].
         IncompatibleRunError: the base model, module or adapter do not match the record (other weights, an
-            unknown module, a module with other source, missing adapter weights).
+            unknown module, a module with other source, missing adapter weights), or the run's config.json
+            differs from the base model's config in a field publish does not set (checked before any weight
+            is allocated).
+        IntegrityError: the run's tokenizer.json or tokenizer_config.json cannot be read.
         ModuleNotInstalledError: the module's package is not installed.
         ModelLoadError: the base model cannot be had (offline and not cached).
 
@@ -985,12 +992,14 @@ def check_config_fits_base(config: PretrainedConfig, base: PretrainedConfig, whe
             continue
         raise IncompatibleRunError(
             f"{where}: {CONFIG_FILE} sets {name} to {_shown_value(value)}, but the base model's config has "
-            f"{_shown_value(expected)}; publish copies every field but the labels from the base model, so "
-            "the file was edited: do not use this checkpoint (nothing was loaded)"
+            f"{_shown_value(expected)}; publish keeps every field of the base model's config but the labels, "
+            "architecture, dtype and pad token, so the file was edited: do not use this checkpoint (nothing "
+            "was loaded)"
         )
 
 
 def _shown_value(value: object) -> str:
+    """A config value for a one-line message: its repr, cut at 60 characters."""
     text = repr(value)
     return text if len(text) <= 60 else f"{text[:57]}..."
 
