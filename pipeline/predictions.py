@@ -230,7 +230,7 @@ def read_predictions(folder: str | Path, results: Results, where: str | None = N
     if not rows_read:
         raise refuse("holds no rows")
     labels, predicted = np.concatenate(label_blocks), np.concatenate(prediction_blocks)
-    label_blocks.clear(), prediction_blocks.clear()
+    del label_blocks, prediction_blocks  # copied into the two arrays
     digest = predictions_sha256(predicted)
     if digest != results.metrics.predictions_sha256:
         raise refuse(
