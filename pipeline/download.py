@@ -1106,10 +1106,11 @@ def check_output_folder(output: Path) -> None:
         ...
         attncard.pipeline.errors.DownloadError: --output notes.txt/run: notes.txt is a file, not a folder, ...
     """
+    nearest = output  # the nearest existing folder, once found
     try:
-        if output.exists() and (not output.is_dir() or any(output.iterdir())):
-            raise DownloadError(f"{output} exists and is not an empty folder; pass a new folder as --output")
         nearest = next(folder for folder in (output, *output.parents) if folder.exists())
+        if nearest == output and (not output.is_dir() or any(output.iterdir())):
+            raise DownloadError(f"{output} exists and is not an empty folder; pass a new folder as --output")
         if not nearest.is_dir():
             raise DownloadError(
                 f"--output {output}: {nearest} is a file, not a folder, so nothing can be created below it; "
@@ -1118,8 +1119,8 @@ def check_output_folder(output: Path) -> None:
         os.rmdir(tempfile.mkdtemp(prefix=".attncard-output-check-", dir=nearest))
     except OSError as error:
         raise DownloadError(
-            f"--output {output}: no folder can be created there ({error.strerror or first_line(error)}); "
-            "pass a new folder in a place you can write to"
+            f"--output {output}: no folder can be created in {nearest} "
+            f"({error.strerror or first_line(error)}); pass a new folder in a place you can write to"
         ) from None
 
 

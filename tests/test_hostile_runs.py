@@ -520,8 +520,11 @@ def test_a_malformed_tokenizer_is_one_line_and_exit_2(
     [
         ("a-file/run", r"a-file is a file, not a folder, so nothing can be created below it"),
         ("a-file/deeper/run", r"a-file is a file, not a folder, so nothing can be created below it"),
-        ("/proc/attncard-run", r"--output /proc/attncard-run: no folder can be created there"),
-        ("/proc/self/attncard-run", r"--output /proc/self/attncard-run: no folder can be created there"),
+        ("/proc/attncard-run", r"--output /proc/attncard-run: no folder can be created in /proc "),
+        (
+            "/proc/self/attncard-run",
+            r"--output /proc/self/attncard-run: no folder can be created in /proc/self ",
+        ),
     ],
 )
 def test_download_checks_the_output_folder_before_fetching(
