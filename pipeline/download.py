@@ -24,10 +24,14 @@ Loading a run:
    disagreement refuses the run;
 6. verifies the signature when one is there (against a required key or identity, if given);
 7. refuses a run whose (recomputed) status is FAIL, unless asked to load it anyway;
-8. rebuilds the model: the recorded base weights (a Hub commit, the packaged MiniLM, or a local folder passed
-   as `base_model` with the recorded sha256) with the run's `config.json`, the recorded attention module
-   with its recorded config, then the LoRA adapter and the trained head and module parameters
-   (`modules_to_save`) from the safetensors file. transformers and peft run with `trust_remote_code=False`.
+8. rebuilds the model: first the run's tokenizer is read (a malformed `tokenizer.json` or
+   `tokenizer_config.json` is one line) and the run's `config.json` compared with the base model's config,
+   every field but those publish sets (labels, architecture, dtype, a missing pad token), so that no field
+   sizes a weight before it is checked; then the recorded base weights (a Hub commit, the packaged MiniLM,
+   or a local folder passed as `base_model` with the recorded sha256) with the run's `config.json`, the
+   recorded attention module with its recorded config, then the LoRA adapter and the trained head and
+   module parameters (`modules_to_save`) from the safetensors file. transformers and peft run with
+   `trust_remote_code=False`.
 
 Loading seeds nothing and is deterministic: every weight that is initialised at random on the way (the new
 classification head, LoRA's factors) is overwritten from the adapter file, which is checked to hold every
@@ -56,10 +60,12 @@ from huggingface_hub.utils import validate_repo_id
 from peft import PeftModel
 from peft.utils import get_peft_model_state_dict
 from safetensors import SafetensorError, safe_open
+from tokenizers import Tokenizer
 from transformers import (
     AutoConfig,
     AutoModelForSequenceClassification,
     AutoTokenizer,
+    PretrainedConfig,
     PreTrainedTokenizerBase,
 )
 from transformers.utils import logging as transformers_logging
@@ -86,6 +92,7 @@ from .integrity import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,
     CONFIG_FILE,
+    TOKENIZER_CONFIG_FILE,
     WEIGHTS_SUFFIX,
     card_problems,
     check_run_files,
@@ -116,6 +123,26 @@ from .signing import SignatureReport, verify_run_signature
 
 # The files every run folder must list in its manifest: without them there is nothing to rebuild or check.
 REQUIRED_FILES = (ADAPTER_WEIGHTS_FILE, ADAPTER_CONFIG_FILE, CONFIG_FILE, CARD_FILE)
+TOKENIZER_FILE = "tokenizer.json"
+# The fields of a run's config.json that publish sets (labels, architecture, dtype, pad token) or that
+# name where and how it was loaded; every other field must be the base model's (check_config_fits_base).
+PUBLISH_SET_CONFIG_FIELDS = frozenset(
+    {
+        "id2label",
+        "label2id",
+        "num_labels",
+        "problem_type",
+        "architectures",
+        "dtype",
+        "torch_dtype",
+        "transformers_version",
+        "_name_or_path",
+        "_commit_hash",
+        "attn_implementation",
+        "_attn_implementation",
+        "_attn_implementation_autoset",
+    }
+)
 # Pickle-based weight formats: torch.load on them can run arbitrary code. They are refused unopened.
 UNSAFE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 SHA_PREFIX = 12  # characters of a sha256 shown in messages
@@ -298,6 +325,10 @@ def _fetch(
 ) -> tuple[Path, str | None, str | None]:
     """`(folder, repo_id, commit)`: a local folder as is, or the snapshot of a Hub repository."""
     text = os.fspath(repo_or_path)
+    if not text.strip():  # Path("") is the current folder, which nobody means by an empty name
+        raise DownloadError(
+            f"{text!r} names no run: pass a run folder (./NAME for one here) or a Hub repository ORG/NAME"
+        )
     local = Path(text).expanduser()
     if local.is_dir():
         if revision is not None:
@@ -565,7 +596,10 @@ def load_verified(
     Raises:
         AttncardError: any error of [`download_verified`].
         IncompatibleRunError: the base model, module or adapter do not match the record (other weights, an
-            unknown module, a module with other source, missing adapter weights).
+            unknown module, a module with other source, missing adapter weights), or the run's config.json
+            differs from the base model's config in a field publish does not set (checked before any weight
+            is allocated).
+        IntegrityError: the run's tokenizer.json or tokenizer_config.json cannot be read.
         ModuleNotInstalledError: the module's package is not installed.
         ModelLoadError: the base model cannot be had (offline and not cached).
 
@@ -650,6 +684,7 @@ def _rebuild(
             f"{where}: {CONFIG_FILE} has labels {config_labels} but {RESULTS_FILE} records {labels}; the run "
             "folder is inconsistent, publish it again"
         )
+    tokenizer = load_run_tokenizer(folder, where)  # before any weight: it is cheap, and may be malformed
     model = _load_base_model(results, config, where, base_model)
     # As pipeline.models.load_model counts them: before the module, which may replace projections.
     base_parameters = sum(p.numel() for p in model.parameters())
@@ -667,13 +702,56 @@ def _rebuild(
     _check_adapter_weights(model, stored, where)
     model.eval()
 
-    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
     if not pad_on_the_right(tokenizer, model):  # as publish loaded it
         raise IncompatibleRunError(
             f"{where}: the tokenizer has neither a pad nor an EOS token, so batches cannot be padded; "
             "the run folder is inconsistent, publish it again"
         )
     return model, tokenizer, base_parameters
+
+
+def load_run_tokenizer(folder: Path, where: str) -> PreTrainedTokenizerBase:
+    """The run's tokenizer, as transformers loads it, with its files refused in one line when malformed.
+
+    `tokenizer.json` is read by the `tokenizers` library first: for a file it cannot deserialize (invalid or
+    truncated JSON, a field of the wrong type, an unknown model or normalizer type, nesting past its
+    recursion limit) it raises a plain `Exception`. transformers then reads `tokenizer_config.json` and
+    raises `TypeError` or `ValueError` for a field of the wrong type (a special token that is not a string,
+    an `added_tokens_decoder` entry that is not a token).
+
+    Args:
+        folder: the checked run folder (no `auto_map`: [`pipeline.integrity.check_run_files`]).
+        where: the run, for messages.
+
+    Returns:
+        The tokenizer, as publish saved it.
+
+    Raises:
+        [`IntegrityError`]: one line naming the file and what the library said.
+
+    Example:
+        >>> load_run_tokenizer(Path("runs/tiny-gpt2-none-sst2"), "run").eos_token
+        '<|endoftext|>'
+    """
+    path = folder / TOKENIZER_FILE
+    if path.is_file():
+        try:
+            Tokenizer.from_file(os.fspath(path))
+        except Exception as error:
+            if type(error) is not Exception:  # tokenizers' own error is exactly Exception; others are bugs
+                raise
+            raise IntegrityError(
+                f"{where}: {TOKENIZER_FILE} is not a tokenizer the tokenizers library can read "
+                f"({first_line(error)[:200]}); it is not the file publish wrote: do not use this checkpoint"
+            ) from error
+    try:
+        return AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+    except (TypeError, ValueError) as error:
+        raise IntegrityError(
+            f"{where}: transformers cannot build the tokenizer from {TOKENIZER_CONFIG_FILE} and "
+            f"{TOKENIZER_FILE} ({first_line(error)[:200]}); they are not the files publish wrote: do not "
+            "use this checkpoint"
+        ) from error
 
 
 def _module_and_config(results: Results, where: str) -> tuple[AttentionModule, object]:
@@ -773,8 +851,8 @@ def stock_load_files(
     )
     config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
     with torch.random.fork_rng(devices=[]), _transformers_errors_only():
+        tokenizer = load_run_tokenizer(folder, where)
         base = _load_base_model(results, config, where, base_model)
-        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
         pad_on_the_right(tokenizer, base)
         max_length = results.training.hyperparameters.max_length
         return evaluate_stock(base.eval(), folder, tokenizer, data, max_length, batch_size, adapter_config)
@@ -836,6 +914,7 @@ def _load_base_model(
                 f"run was trained on {record.revision[: 7 + SHA_PREFIX]}…; install the versions recorded in "
                 f"{RESULTS_FILE} (environment.packages) or use the same model folder"
             )
+    check_config_fits_base(config, _base_config(source, revision, record.model_id, where), where)
     try:
         model = AutoModelForSequenceClassification.from_pretrained(
             os.fspath(source),
@@ -853,6 +932,71 @@ def _load_base_model(
             + f" ({first_line(error)}); connect to the Hub, or make it available in the local cache"
         ) from error
     return model
+
+
+def _base_config(source: str | Path, revision: str | None, model_id: str, where: str) -> PretrainedConfig:
+    """The base model's own config.json (no weights are read)."""
+    try:
+        return AutoConfig.from_pretrained(os.fspath(source), revision=revision, trust_remote_code=False)
+    except OSError as error:
+        raise ModelLoadError(
+            f"{where}: could not read the config of the base model {model_id}"
+            + (f" at revision {revision}" if revision else "")
+            + f" ({first_line(error)}); connect to the Hub, or make it available in the local cache"
+        ) from error
+
+
+def check_config_fits_base(config: PretrainedConfig, base: PretrainedConfig, where: str) -> None:
+    """Refuses a run's config.json that differs from its base model's config in anything publish does not set.
+
+    Publish saves the base model's config with the task's labels (`id2label`, `label2id`, `problem_type`),
+    the classification architecture, the dtype and, for a tokenizer without one, a pad token. Every other
+    field, above all those that size a weight (`vocab_size`, `n_positions`, `max_position_embeddings`,
+    `n_inner`, `intermediate_size`, `hidden_size`, layers, heads, …), must be the base model's: transformers
+    allocates the model from the config before it compares a single weight with the file, so a field like
+    `n_inner=4000000` would take gigabytes before its error. This check reads no weight.
+
+    Args:
+        config: the run's config.json, as `AutoConfig` reads it.
+        base: the recorded base model's config.
+        where: the run, for messages.
+
+    Raises:
+        [`IncompatibleRunError`]: one line naming the first differing field and both values.
+
+    Example:
+        >>> from transformers import GPT2Config
+        >>> check_config_fits_base(GPT2Config(n_inner=4000000), GPT2Config(), "run")
+        Traceback (most recent call last):
+        ...
+        attncard.pipeline.errors.IncompatibleRunError: run: config.json sets n_inner to 4000000, but ...
+    """
+    run_fields, base_fields = config.to_dict(), base.to_dict()
+    for name in sorted(set(run_fields) | set(base_fields)):
+        value, expected = run_fields.get(name), base_fields.get(name)
+        if name in PUBLISH_SET_CONFIG_FIELDS or value == expected:
+            continue
+        vocabulary = base_fields.get("vocab_size")
+        if (  # a pad token publish gave a tokenizer without one: any id of the base vocabulary
+            name == "pad_token_id"
+            and expected is None
+            and type(value) is int
+            and type(vocabulary) is int
+            and 0 <= value < vocabulary
+        ):
+            continue
+        raise IncompatibleRunError(
+            f"{where}: {CONFIG_FILE} sets {name} to {_shown_value(value)}, but the base model's config has "
+            f"{_shown_value(expected)}; publish keeps every field of the base model's config but the labels, "
+            "architecture, dtype and pad token, so the file was edited: do not use this checkpoint (nothing "
+            "was loaded)"
+        )
+
+
+def _shown_value(value: object) -> str:
+    """A config value for a one-line message: its repr, cut at 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
 
 
 def _adapter_weight_names(folder: Path, where: str) -> set[str]:
@@ -938,6 +1082,43 @@ def predict_logits(verified: VerifiedModel, data: TaskData, batch_size: int = 64
     return logits
 
 
+def check_output_folder(output: Path) -> None:
+    """Refuses an output folder that cannot be made, before anything is fetched: one that is there and not an
+    empty folder, one below a file, or one in a folder where nothing can be created (`/proc`, a read-only
+    mount). Nothing is left behind: the check makes a scratch folder in the nearest existing folder and
+    removes it.
+
+    Args:
+        output: the folder [`download_to`] will create.
+
+    Raises:
+        [`DownloadError`]: one line naming the path and what to pass instead.
+
+    Example:
+        >>> _ = Path("notes.txt").write_text("a file")
+        >>> check_output_folder(Path("notes.txt/run"))
+        Traceback (most recent call last):
+        ...
+        attncard.pipeline.errors.DownloadError: --output notes.txt/run: notes.txt is a file, not a folder, ...
+    """
+    nearest = output  # the nearest existing folder, once found
+    try:
+        nearest = next(folder for folder in (output, *output.parents) if folder.exists())
+        if nearest == output and (not output.is_dir() or any(output.iterdir())):
+            raise DownloadError(f"{output} exists and is not an empty folder; pass a new folder as --output")
+        if not nearest.is_dir():
+            raise DownloadError(
+                f"--output {output}: {nearest} is a file, not a folder, so nothing can be created below it; "
+                "pass a new folder as --output"
+            )
+        os.rmdir(tempfile.mkdtemp(prefix=".attncard-output-check-", dir=nearest))
+    except OSError as error:
+        raise DownloadError(
+            f"--output {output}: no folder can be created in {nearest} "
+            f"({error.strerror or first_line(error)}); pass a new folder in a place you can write to"
+        ) from None
+
+
 def download_to(
     repo: str, revision: str | None, allow_failed: bool, output: Path, options: dict
 ) -> tuple[VerifiedFiles, Path]:
@@ -963,8 +1144,7 @@ def download_to(
         (PosixPath('my-run'), True, True)
     """
     output = output.expanduser()
-    if output.exists() and (not output.is_dir() or any(output.iterdir())):
-        raise DownloadError(f"{output} exists and is not an empty folder; pass a new folder as --output")
+    check_output_folder(output)
     with tempfile.TemporaryDirectory(prefix="attncard-download-") as cache:
         files = download_verified(repo, revision, allow_failed, cache_dir=cache, **options)
         output.parent.mkdir(parents=True, exist_ok=True)

@@ -45,6 +45,8 @@ _LOGIT_BYTES = 25
 # Whatever results.json says, no predictions file is read past this (GLUE's largest split, QQP's 40,430 rows,
 # takes about 2 MB).
 MAX_PREDICTIONS_BYTES = 256 << 20
+# Lines checked at a time: their texts and Python objects are all that is held besides the compact result.
+_BLOCK_ROWS = 4096
 _WHOLE_NUMBER = re.compile(r"0|[1-9][0-9]{0,18}")
 
 
@@ -141,6 +143,10 @@ def read_predictions(folder: str | Path, results: Results, where: str | None = N
     from them (the confusion matrix, the correct rows, the loss, …) are compared by [`prediction_figures`],
     not here. The file's size is checked before it is read.
 
+    The file is streamed: no line is read past the length a row can take, lines are checked `_BLOCK_ROWS` at
+    a time, and only each block's compact result is kept (int64 label and prediction ids, float32 logits)
+    until the counts and the hash are taken over all rows.
+
     Args:
         folder: the run folder.
         results: its results.json.
@@ -176,55 +182,105 @@ def read_predictions(folder: str | Path, results: Results, where: str | None = N
     size = path.stat().st_size
     if size > limit:
         raise refuse(f"holds {size} bytes, more than the {limit} that {rows} rows of {count} logits can take")
+    longest_line = max(len(header(count)), _LINE_BYTES + count * _LOGIT_BYTES) + 1
+    rows_read, offset, number = 0, 0, 0  # rows checked, bytes read, lines read
+    label_blocks: list[np.ndarray] = []
+    prediction_blocks: list[np.ndarray] = []
+    logit_blocks: list[np.ndarray] = []
+    block: list[str] = []
     with path.open("rb") as handle:
-        content = handle.read(limit + 1)  # the file may grow after its size was read
-    if len(content) > limit:
-        raise refuse(f"holds more than the {limit} bytes that {rows} rows of {count} logits can take")
-    try:
-        text = content.decode("ascii")
-    except UnicodeDecodeError as error:
-        raise refuse(f"has a byte that is not ASCII at offset {error.start}") from None
-    if not text.endswith("\n"):
+        while True:
+            raw = handle.readline(longest_line + 1)
+            if not raw:
+                break
+            if offset + len(raw) > limit:  # the file may grow after its size was read
+                raise refuse(f"holds more than the {limit} bytes that {rows} rows of {count} logits can take")
+            number += 1  # this line's, the header being line 1
+            if not raw.isascii():
+                position = next(i for i, byte in enumerate(raw) if byte > 127)
+                raise refuse(f"has a byte that is not ASCII at offset {offset + position}")
+            offset += len(raw)
+            if not raw.endswith(b"\n"):
+                if len(raw) > longest_line:
+                    raise refuse(f"line {number} is longer than the {longest_line} bytes a line can take")
+                raise refuse("does not end with a line end")
+            line = raw[:-1].decode("ascii")
+            if number == 1:
+                if line != header(count):
+                    raise refuse(
+                        f"line 1 reads {line[:80]!r}, not the header {header(count)!r} for {count} labels"
+                    )
+                continue
+            if number - 1 > rows:
+                raise refuse(f"holds more than {rows} rows, {RESULTS_FILE} records verification.n = {rows}")
+            block.append(line)
+            if len(block) == _BLOCK_ROWS:
+                rows_read = _check_block(
+                    block, rows_read, count, refuse, (label_blocks, prediction_blocks, logit_blocks)
+                )
+                block = []
+    if offset == 0:
         raise refuse("does not end with a line end")
-    lines = text[:-1].split("\n")
-    if lines[0] != header(count):
-        raise refuse(f"line 1 reads {lines[0][:80]!r}, not the header {header(count)!r} for {count} labels")
-    labels, predicted, logit_texts = _parse_rows(lines[1:], count, refuse)
-    if len(labels) != rows:
-        raise refuse(f"holds {len(labels)} rows, {RESULTS_FILE} records verification.n = {rows}")
-    if not labels:
-        raise refuse("holds no rows")
-    logits = _logits(logit_texts, len(labels), count, refuse)
-    argmax = logits.argmax(dim=-1)
-    wrong = (argmax != torch.tensor(predicted)).nonzero().flatten().tolist()
-    if wrong:
-        row = wrong[0]
-        raise refuse(
-            f"line {row + 2} predicts {predicted[row]}, but its logits' first maximum is label "
-            f"{int(argmax[row])}"
+    if block:
+        rows_read = _check_block(
+            block, rows_read, count, refuse, (label_blocks, prediction_blocks, logit_blocks)
         )
+    if rows_read != rows:
+        raise refuse(f"holds {rows_read} rows, {RESULTS_FILE} records verification.n = {rows}")
+    if not rows_read:
+        raise refuse("holds no rows")
+    labels, predicted = np.concatenate(label_blocks), np.concatenate(prediction_blocks)
+    del label_blocks, prediction_blocks  # copied into the two arrays
     digest = predictions_sha256(predicted)
     if digest != results.metrics.predictions_sha256:
         raise refuse(
             f"predictions hash to {digest[:12]}…, {RESULTS_FILE} records metrics.predictions_sha256 "
             f"{results.metrics.predictions_sha256[:12]}…"
         )
-    class_counts = {name: labels.count(i) for i, name in enumerate(names)}
-    if class_counts != results.verification.class_counts:
+    counted = dict(zip(names, np.bincount(labels, minlength=count).tolist(), strict=True))
+    if counted != results.verification.class_counts:
         raise refuse(
-            f"counts the gold labels {class_counts}, {RESULTS_FILE} records verification.class_counts "
+            f"counts the gold labels {counted}, {RESULTS_FILE} records verification.class_counts "
             f"{results.verification.class_counts}"
         )
-    return Predictions(labels=labels, predictions=predicted, logits=logits)
+    return Predictions(
+        labels=labels.tolist(),
+        predictions=predicted.tolist(),
+        logits=torch.from_numpy(np.concatenate(logit_blocks)),
+    )
+
+
+def _check_block(
+    lines: list[str],
+    first_row: int,
+    count: int,
+    refuse: Callable[[str], IntegrityError],
+    into: tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]],
+) -> int:
+    """Checks consecutive data lines, the first being row `first_row`, and appends their gold labels,
+    predictions and float32 logits to `into`'s three lists; returns the next row's index."""
+    labels, predicted, logit_texts = _parse_rows(lines, first_row, count, refuse)
+    logits = _logits(logit_texts, first_row, len(labels), count, refuse)
+    argmax = logits.argmax(axis=-1)
+    wrong = np.flatnonzero(argmax != predicted)
+    if wrong.size:
+        row = int(wrong[0])
+        raise refuse(
+            f"line {first_row + row + 2} predicts {int(predicted[row])}, but its logits' first maximum is "
+            f"label {int(argmax[row])}"
+        )
+    for blocks, values in zip(into, (labels, predicted, logits), strict=True):
+        blocks.append(values)
+    return first_row + len(lines)
 
 
 def _parse_rows(
-    lines: list[str], count: int, refuse: Callable[[str], IntegrityError]
-) -> tuple[list[int], list[int], list[str]]:
-    """The gold labels, predictions and logit texts of the data lines, each field checked for its form."""
+    lines: list[str], first_row: int, count: int, refuse: Callable[[str], IntegrityError]
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """The gold labels, predictions (int64) and logit texts of data lines, each field checked for its form."""
     labels, predicted, logit_texts = [], [], []
     width = 3 + count
-    for row, line in enumerate(lines):
+    for row, line in enumerate(lines, start=first_row):
         number = row + 2  # the header is line 1
         fields = line.split(",")
         if len(fields) != width:
@@ -241,12 +297,18 @@ def _parse_rows(
         labels.append(label)
         predicted.append(prediction)
         logit_texts += fields[3:]
-    return labels, predicted, logit_texts
+    return np.asarray(labels, dtype=np.int64), np.asarray(predicted, dtype=np.int64), logit_texts
 
 
-def _logits(texts: list[str], rows: int, count: int, refuse: Callable[[str], IntegrityError]) -> torch.Tensor:
-    """The logit texts as a float32 `(rows, count)` tensor; each must be a finite float32 value written as
-    `repr` writes it."""
+def _logits(
+    texts: list[str], first_row: int, rows: int, count: int, refuse: Callable[[str], IntegrityError]
+) -> np.ndarray:
+    """The logit texts of rows from `first_row` as a float32 `(rows, count)` array; each must be a finite
+    float32 value written as `repr` writes it."""
+
+    def line(position: int) -> int:
+        return first_row + position // count + 2
+
     values = []
     for position, text in enumerate(texts):
         try:
@@ -255,9 +317,7 @@ def _logits(texts: list[str], rows: int, count: int, refuse: Callable[[str], Int
             value = None
         if value is None or not math.isfinite(value):
             what = "is not a number" if value is None else "is not finite"
-            raise refuse(
-                f"line {position // count + 2} has logit_{position % count} {text[:24]!r}, which {what}"
-            )
+            raise refuse(f"line {line(position)} has logit_{position % count} {text[:24]!r}, which {what}")
         values.append(value)
     wide = np.asarray(values, dtype=np.float64)
     narrow = wide.astype(np.float32)
@@ -265,16 +325,16 @@ def _logits(texts: list[str], rows: int, count: int, refuse: Callable[[str], Int
     if inexact.size:
         position = int(inexact[0])
         raise refuse(
-            f"line {position // count + 2} has logit_{position % count} {texts[position][:24]!r}, which is "
-            "not a float32 value"
+            f"line {line(position)} has logit_{position % count} {texts[position][:24]!r}, which is not a "
+            "float32 value"
         )
     for position, (text, value) in enumerate(zip(texts, narrow.tolist(), strict=True)):
         if repr(value) != text:
             raise refuse(
-                f"line {position // count + 2} has logit_{position % count} {text[:24]!r}, which publish "
-                f"writes as {value!r}"
+                f"line {line(position)} has logit_{position % count} {text[:24]!r}, which publish writes as "
+                f"{value!r}"
             )
-    return torch.from_numpy(narrow.reshape(rows, count))
+    return narrow.reshape(rows, count)
 
 
 def recompute(predictions: Predictions, results: Results) -> tuple[Metrics, Verification]:

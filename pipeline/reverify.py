@@ -346,6 +346,10 @@ def reverify_predictions(
     """
     check_expected_sha256(expected_sha256)
     folder = Path(os.fspath(run_dir)).expanduser()
+    if not os.fspath(run_dir).strip():  # Path("") is the current folder, which nobody means by an empty name
+        raise DownloadError(
+            f"{os.fspath(run_dir)!r} names no run folder; pass a local run folder or its cards/ copy"
+        )
     if not folder.is_dir():
         raise DownloadError(
             f"{run_dir}: no such run folder; --predictions checks a local run folder or its cards/ copy "

@@ -43,6 +43,8 @@ TRANSPORT_PATHS = (*TRANSPORT_FILES, *TRANSPORT_FOLDERS)
 GITHUB_ACTIONS_ISSUER = "https://token.actions.githubusercontent.com"
 KEY_PREFIX = "sha256:"
 _PREDICATE_TYPE = "https://model_signing/signature/v1.0"
+# A signature lists a run's dozen files with their digests in a few kB; no model.sig is read past this.
+MAX_SIGNATURE_BYTES = 1 << 20
 _CURVES = ("secp256r1", "secp384r1", "secp521r1")  # those model_signing signs with
 # Fulcio's certificate extensions naming the OIDC issuer: v2 holds a DER UTF8String, v1 the raw text.
 _ISSUER_V2 = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.8")
@@ -59,9 +61,13 @@ class SignatureReport:
         signer: the key's fingerprint `sha256:<hex>`, or the certificate's identity (a workflow URL, an
             e-mail address); "" when unsigned.
         verified: True when the signature was checked against the key or identity asked for and covers
-            every file of the folder. False when unsigned, or when nothing was asked for: then `signer` is
+            every file of the run. False when unsigned, or when nothing was asked for: then `signer` is
             only what the bundle claims.
         issuer: the OIDC issuer of a Sigstore certificate; "" otherwise.
+        ignored: with `verified`, the files of the folder the signature does not cover and that were ignored:
+            a transport's bookkeeping (`.gitattributes`, which every Hub repository has and the Hub writes
+            after signing, `.git/`, `.cache/huggingface/`), never loaded and never copied by `download
+            --output`. Anyone who can write the folder can change them.
 
     Example:
         >>> print(SignatureReport(True, "key", key_fingerprint("signing-key.pub"), verified=False))
@@ -74,6 +80,7 @@ class SignatureReport:
     signer: str
     verified: bool
     issuer: str = ""
+    ignored: tuple[str, ...] = ()
 
     @property
     def who(self) -> str:
@@ -86,7 +93,11 @@ class SignatureReport:
         if not self.signed:
             return f"unsigned (no {SIGNATURE_FILE})"
         if self.verified:
-            return f"signed by {self.who}, verified"
+            ignored = (
+                f"; not covered and ignored: {_summary(self.ignored)}, a transport's bookkeeping that "
+                "nothing loads"
+            )
+            return f"signed by {self.who}, verified" + (ignored if self.ignored else "")
         against = "the public key" if self.method == "key" else "the expected identity"
         return f"signed by {self.who} as {SIGNATURE_FILE} claims, NOT verified: check it against {against}"
 
@@ -187,7 +198,13 @@ def verify_run_signature(
                 "required; do not use it, or ask its publisher to sign it"
             )
         return SignatureReport(signed=False, method=None, signer="", verified=False)
-    raw = (folder / SIGNATURE_FILE).read_bytes()
+    with (folder / SIGNATURE_FILE).open("rb") as handle:
+        raw = handle.read(MAX_SIGNATURE_BYTES + 1)
+    if len(raw) > MAX_SIGNATURE_BYTES:
+        raise SignatureError(
+            f"{folder}: {SIGNATURE_FILE} holds more than {MAX_SIGNATURE_BYTES >> 20} MiB, far more than a "
+            "signature of a run's files takes; it is not one: do not use this run, or sign it again"
+        )
     claimed, signed_files = _read_bundle(raw, folder / SIGNATURE_FILE)
     if wanted is None:
         return claimed
@@ -221,7 +238,7 @@ def verify_run_signature(
             f"{folder}: {', '.join(unsigned)} not covered by {SIGNATURE_FILE}; do not use this run, or "
             "remove the files if you added them"
         )
-    return expected
+    return dataclasses.replace(expected, ignored=tuple(_ignored_files(folder, ignore)))
 
 
 def key_fingerprint(public_key: str | Path) -> str:
@@ -306,6 +323,11 @@ def _read_bundle(raw: bytes, where: Path) -> tuple[SignatureReport, dict[str, st
             claimed = _certificate_claim(
                 x509.load_der_x509_certificate(base64.b64decode(certificate["rawBytes"]))
             )
+    except RecursionError:  # json's parser on nesting deeper than Python's recursion limit
+        raise SignatureError(
+            f"{where}: not a model-signing signature (its JSON is nested too deeply to read); do not use "
+            "this run, or sign it again"
+        ) from None
     except (ValueError, KeyError, TypeError, IndexError) as error:
         raise SignatureError(
             f"{where}: not a model-signing signature (cannot read {first_line(error)}); sign the run again"
@@ -357,6 +379,29 @@ def _run_files(folder: Path, ignore: tuple[str, ...]) -> list[str]:
     return sorted(name for name in names if not any(name == s or name.startswith(s + "/") for s in skipped))
 
 
+def _ignored_files(folder: Path, ignore: tuple[str, ...]) -> list[str]:
+    """The folder's files under `ignore` (a transport's bookkeeping), by POSIX path."""
+    skipped = [path.strip("/") for path in ignore]
+    names = (path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file())
+    return sorted(name for name in names if any(name == s or name.startswith(s + "/") for s in skipped))
+
+
+def _summary(paths: tuple[str, ...]) -> str:
+    """Files named one by one at the top of the folder, counted per transport folder (`.git/ (3 files)`)."""
+    folders = {folder: 0 for folder in TRANSPORT_FOLDERS}
+    names = []
+    for path in paths:
+        folder = next((folder for folder in folders if path.startswith(folder + "/")), None)
+        if folder is None:
+            names.append(path)
+        else:
+            folders[folder] += 1
+    names += [
+        f"{folder}/ ({count} file{'s' if count > 1 else ''})" for folder, count in folders.items() if count
+    ]
+    return ", ".join(names)
+
+
 def _differences(folder: Path, signed: dict[str, str], ignore: tuple[str, ...]) -> list[str]:
     """How the folder differs from the files a signature lists: missing, added or changed files."""
     present = _run_files(folder, ignore)
@@ -372,6 +417,7 @@ def _differences(folder: Path, signed: dict[str, str], ignore: tuple[str, ...]) 
 
 __all__ = [
     "GITHUB_ACTIONS_ISSUER",
+    "MAX_SIGNATURE_BYTES",
     "TRANSPORT_PATHS",
     "SignatureReport",
     "key_fingerprint",

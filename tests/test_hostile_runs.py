@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 from huggingface_hub import HfApi
+from transformers import AutoModelForSequenceClassification
 
+from attncard.pipeline import predictions as predictions_module
 from attncard.pipeline.cli import main
 from attncard.pipeline.download import download_verified, load_verified
 from attncard.pipeline.errors import (
@@ -26,12 +31,23 @@ from attncard.pipeline.errors import (
     IncompatibleRunError,
     IntegrityError,
     ResultsError,
+    SignatureError,
 )
 from attncard.pipeline.evaluate import label_metrics
+from attncard.pipeline.predictions import read_predictions, write_predictions
 from attncard.pipeline.push import push_tag
 from attncard.pipeline.render import card_usage_code, render_card, write_eval_results, write_plots
-from attncard.pipeline.results import CARD_FILE, RESULTS_FILE, Results, Status, build_manifest, sha256_file
+from attncard.pipeline.results import (
+    CARD_FILE,
+    PREDICTIONS_FILE,
+    RESULTS_FILE,
+    Results,
+    Status,
+    build_manifest,
+    sha256_file,
+)
 from attncard.pipeline.reverify import reverify
+from attncard.pipeline.signing import sign_run_folder
 from attncard.pipeline.verify import verification_from_counts
 from conftest import HUB_TOKEN, TINY_GPT2_REPO, commit_run_folder
 from hub_server import LoopbackHub
@@ -367,7 +383,6 @@ def test_push_signs_and_download_requires_the_signer(
 ) -> None:
     from test_signing import make_key
 
-
     (tmp_path / "keys").mkdir()
     private, public = make_key(tmp_path / "keys", "publisher")
     _, other = make_key(tmp_path / "keys", "someone-else")
@@ -391,3 +406,244 @@ def test_push_signs_and_download_requires_the_signer(
     HfApi(endpoint=hub.endpoint, token=HUB_TOKEN).delete_file("model.sig", TINY_GPT2_REPO)
     assert main(["download", *download, "--require-key", str(public)]) == 2
     assert "unsigned" in one_line(capsys)
+
+
+# --- issue 30: nothing is allocated or parsed before it is checked ------------------------------------------
+
+
+def render_card_again(run_dir: Path) -> None:
+    """What an attacker does after editing a file the card names by its sha256: plots, card and manifest
+    written again from results.json, so that everything agrees."""
+    results = Results.load(run_dir)
+    plots = write_plots(results, run_dir)
+    results.manifest = {k: v for k, v in build_manifest(run_dir).items() if k != CARD_FILE}
+    (run_dir / CARD_FILE).write_text(render_card(results, plots), encoding="utf-8")
+    results.manifest = build_manifest(run_dir)
+    results.save(run_dir)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        # 4,000,000 took the peak memory from 0.7 GB to 2.7 GB before transformers' RuntimeError.
+        ("n_inner", 4_000_000, r"config\.json sets n_inner to 4000000, but the base model's config has None"),
+        ("vocab_size", 401, r"config\.json sets vocab_size to 401, but the base model's config has 400"),
+        ("n_positions", 10**9, r"sets n_positions to 1000000000, but the base model's config has 160"),
+        ("n_layer", 3, r"config\.json sets n_layer to 3, but the base model's config has 2"),
+        ("n_head", 8, r"config\.json sets n_head to 8, but the base model's config has 4"),
+        ("pad_token_id", 400, r"config\.json sets pad_token_id to 400, but the base model's config has None"),
+    ],
+)
+def test_config_json_that_does_not_fit_the_base_model_is_refused_before_allocating(
+    tiny_gpt2_run, tiny_model_dir, tmp_path, capsys, monkeypatch, field, value, message
+) -> None:
+    run_dir = copy_run(tiny_gpt2_run, tmp_path)
+    edit_json(run_dir, "config.json", lambda c: c.update({field: value}))
+    render_card_again(run_dir)
+    base_model = tiny_model_dir("gpt2")
+    download_verified(run_dir)  # the files agree with each other; only the base model's config can tell
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was built from an unchecked config.json")
+
+    monkeypatch.setattr(AutoModelForSequenceClassification, "from_pretrained", no_model)
+    with pytest.raises(IncompatibleRunError, match=message):
+        load_verified(run_dir, base_model=base_model)
+    _, glue = tiny_gpt2_run
+    assert main(["verify", str(run_dir), "--data-dir", str(glue), "--base-model", str(base_model)]) == 2
+    assert "do not use this checkpoint" in one_line(capsys)
+
+
+def _tokenizer_json(run_dir: Path, edit: Callable[[dict], object]) -> str:
+    data = json.loads((run_dir / "tokenizer.json").read_text())
+    return json.dumps(edit(data))
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        (
+            "tokenizer.json",
+            lambda _: "{not json",
+            r"tokenizer\.json is not a tokenizer the tokenizers library",
+        ),
+        (
+            "tokenizer.json",
+            lambda run: (run / "tokenizer.json").read_text()[:500],  # truncated
+            r"tokenizer\.json is not a tokenizer .* \(EOF while parsing",
+        ),
+        (
+            "tokenizer.json",
+            lambda _: "[]",
+            r"tokenizer\.json .* \(invalid type: sequence, expected struct Tok",
+        ),
+        (
+            "tokenizer.json",
+            lambda run: _tokenizer_json(run, lambda t: {**t, "model": {**t["model"], "type": "Evil"}}),
+            r"tokenizer\.json .* \(data did not match any variant of untagged enum ModelUntagged",
+        ),
+        (
+            "tokenizer.json",
+            lambda run: _tokenizer_json(run, lambda t: {**t, "added_tokens": 5}),
+            r"tokenizer\.json .* \(invalid type: integer `5`, expected a sequence",
+        ),
+        (
+            "tokenizer.json",
+            lambda _: '{"model":' * 100_000 + "1" + "}" * 100_000,
+            r"recursion limit exceeded",
+        ),
+        (
+            "tokenizer_config.json",
+            lambda run: json.dumps(
+                {**json.loads((run / "tokenizer_config.json").read_text()), "eos_token": 5}
+            ),
+            r"transformers cannot build the tokenizer .* \(Special token eos_token has to be",
+        ),
+        (
+            "tokenizer_config.json",
+            lambda run: json.dumps(
+                {**json.loads((run / "tokenizer_config.json").read_text()), "added_tokens_decoder": {"7": 1}}
+            ),
+            r"transformers cannot build the tokenizer .* saved `added_tokens_decoder`",
+        ),
+    ],
+)
+def test_a_malformed_tokenizer_is_one_line_and_exit_2(
+    tiny_gpt2_run, tiny_model_dir, tmp_path, capsys, name, text, message
+) -> None:
+    run_dir = copy_run(tiny_gpt2_run, tmp_path)
+    (run_dir / name).write_text(text(run_dir))
+    render_card_again(run_dir)
+    base_model = tiny_model_dir("gpt2")
+    with pytest.raises(IntegrityError, match=message):
+        load_verified(run_dir, base_model=base_model)
+    _, glue = tiny_gpt2_run
+    assert main(["verify", str(run_dir), "--data-dir", str(glue), "--base-model", str(base_model)]) == 2
+    assert "do not use this checkpoint" in one_line(capsys)
+
+
+@pytest.mark.parametrize(
+    ("output", "message"),
+    [
+        ("a-file/run", r"a-file is a file, not a folder, so nothing can be created below it"),
+        ("a-file/deeper/run", r"a-file is a file, not a folder, so nothing can be created below it"),
+        ("/proc/attncard-run", r"--output /proc/attncard-run: no folder can be created in /proc "),
+        (
+            "/proc/self/attncard-run",
+            r"--output /proc/self/attncard-run: no folder can be created in /proc/self ",
+        ),
+    ],
+)
+def test_download_checks_the_output_folder_before_fetching(
+    tiny_gpt2_run, tmp_path, capsys, monkeypatch, output, message
+) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.chdir(tmp_path)
+
+    def no_fetch(*args, **kwargs):
+        raise AssertionError("the run was fetched before --output was checked")
+
+    monkeypatch.setattr("attncard.pipeline.download.download_verified", no_fetch)
+    assert main(["download", str(tiny_gpt2_run[0]), "--output", output]) == 2
+    assert re.search(message, one_line(capsys))
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a-file"]  # nothing written
+
+
+@pytest.mark.parametrize("argv", [["download", ""], ["verify", ""], ["verify", "--predictions", ""]])
+def test_an_empty_run_argument_is_not_the_current_folder(tiny_gpt2_run, tmp_path, capsys, monkeypatch, argv):
+    # Run from inside a run folder: an empty argument must not check (or load) the folder one stands in.
+    monkeypatch.chdir(copy_run(tiny_gpt2_run, tmp_path))
+    assert main(argv) == 2
+    assert "'' names no run" in one_line(capsys)
+
+
+def test_a_signed_run_names_the_files_its_signature_does_not_cover(
+    hub: LoopbackHub, tiny_gpt2_run, tmp_path, capsys, fresh_cache
+) -> None:
+    """The transport's bookkeeping is not part of the run: the Hub writes `.gitattributes` after signing, and
+    `git clone` adds `.git/`. Nothing loads them, so they are ignored, and the report says so by name."""
+    from test_signing import make_key
+
+    (tmp_path / "keys").mkdir()
+    private, public = make_key(tmp_path / "keys", "publisher")
+    run_dir = copy_run(tiny_gpt2_run, tmp_path)
+    sign_run_folder(run_dir, private)
+    (run_dir / ".git").mkdir()
+    (run_dir / ".git" / "x").write_text("added after signing\n")
+    assert main(["download", str(run_dir), "--require-key", str(public)]) == 0
+    err = capsys.readouterr().err
+    assert "verified; not covered and ignored: .git/ (1 file), a transport's bookkeeping" in err, err
+
+    # On the Hub, someone with write access changes .gitattributes of a signed run.
+    shutil.rmtree(run_dir / ".git")
+    commit_run_folder(hub.endpoint, TINY_GPT2_REPO, run_dir)
+    HfApi(endpoint=hub.endpoint, token=HUB_TOKEN).upload_file(
+        path_or_fileobj=b"* filter=evil\n", path_in_repo=".gitattributes", repo_id=TINY_GPT2_REPO
+    )
+    output = tmp_path / "downloaded"
+    argv = ["download", TINY_GPT2_REPO, "--hub-endpoint", hub.endpoint, "--require-key", str(public)]
+    assert main([*argv, "--output", str(output)]) == 0
+    err = capsys.readouterr().err
+    assert "verified; not covered and ignored: .gitattributes, a transport's bookkeeping" in err, err
+    assert not (output / ".gitattributes").exists()  # only the signed files are copied
+
+
+def test_a_signature_nested_too_deeply_is_one_line(tiny_gpt2_run, tmp_path, capsys) -> None:
+    run_dir = copy_run(tiny_gpt2_run, tmp_path)
+    (run_dir / "model.sig").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(
+        SignatureError, match=r"model\.sig: not a model-signing signature \(its JSON is nested"
+    ):
+        download_verified(run_dir)
+    assert main(["download", str(run_dir)]) == 2
+    assert "nested too deeply" in one_line(capsys)
+
+
+def _large_predictions(tiny_gpt2_run, folder: Path, rows: int) -> Results:
+    """A predictions.csv of `rows` random rows in `folder`, and the run's results.json made to agree."""
+    from test_predictions import consistent_results
+
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(rows, 2, generator=generator)
+    labels = torch.randint(0, 2, (rows,), generator=generator).tolist()
+    folder.mkdir()
+    write_predictions(folder / PREDICTIONS_FILE, labels, logits)
+    results = Results.load(tiny_gpt2_run[0])
+    return consistent_results(results, labels, logits, list(results.dataset.label_names))
+
+
+def test_predictions_csv_is_read_in_a_fraction_of_its_size(tiny_gpt2_run, tmp_path) -> None:
+    """Holding every line, field and float as Python objects took ten times the file (a million rows, 48 MB:
+    +505 MB); streamed, the rows' compact result is about what stays."""
+    results = _large_predictions(tiny_gpt2_run, tmp_path / "run", 100_000)
+    size = (tmp_path / "run" / PREDICTIONS_FILE).stat().st_size
+    tracemalloc.start()
+    try:
+        predictions = read_predictions(tmp_path / "run", results)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(predictions.labels) == 100_000
+    assert peak < 3 * size, f"reading {size} bytes took {peak} bytes at the peak"
+
+
+def test_predictions_csv_is_checked_across_blocks(tiny_gpt2_run, tmp_path) -> None:
+    """Rows are checked a block at a time: a bad row past the first block is named by its own line."""
+    block = predictions_module._BLOCK_ROWS
+    rows = 3 * block + 5
+    results = _large_predictions(tiny_gpt2_run, tmp_path / "run", rows)
+    predictions = read_predictions(tmp_path / "run", results)
+    assert len(predictions.predictions) == rows and tuple(predictions.logits.shape) == (rows, 2)
+    path = tmp_path / "run" / PREDICTIONS_FILE
+    lines = path.read_text().splitlines()
+    row = 2 * block + 7
+    fields = lines[row + 1].split(",")
+    lines[row + 1] = (
+        ",".join([*fields[:3], fields[4], fields[3]]) if fields[3] != fields[4] else lines[row + 1]
+    )
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(IntegrityError, match=rf"line {row + 2} predicts \d, but its logits' first maximum"):
+        read_predictions(tmp_path / "run", results)
+    path.write_text("\n".join([*lines[: row + 1], *lines[row + 2 :]]) + "\n")
+    with pytest.raises(IntegrityError, match=rf"line {row + 2} has index {row + 1}, expected {row}"):
+        read_predictions(tmp_path / "run", results)

@@ -26,6 +26,7 @@ from attncard.pipeline.lint import lint_run_folder
 from attncard.pipeline.results import RESULTS_FILE, SIGNATURE_FILE, Results, build_manifest, check_manifest
 from attncard.pipeline.signing import (
     GITHUB_ACTIONS_ISSUER,
+    MAX_SIGNATURE_BYTES,
     SignatureReport,
     key_fingerprint,
     sign_run_folder,
@@ -198,7 +199,13 @@ def test_the_transports_files_are_not_part_of_the_run(signed: Path, keys: tuple[
     (signed / ".cache" / "huggingface").mkdir(parents=True)
     (signed / ".cache" / "huggingface" / "README.md.metadata").write_text("0123\n")
 
-    assert verify_run_signature(signed, public_key=keys[1]).verified
+    report = verify_run_signature(signed, public_key=keys[1])
+    assert report.verified
+    assert report.ignored == (".cache/huggingface/README.md.metadata", ".git/HEAD", ".gitattributes")
+    assert str(report).endswith(
+        ", verified; not covered and ignored: .gitattributes, .git/ (1 file), .cache/huggingface/ (1 file), "
+        "a transport's bookkeeping that nothing loads"
+    )
 
 
 def test_a_hub_cache_snapshot_of_symlinks_verifies(
@@ -388,3 +395,10 @@ def test_the_publish_workflow_signs_keyless_with_its_identity_before_pushing() -
     assert "--push" not in runs[train]
     assert '--signature "runs/$REPO/model.sig"' in runs[sign] and "--use_ambient_credentials" in runs[sign]
     assert job["steps"][check]["env"]["IDENTITY"] == "${{ github.server_url }}/${{ github.workflow_ref }}"
+
+
+def test_an_oversized_signature_file_is_refused_unparsed(signed: Path) -> None:
+    (signed / SIGNATURE_FILE).write_bytes(b" " * (MAX_SIGNATURE_BYTES + 1))
+
+    with pytest.raises(SignatureError, match=r"model\.sig holds more than 1 MiB"):
+        verify_run_signature(signed)
