@@ -4,15 +4,19 @@ Everything attncard sends to or reads from a Hub (huggingface.co, a mirror, a lo
 through here:
 
 - [`hub_endpoint`]: the endpoint, checked before any request: https, or plain http to a loopback host only,
-  because the token goes along with every request.
+  because the token goes along with every request. Data (datasets) and base models (transformers) read
+  `HF_ENDPOINT` themselves: their callers check it with `hub_endpoint()` first.
 - [`redact`] and [`redacted`]: while a push or a download runs, no log record, warning or error message
   carries the token, even when a server echoes it back in an error body.
 - [`Deadline`] and [`hub_client_timeout`]: every request has a per-operation timeout, and the whole
   operation an overall deadline that also holds against a server trickling one byte a second (the
   timeouts of one read never fire on a trickle, so the deadline is checked on every socket read and write).
-- [`fetch_run`]: downloads a repository snapshot into a folder attncard owns, without huggingface_hub's
-  file download: file names come from the tree listing and are checked, every file is checked against
-  the id the listing gives, and no header (an ETag, say) is ever used to build a path.
+  A server that never answered gets a short timeout and no retries; an API answer is read only
+  uncompressed and up to `MAX_ANSWER_BYTES`, before it is parsed.
+- [`fetch_run`]: downloads a repository snapshot into a folder attncard owns, per endpoint
+  ([`endpoint_key`]), without huggingface_hub's file download: file names come from the tree listing and
+  are checked, sizes are capped before any byte is fetched, every file is checked against the id the
+  listing gives, and no header (an ETag, say) is ever used to build a path.
 """
 
 from __future__ import annotations
