@@ -17,6 +17,7 @@ from pathlib import Path
 import datasets
 
 from .errors import DataError, UnknownNameError
+from .hub_io import hub_endpoint
 from .results import SampleRow, SplitStatistics, TokenLengths, sha256_file
 
 HUB_DATASET_ID = "nyu-mll/glue"
@@ -375,10 +376,18 @@ def load_task_from_folder(spec: TaskSpec, data_dir: str | os.PathLike) -> TaskDa
 
 
 def load_task_from_hub(spec: TaskSpec, revision: str | None = None) -> TaskData:
-    """Loads a task from the Hub's `nyu-mll/glue`, pinned to one commit so the run can be reproduced."""
+    """Loads a task from the Hub's `nyu-mll/glue`, pinned to one commit so the run can be reproduced.
+
+    Raises:
+        [`DataError`]: the data set cannot be had (offline, unreachable, an empty split).
+        [`InsecureEndpointError`]: `HF_ENDPOINT` (as huggingface_hub or datasets read it) is plain http to a
+            host other than this machine; nothing was sent, since both send the token along.
+    """
     import httpx2  # huggingface_hub's HTTP client: its connection errors are not OSErrors
     import huggingface_hub
 
+    hub_endpoint()
+    hub_endpoint(datasets.config.HF_ENDPOINT)  # datasets reads HF_ENDPOINT itself, at its own import
     try:
         if revision is None:
             revision = huggingface_hub.HfApi().dataset_info(HUB_DATASET_ID).sha

@@ -87,7 +87,7 @@ from .errors import (
     first_line,
 )
 from .evaluate import classify, evaluate_stock
-from .hub_io import fetch_run
+from .hub_io import fetch_run, hub_endpoint
 from .integrity import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,
@@ -901,6 +901,7 @@ def _load_base_model(
                 "which is not a commit sha; do not use this checkpoint"
             )
         source, revision = record.model_id, record.revision
+        hub_endpoint()  # transformers sends the token to HF_ENDPOINT, not to `endpoint`: refused unless safe
     if isinstance(source, Path):
         if not list(source.glob("*.safetensors")):
             raise UnsafeFormatError(

@@ -147,6 +147,20 @@ class HubDeadlineError(AttncardError):
     """
 
 
+class HubNoAnswerError(AttncardError):
+    """The Hub endpoint gave no answer to a request (connection refused, or no status line in time) and is not
+    asked again: a server that never answered is not worth retries, nor is a download's listing worth five
+    timeouts.
+
+    Not an `OSError` or an `httpx2` error on purpose: huggingface_hub does not retry it.
+    """
+
+
+class HubAnswerError(AttncardError):
+    """A Hub answer attncard will not read: larger than its cap, or compressed although the client asked for
+    `identity` (a compression bomb). Raised before the answer is parsed or a byte of it is written."""
+
+
 # --- publishing and pushing --------------------------------------------------------------------------------
 
 

@@ -4,15 +4,19 @@ Everything attncard sends to or reads from a Hub (huggingface.co, a mirror, a lo
 through here:
 
 - [`hub_endpoint`]: the endpoint, checked before any request: https, or plain http to a loopback host only,
-  because the token goes along with every request.
+  because the token goes along with every request. Data (datasets) and base models (transformers) read
+  `HF_ENDPOINT` themselves: their callers check it with `hub_endpoint()` first.
 - [`redact`] and [`redacted`]: while a push or a download runs, no log record, warning or error message
   carries the token, even when a server echoes it back in an error body.
 - [`Deadline`] and [`hub_client_timeout`]: every request has a per-operation timeout, and the whole
   operation an overall deadline that also holds against a server trickling one byte a second (the
   timeouts of one read never fire on a trickle, so the deadline is checked on every socket read and write).
-- [`fetch_run`]: downloads a repository snapshot into a folder attncard owns, without huggingface_hub's
-  file download: file names come from the tree listing and are checked, every file is checked against
-  the id the listing gives, and no header (an ETag, say) is ever used to build a path.
+  A server that never answered gets a short timeout and no retries; an API answer is read only
+  uncompressed and up to `MAX_ANSWER_BYTES`, before it is parsed.
+- [`fetch_run`]: downloads a repository snapshot into a folder attncard owns, per endpoint
+  ([`endpoint_key`]), without huggingface_hub's file download: file names come from the tree listing and
+  are checked, sizes are capped before any byte is fetched, every file is checked against the id the
+  listing gives, and no header (an ETag, say) is ever used to build a path.
 """
 
 from __future__ import annotations
@@ -51,7 +55,9 @@ from huggingface_hub.utils import build_hf_headers, parse_ratelimit_headers, val
 from .errors import (
     AttncardError,
     DownloadError,
+    HubAnswerError,
     HubDeadlineError,
+    HubNoAnswerError,
     HubUnreachable,
     InsecureEndpointError,
     IntegrityError,
@@ -59,9 +65,12 @@ from .errors import (
     RevisionNotFound,
     first_line,
 )
-from .results import COMMIT_RE, hash_file
+from .results import COMMIT_RE, RESULTS_FILE, hash_file
 
 DEFAULT_TIMEOUT_S = 60.0  # each network operation: connecting, one read, one write
+# Until a server has answered once: huggingface_hub's own default, and a server that accepts a connection
+# but never answers is not asked again (no retries), so it costs this long, not five times DEFAULT_TIMEOUT_S.
+FIRST_ANSWER_TIMEOUT_S = 10.0
 DEFAULT_DEADLINE_S = 30 * 60.0  # a whole download or push
 REDACTED = "<token>"
 # Bounds on what a tree listing may ask for; a run folder holds about ten small files.
@@ -70,6 +79,13 @@ MAX_PATH_CHARS = 1024
 MAX_DEPTH = 16
 MAX_NAME_CHARS = 255
 MAX_FILE_BYTES = 1 << 40
+# What a download may write, checked on the tree listing's sizes before any file is fetched. A run is a few
+# MiB; a full model's weights fit too. results.json comes first; a file its manifest does not list (the
+# signature, .gitattributes) may only be small.
+DEFAULT_MAX_DOWNLOAD_BYTES = 4 << 30
+MAX_RESULTS_BYTES = 16 << 20
+MAX_UNLISTED_FILE_BYTES = 1 << 20
+MAX_ANSWER_BYTES = 16 << 20  # one API answer (model_info, a tree page, an LFS batch), before it is parsed
 MAX_REDIRECTS = 5
 _WRITE_CHUNK = 1 << 16  # writes are split so that the deadline is checked between chunks
 _SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
@@ -138,6 +154,21 @@ def _origin(url: str | httpx2.URL) -> tuple[str, str, int | None]:
     url = httpx2.URL(str(url))
     default = {"http": 80, "https": 443}.get(url.scheme)
     return url.scheme, url.host.lower(), url.port or default
+
+
+def endpoint_key(endpoint: str) -> str:
+    """A folder name for a normalised endpoint: readable, path-safe, and distinct for distinct endpoints.
+
+    Host and port for reading, and a short sha256 of the whole endpoint (scheme, path) so that no two
+    endpoints share a name. Derived from the endpoint the user configured only, never from an answer.
+
+    Example:
+        >>> endpoint_key("https://huggingface.co")
+        'huggingface.co-443-03a89053'
+    """
+    _, host, port = _origin(endpoint)
+    readable = re.sub(r"[^A-Za-z0-9._-]", "_", host)[:64]
+    return f"{readable}-{port}-{hashlib.sha256(endpoint.encode()).hexdigest()[:8]}"
 
 
 # --- the token ----------------------------------------------------------------------------------------------
@@ -358,8 +389,12 @@ def _wait_asked_s(response: httpx2.Response) -> float | None:
 
 @contextlib.contextmanager
 def hub_client_timeout(
-    seconds: float, deadline: Deadline | None = None, *, endpoint: str | None = None
-) -> Iterator[None]:
+    seconds: float,
+    deadline: Deadline | None = None,
+    *,
+    endpoint: str | None = None,
+    retry_unanswered: bool = True,
+) -> Iterator[HubAnswers]:
     """Gives huggingface_hub's shared HTTP client timeouts, a deadline and a token guard while the block runs.
 
     huggingface_hub 2.4.0 builds its client without a timeout, and many of its calls (`model_info`, the
@@ -374,10 +409,22 @@ def hub_client_timeout(
     pagination link, a redirect). The previous factory is put back on exit; the shared client is rebuilt
     on entry and on exit.
 
+    Until a server has answered once, each part of a timeout is at most `FIRST_ANSWER_TIMEOUT_S` (a timeout
+    a call asks for too), and a request that gets no answer raises [`HubNoAnswerError`], which
+    huggingface_hub does not retry; with `retry_unanswered=False`, so does a request that gets no answer
+    (a timeout before the status line, a refused connection) after the server answered others. Every
+    request asks for `Accept-Encoding: identity`; an answer compressed anyway, or over `MAX_ANSWER_BYTES`
+    (its `Content-Length`, or the bytes read), raises [`HubAnswerError`] before it is parsed.
+
     Args:
         seconds: the timeout of each network operation: connecting, each read and each write.
         deadline: when the whole operation must end; None: no overall limit.
         endpoint: the Hub's URL; the token goes to its origin (scheme, host, port) only.
+        retry_unanswered: whether huggingface_hub may retry a request that got no answer, once the server
+            answered another (a push retries its own calls; a download is not worth five timeouts).
+
+    Yields:
+        [`HubAnswers`]: whether a server answered, and the first connection that failed, for messages.
 
     Example:
         >>> with hub_client_timeout(30, Deadline(600)):
@@ -389,19 +436,29 @@ def hub_client_timeout(
         hf_http, "_GLOBAL_CLIENT_FACTORY", hf_http.default_client_factory
     )
     origin = _origin(endpoint) if endpoint is not None else None
+    answers = HubAnswers(retry_unanswered=retry_unanswered)
 
     def on_request(request: httpx2.Request) -> None:
         if deadline is not None:
             deadline.check()
         if origin is not None and _origin(request.url) != origin:
             request.headers.pop("authorization", None)
+        request.headers["Accept-Encoding"] = "identity"
         parts = request.extensions.get("timeout") or {}
         request.extensions["timeout"] = {
-            part: _capped(seconds if parts.get(part) is None else parts[part], deadline)
+            part: _capped(
+                min(
+                    seconds if parts.get(part) is None else parts[part],
+                    float("inf") if answers.answered else FIRST_ANSWER_TIMEOUT_S,
+                ),
+                deadline,
+            )
             for part in ("connect", "read", "write", "pool")
         }
 
     def on_response(response: httpx2.Response) -> None:
+        _check_answer(response, MAX_ANSWER_BYTES)
+        response.stream = _CappedStream(response.stream, MAX_ANSWER_BYTES, _answer_name(response.request))
         wait = _wait_asked_s(response)
         if deadline is not None and wait is not None and wait >= deadline.left():
             raise HubDeadlineError(
@@ -419,17 +476,127 @@ def hub_client_timeout(
         }
         if deadline is not None:
             _bind_deadline(client, deadline)
+        client._transport = _FirstAnswerTransport(client._transport, answers)
+        client._mounts = {
+            pattern: transport if transport is None else _FirstAnswerTransport(transport, answers)
+            for pattern, transport in client._mounts.items()
+        }
         return client
 
     hf_http.set_client_factory(factory)
     try:
-        yield
+        yield answers
     finally:
         hf_http.set_client_factory(previous)
 
 
 def _capped(timeout: float, deadline: Deadline | None) -> float:
     return timeout if deadline is None else deadline.cap(timeout)
+
+
+@dataclass
+class HubAnswers:
+    """What the requests of a [`hub_client_timeout`] block met.
+
+    Attributes:
+        answered: whether a server answered once (its status line and headers came).
+        first_failure: the first request that got no answer, e.g. `ConnectError at http://host:port`. With
+            concurrent requests (huggingface_hub's uploads) the others then fail with the client it closed.
+    """
+
+    answered: bool = False
+    first_failure: str | None = None
+    retry_unanswered: bool = True  # see [`hub_client_timeout`]
+
+
+class _FirstAnswerTransport(httpx2.BaseTransport):
+    """A transport whose failure before any answer came raises [`HubNoAnswerError`], which huggingface_hub
+    does not retry: a server that accepts a connection and never answers costs one short wait, not five.
+    Without `retry_unanswered`, so does any request that gets no answer.
+
+    Like [`_bind_deadline`], it replaces the client's transports in place: httpx2 has no hook on failures.
+    """
+
+    def __init__(self, transport: httpx2.BaseTransport, answers: HubAnswers):
+        self._transport, self._answers = transport, answers
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            response = self._transport.handle_request(request)
+        except httpx2.TransportError as error:
+            where = f"{request.url.scheme}://{request.url.netloc.decode()}"
+            if self._answers.first_failure is None:
+                self._answers.first_failure = f"{_transport_failure(error)} at {where}"
+            if self._answers.answered and self._answers.retry_unanswered:
+                raise
+            waited = (request.extensions.get("timeout") or {}).get("read")
+            waited = f" within {waited:g} s" if isinstance(error, httpx2.TimeoutException) and waited else ""
+            if self._answers.answered:
+                raise HubNoAnswerError(
+                    f"{where} did not answer {request.method} {request.url.path} ({type(error).__name__}"
+                    f"{waited}), and it is not asked again: try again later, or check the endpoint "
+                    "(--hub-endpoint, HF_ENDPOINT)"
+                ) from error
+            raise HubNoAnswerError(
+                f"{where} did not answer ({type(error).__name__}{waited}), and a server that never answered "
+                "is not asked again: check the endpoint (--hub-endpoint, HF_ENDPOINT) and the network, then "
+                "try again"
+            ) from error
+        self._answers.answered = True
+        return response
+
+    def close(self) -> None:
+        self._transport.close()
+
+
+def _transport_failure(error: httpx2.TransportError) -> str:
+    """`ConnectError: [Errno 111] Connection refused`, or the class name alone when the message is empty."""
+    detail = first_line(error)
+    return type(error).__name__ + (f": {detail}" if detail != type(error).__name__ else "")
+
+
+def _answer_name(request: httpx2.Request) -> str:
+    """`METHOD scheme://host/path` of a request, for messages (no query: it may carry a ticket)."""
+    return f"{request.method} {request.url.scheme}://{request.url.netloc.decode()}{request.url.path}"
+
+
+def _check_answer(response: httpx2.Response, cap: int) -> None:
+    """Refuses an answer compressed although `identity` was asked for, or announcing more than `cap` bytes."""
+    encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise HubAnswerError(
+            f"the answer to {_answer_name(response.request)} is compressed ({encoding[:40]!r}) although "
+            "attncard asked for none (a compression bomb?); it was not read: this server cannot be trusted, "
+            "use another endpoint"
+        )
+    length = response.headers.get("Content-Length", "").strip()
+    if length.isdigit() and int(length) > cap:
+        raise HubAnswerError(
+            f"the answer to {_answer_name(response.request)} is {int(length)} bytes, over the {cap} bytes "
+            "attncard reads of it; it was not read: this server cannot be trusted, use another endpoint"
+        )
+
+
+class _CappedStream(httpx2.SyncByteStream):
+    """An answer's body that raises [`HubAnswerError`] once more than `cap` bytes came: a server may omit
+    Content-Length, or send more than it announced."""
+
+    def __init__(self, stream: httpx2.SyncByteStream, cap: int, name: str):
+        self._stream, self._cap, self._name = stream, cap, name
+
+    def __iter__(self) -> Iterator[bytes]:
+        received = 0
+        for chunk in self._stream:
+            received += len(chunk)
+            if received > self._cap:
+                raise HubAnswerError(
+                    f"the answer to {self._name} is over the {self._cap} bytes attncard reads of it; it was "
+                    "not read: this server cannot be trusted, use another endpoint"
+                )
+            yield chunk
+
+    def close(self) -> None:
+        self._stream.close()
 
 
 # --- fetching a run -----------------------------------------------------------------------------------------
@@ -440,7 +607,8 @@ class FetchedRun:
     """A repository snapshot fetched and checked file by file against the Hub's tree listing.
 
     Attributes:
-        folder: `<cache_dir>/<org>--<name>/<commit>`, holding exactly the files of the listing.
+        folder: `<cache_dir>/<endpoint key>/<org>--<name>/<commit>`, holding exactly the files of the listing
+            (see [`endpoint_key`]).
         commit: the 40-hex commit sha the files are from.
     """
 
@@ -478,23 +646,30 @@ def fetch_run(
     cache_dir: str | os.PathLike | None = None,
     timeout: float | None = None,
     deadline: float | None = None,
+    max_bytes: int | None = None,
 ) -> FetchedRun:
     """Downloads a Hub model repository's snapshot into a folder attncard owns, checking every file.
 
     1. Resolves `revision` to a commit with `model_info` (a 40-hex sha must be confirmed by the Hub).
     2. Lists the files at that commit (`list_repo_tree`) and checks every path: relative, each part a
        plain name (`[A-Za-z0-9._-]+`, not `.` or `..`), bounded in length, depth and count; and every size
-       and id (40-hex blob id, 64-hex LFS sha256).
-    3. GETs each file from `{endpoint}/{repo_id}/resolve/{commit}/{path}`, following redirects itself
+       and id (40-hex blob id, 64-hex LFS sha256). The listed sizes must add up to at most `max_bytes`,
+       and results.json's to at most `MAX_RESULTS_BYTES`, before any file is fetched.
+    3. Fetches results.json first; then a file its manifest does not list may be at most
+       `MAX_UNLISTED_FILE_BYTES` (the signature, .gitattributes), checked before it is fetched.
+    4. GETs each file from `{endpoint}/{repo_id}/resolve/{commit}/{path}`, following redirects itself
        (at most `MAX_REDIRECTS`) and sending the token to the endpoint's origin only; streams it into a
-       temporary file next to its place, never more bytes than listed, checks the bytes against the
-       listed id (git blob sha1, or sha256 for LFS) and renames it into place.
+       temporary file next to its place, never more bytes than listed and never compressed (a
+       `Content-Encoding` is refused: only `identity` is asked for), checks the bytes against the listed id
+       (git blob sha1, or sha256 for LFS) and renames it into place.
 
-    Files already there with the listed id are not downloaded again; a commit fetched completely before
-    from the same endpoint is not listed again (a commit never changes). No header is used to build a
-    path. When the Hub cannot be reached, or HF_HUB_OFFLINE is set, a commit sha (or a branch or tag whose
-    commit this cache recorded when it fetched it) fetched completely before is returned from the cache.
-    The token never shows in a log line, warning or error ([`redacted`]).
+    The cache is kept per endpoint ([`endpoint_key`]): a commit's files are whatever the endpoint that
+    served them said the commit holds, so a mirror's copy is never given for another endpoint. Files
+    already there with the listed id are not downloaded again; a commit fetched completely before from the
+    same endpoint is not listed again (a commit never changes). No header is used to build a path. When
+    the endpoint cannot be reached, or HF_HUB_OFFLINE is set, a commit sha (or a branch or tag whose commit
+    this cache recorded when it fetched it) fetched completely before from the same endpoint is returned
+    from the cache. The token never shows in a log line, warning or error ([`redacted`]).
 
     Args:
         repo_id: the model repository, `ORG/NAME`.
@@ -504,6 +679,7 @@ def fetch_run(
         cache_dir: the cache folder (default: `attncard` under huggingface_hub's `HF_HOME`).
         timeout: seconds each network operation may take (default `DEFAULT_TIMEOUT_S`).
         deadline: seconds the whole download may take (default `DEFAULT_DEADLINE_S`).
+        max_bytes: bytes the whole download may write (default `DEFAULT_MAX_DOWNLOAD_BYTES`).
 
     Returns:
         [`FetchedRun`]: the folder and the commit.
@@ -511,10 +687,12 @@ def fetch_run(
     Raises:
         [`InsecureEndpointError`]: the endpoint is refused; nothing was sent.
         [`RepoNotFound`], [`RevisionNotFound`]: no such repository (or no access), or no such revision.
-        [`HubUnreachable`]: offline or unreachable, and not in the cache.
+        [`HubUnreachable`]: offline or unreachable (it never answered), and not in the cache.
         [`HubDeadlineError`]: the download ran past `deadline`.
+        [`HubAnswerError`]: an API answer over `MAX_ANSWER_BYTES`, or compressed although none was asked for.
         [`IntegrityError`]: a file's bytes differ from the listed id.
-        [`DownloadError`]: an unsafe or malformed listing, an HTTP error, a full disk.
+        [`DownloadError`]: an unsafe or malformed listing, sizes over their caps or the budget, a file sent
+            compressed, an HTTP error, a full disk.
 
     Example:
         >>> run = fetch_run("loopback-user/tiny-gpt2-none-sst2", "v1")
@@ -530,11 +708,12 @@ def fetch_run(
         raise DownloadError(f"'{repo_id}' is not a Hub repository id ORG/NAME (it has no ORG)")
     where = f"{repo_id}@{revision}" if revision else repo_id
     root = Path(cache_dir if cache_dir is not None else Path(constants.HF_HOME) / "attncard")
-    root = root.expanduser() / repo_id.replace("/", "--")
+    root = root.expanduser() / endpoint_key(hub) / repo_id.replace("/", "--")
     limit = Deadline(deadline if deadline is not None else DEFAULT_DEADLINE_S)
+    budget = max_bytes if max_bytes is not None else DEFAULT_MAX_DOWNLOAD_BYTES
     with redacted(token or get_token()):
         if constants.is_offline_mode():
-            cached = _cached(root, revision)
+            cached = _cached(root, hub, revision)
             if cached is None:
                 raise HubUnreachable(
                     f"HF_HUB_OFFLINE is set and {where} is not in the local cache: set HF_HUB_OFFLINE=0 to "
@@ -542,25 +721,36 @@ def fetch_run(
                 )
             return cached
         try:
-            with hub_client_timeout(timeout or DEFAULT_TIMEOUT_S, limit, endpoint=hub):
-                return _fetch_online(repo_id, revision, hub, token, root, timeout or DEFAULT_TIMEOUT_S, limit)
+            # A download can be started again: a listing a server does not answer is not worth five timeouts.
+            with hub_client_timeout(
+                timeout or DEFAULT_TIMEOUT_S, limit, endpoint=hub, retry_unanswered=False
+            ):
+                return _fetch_online(
+                    repo_id, revision, hub, token, root, timeout or DEFAULT_TIMEOUT_S, limit, budget
+                )
         except HubDeadlineError:
             raise HubDeadlineError(
                 f"downloading {where} from {hub} ran past its deadline of {limit.seconds:g} s (a stalled or "
                 "trickling server?); try again later, or allow more time (--hub-deadline)"
             ) from None
-        except (httpx2.ConnectError, httpx2.TimeoutException, OfflineModeIsEnabled) as error:
-            cached = _cached(root, revision)
+        except (
+            httpx2.ConnectError,
+            httpx2.TimeoutException,
+            HubNoAnswerError,
+            OfflineModeIsEnabled,
+        ) as error:
+            reason = type(error.__cause__ if isinstance(error, HubNoAnswerError) else error).__name__
+            cached = _cached(root, hub, revision)
             if cached is None:
                 raise HubUnreachable(
-                    f"could not reach {hub} ({type(error).__name__}) and {where} is not in the local cache: "
+                    f"could not reach {hub} ({reason}) and {where} is not in the local cache: "
                     "check the network and the endpoint (--hub-endpoint, HF_ENDPOINT), or pass a local run "
                     "folder"
                 ) from error
             logger.warning(
                 "could not reach %s (%s): using the copy of %s cached at %s",
                 hub,
-                type(error).__name__,
+                reason,
                 where,
                 cached.commit[:_SHORT_SHA],
             )
@@ -613,6 +803,7 @@ def _fetch_online(
     root: Path,
     timeout: float,
     limit: Deadline,
+    budget: int,
 ) -> FetchedRun:
     where = f"{repo_id}@{revision}" if revision else repo_id
     api = HfApi(endpoint=hub, token=token)
@@ -624,11 +815,22 @@ def _fetch_online(
         raise DownloadError(f"{hub} answered commit {commit} for the commit {revision}; it cannot be trusted")
     folder = root / commit
     if _complete(root, commit, hub) is None:
+        where = f"{repo_id}@{commit[:_SHORT_SHA]} on {hub}"
         files = _listing(api, repo_id, commit, hub)
+        _check_listed_sizes(files, budget, where)
         headers = {**build_hf_headers(token=token), "Accept-Encoding": "identity"}
+        manifest: set[str] | None = None  # the paths results.json lists, once it is here
         with httpx2.Client(timeout=httpx2.Timeout(timeout), follow_redirects=False) as client:
             _bind_deadline(client, limit)
-            for file in files:
+            for file in sorted(files, key=lambda file: file.path != RESULTS_FILE):  # results.json first
+                if file.path != RESULTS_FILE and file.size > MAX_UNLISTED_FILE_BYTES:
+                    manifest = _manifest_paths(folder / RESULTS_FILE) if manifest is None else manifest
+                    if file.path not in manifest:
+                        raise DownloadError(
+                            f"{where} lists {file.path} at {file.size} bytes, over the "
+                            f"{MAX_UNLISTED_FILE_BYTES} bytes a file that results.json's manifest does not "
+                            "list may have; it was not downloaded: this is not an attncard run"
+                        )
                 if not _holds(folder / file.path, file):
                     url = f"{hub}/{repo_id}/resolve/{commit}/{quote(file.path)}"
                     _download(client, headers, hub, url, file, folder / file.path)
@@ -676,6 +878,31 @@ def _listing(api: HfApi, repo_id: str, commit: str, hub: str) -> list[_File]:
             )
         seen.add(file.path.lower())
     return files
+
+
+def _check_listed_sizes(files: list[_File], budget: int, where: str) -> None:
+    """Refuses a listing whose sizes exceed what may be written, before any file is fetched."""
+    total = sum(file.size for file in files)
+    if total > budget:
+        raise DownloadError(
+            f"{where} lists {total} bytes, over the download budget of {budget} bytes; nothing was "
+            "downloaded: this is not an attncard run, or pass a larger max_bytes= if you expect that much"
+        )
+    for file in files:
+        if file.path == RESULTS_FILE and file.size > MAX_RESULTS_BYTES:
+            raise DownloadError(
+                f"{where} lists {RESULTS_FILE} at {file.size} bytes, over the {MAX_RESULTS_BYTES} bytes it "
+                "may have; nothing was downloaded: this is not an attncard run"
+            )
+
+
+def _manifest_paths(path: Path) -> set[str]:
+    """The paths results.json's manifest lists; none when it is missing or malformed (download checks it)."""
+    try:
+        manifest = json.loads(path.read_bytes()).get("manifest")
+    except (OSError, ValueError, AttributeError):
+        return set()
+    return {name for name in manifest if isinstance(name, str)} if isinstance(manifest, dict) else set()
 
 
 def _path_problem(path: object) -> str | None:
@@ -731,6 +958,13 @@ def _download(
                 raise DownloadError(
                     f"{hub} answered HTTP {response.status_code} for {url} ({reason}); try again later"
                 )
+            encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+            if encoding not in ("", "identity"):
+                raise DownloadError(
+                    f"{hub} sent {file.path} compressed ({encoding[:40]!r}) although attncard asked for "
+                    "none (a compression bomb?); nothing of it was written: this server cannot be trusted, "
+                    "use another endpoint"
+                )
             _store(response, file, target, hub)
             return
     raise DownloadError(f"{hub} redirected {file.path} more than {MAX_REDIRECTS} times; try again later")
@@ -744,7 +978,7 @@ def _store(response: httpx2.Response, file: _File, target: Path, hub: str) -> No
     try:
         digest, received = file.hasher(), 0
         with os.fdopen(descriptor, "wb") as handle:
-            for chunk in response.iter_bytes():
+            for chunk in response.iter_raw():  # never decoded: the encoding was checked to be identity
                 received += len(chunk)
                 if received > file.size:
                     raise IntegrityError(
@@ -786,11 +1020,11 @@ def _remove_others(folder: Path, paths: set[str]) -> None:
                 path.unlink()
 
 
-def _complete(root: Path, commit: str, hub: str | None) -> list[_File] | None:
-    """The files of `commit` when a fetch of it from `hub` (None: any endpoint) completed and they are all
-    still there and intact; else None."""
+def _complete(root: Path, commit: str, hub: str) -> list[_File] | None:
+    """The files of `commit` when a fetch of it from `hub` completed and they are all still there and
+    intact; else None."""
     record = _read_json(root / f"{commit}.complete.json")
-    if not record or (hub is not None and record.get("endpoint") != hub):
+    if not record or record.get("endpoint") != hub:
         return None
     try:
         files = [_File(**item) for item in record["files"]]
@@ -802,17 +1036,14 @@ def _complete(root: Path, commit: str, hub: str | None) -> list[_File] | None:
     return files
 
 
-def _cached(root: Path, revision: str | None) -> FetchedRun | None:
-    """A complete snapshot of `revision` in the cache: a commit sha, or a branch or tag a fetch recorded."""
+def _cached(root: Path, hub: str, revision: str | None) -> FetchedRun | None:
+    """A complete snapshot of `revision` fetched from `hub`: a commit sha, or a branch or tag a fetch
+    recorded."""
     name = revision or "main"
     commit = (
         name.lower() if re.fullmatch(r"[0-9a-fA-F]{40}", name) else _read_json(root / "refs.json").get(name)
     )
-    if (
-        not isinstance(commit, str)
-        or not COMMIT_RE.fullmatch(commit)
-        or _complete(root, commit, None) is None
-    ):
+    if not isinstance(commit, str) or not COMMIT_RE.fullmatch(commit) or _complete(root, commit, hub) is None:
         return None
     return FetchedRun(folder=root / commit, commit=commit)
 
@@ -859,6 +1090,8 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
     "Deadline",
     "FetchedRun",
+    "HubAnswers",
+    "endpoint_key",
     "fetch_run",
     "hub_client_timeout",
     "hub_endpoint",

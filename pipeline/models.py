@@ -33,6 +33,7 @@ from transformers import (
 
 from ..modules.base import family_layout
 from .errors import ModelLoadError, UnknownNameError, UnsupportedModelError
+from .hub_io import hub_endpoint
 from .results import hash_file
 
 # A licence as the Hub's metadata names it: `apache-2.0`, `cc-by-nc-4.0`, `llama3.1`, a `license_name` id.
@@ -224,6 +225,7 @@ def base_model_license(name: str, source: str, model_id: str) -> tuple[str, str,
             card = Path(source) / "README.md"
             metadata = metadata_load(card) if card.is_file() else None
         else:
+            hub_endpoint()  # huggingface_hub sends the token to HF_ENDPOINT: refused there unless safe
             metadata = ModelCard.load(model_id, ignore_metadata_errors=True).data.to_dict()
     except (OSError, ValueError, yaml.YAMLError, EntryNotFoundError):
         # Unreadable, unreachable (offline, no README on the Hub) or not YAML: the card declares nothing.
@@ -266,6 +268,8 @@ def load_model(
             beyond its config.
         [`ModelLoadError`]: the model cannot be had (offline and not cached, missing files, or an
         architecture without a sequence-classification head).
+        [`InsecureEndpointError`]: a Hub model, and `HF_ENDPOINT` is plain http to a host other than this
+            machine; nothing was sent.
 
     Example:
         >>> loaded = load_model("minilm", ["negative", "positive"])
@@ -273,6 +277,8 @@ def load_model(
         ('bert', 2)
     """
     source, model_id = resolve_model_name(name)
+    if not Path(source).is_dir():
+        hub_endpoint()  # transformers sends the token to HF_ENDPOINT: refused there before any request
     id2label = dict(enumerate(label_names))
     config = None
     try:

@@ -13,6 +13,7 @@ import hashlib
 import inspect
 import logging
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from .errors import (
     PushRefusedError,
     first_line,
 )
-from .hub_io import Deadline, hub_client_timeout, hub_endpoint, redacted
+from .hub_io import Deadline, HubAnswers, hub_client_timeout, hub_endpoint, redacted
 from .lint import lint_run_folder
 from .results import (
     CARD_FILE,
@@ -68,6 +69,7 @@ PUSH_TIMEOUT_S = 60.0
 PUSH_DEADLINE_S = 30 * 60.0
 CONFLICT_STATUSES = frozenset({409, 412})
 _TRANSIENT_ERRORS = (httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProtocolError)
+_UPLOAD_FAILED = re.compile(r"Error while uploading '(.*)' to the Hub\.")  # huggingface_hub's RuntimeError
 _SHORT_SHA = 12
 
 logger = logging.getLogger(__name__)
@@ -400,6 +402,7 @@ class _Pusher:
         self.results_sha256 = sha256_file(run_dir / RESULTS_FILE)
         self.local = _local_files(run_dir)
         self._listings: dict[str, dict[str, RepoFile]] = {}  # commit -> its files; commits never change
+        self.answers = HubAnswers()  # those of the push's requests, once it runs
 
     def push(self, timeout: float) -> PushResult:
         if constants.is_offline_mode():
@@ -408,7 +411,7 @@ class _Pusher:
                 "(or set HF_HUB_OFFLINE=0) and push again"
             )
         try:
-            with hub_client_timeout(timeout, self.deadline, endpoint=self.hub):
+            with hub_client_timeout(timeout, self.deadline, endpoint=self.hub) as self.answers:
                 return self._push()
         except HubDeadlineError:
             raise HubDeadlineError(
@@ -544,6 +547,7 @@ class _Pusher:
                 self.repo_id,
                 head[:_SHORT_SHA],
             )
+            self.answers.first_failure = None
             try:
                 commit = self.api.create_commit(
                     self.repo_id,
@@ -564,6 +568,14 @@ class _Pusher:
                 reason, wait = _http_reason(error), _wait_s(attempt, error.response)
             except _TRANSIENT_ERRORS as error:
                 reason, wait = _transport_reason(error), _wait_s(attempt, None)
+            except RuntimeError as error:
+                if not _UPLOAD_FAILED.match(str(error)):
+                    raise
+                state = self._state(head, self._head_once())
+                raise PushError(
+                    f"{self._upload_failure(error)}; nothing was committed, {state}: push again later, and "
+                    "if the upload went to a host you do not expect, use another endpoint"
+                ) from None
             except ValueError as error:  # the Hub's check of the card's metadata, made before any upload
                 raise PushError(
                     f"{self.hub} refused the card of {self.run_dir} ({first_line(error)}); nothing was "
@@ -601,6 +613,20 @@ class _Pusher:
                     logger.info("the commit landed: %s is at %s", self.repo_id, current[:_SHORT_SHA])
                     return current
                 raise self._conflict(head, current)
+
+    def _upload_failure(self, error: RuntimeError) -> str:
+        """What failed in huggingface_hub's upload of a file ("Error while uploading 'PATH' to the Hub.")."""
+        path = _UPLOAD_FAILED.match(str(error)).group(1)
+        cause = error.__cause__
+        if isinstance(cause, HfHubHTTPError) and cause.response is not None:
+            url = cause.response.request.url
+            reason = f"{_http_reason(cause)} from {url.scheme}://{url.netloc.decode()}"
+        elif self.answers.first_failure is not None:
+            # Uploads run in threads: after one connection failed, the others fail on the client it closed.
+            reason = self.answers.first_failure
+        else:
+            reason = first_line(cause) if cause is not None else "no reason given"
+        return f"uploading {path} to where {self.hub}'s LFS answer sends it failed ({reason})"
 
     def _after_conflict(self, head: str, error: HfHubHTTPError) -> str:
         """After a 409/412 on the commit: our own earlier attempt may be what moved the head."""

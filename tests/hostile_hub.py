@@ -9,7 +9,16 @@ Each hostility is a plain attribute, off by default, set by a test before the cl
   carries `?cdn=1`) is served normally;
 - `echo`: per route, statuses to answer in turn with the request's `Authorization` header in the body and
   in `X-Error-Message`, as a server that echoes what it was sent;
-- `trickle`: per route, answer 200 one byte a second, forever, in the headers or in the body.
+- `trickle`: per route, answer 200 one byte a second, forever, in the headers or in the body;
+- `silent`: routes whose requests are read and never answered, the connection held open until the server
+  stops (a server that accepts connections and never answers);
+- `listed_sizes`: path -> the size every tree listing gives for that file instead of its own (e.g. 1 TiB);
+- `compressed`: per route (or, for `/resolve`, per file path), the answer padded with spaces to this many
+  bytes and sent gzip-compressed with `Content-Encoding: gzip`, although the client asked for `identity` (a
+  compression bomb: a few hundred KiB on the wire);
+- `oversized`: per route, the answer padded with spaces to this many bytes and sent without
+  `Content-Length` (its end is the connection's);
+- `lfs_upload_to`: a base URL (another origin) that LFS batch answers point upload URLs to.
 
 `requests_seen` records the Host and Authorization headers of every request.
 """
@@ -19,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import zlib
 from typing import Literal
 from urllib.parse import unquote, urlsplit
 
@@ -36,6 +46,11 @@ class HostileHub(LoopbackHub):
         self.redirect_to: str | None = None
         self.echo: dict[str, list[int]] = {}
         self.trickle: dict[str, Literal["headers", "body"]] = {}
+        self.silent: set[str] = set()
+        self.listed_sizes: dict[str, int] = {}
+        self.compressed: dict[str, int] = {}
+        self.oversized: dict[str, int] = {}
+        self.lfs_upload_to: str | None = None
         self.requests_seen: list[tuple[str, str, str | None]] = []  # (Host, path, Authorization)
 
     def _dispatch(self, handler: _Handler) -> None:
@@ -48,7 +63,31 @@ class HostileHub(LoopbackHub):
         if route in self.trickle:
             self._trickle(handler, self.trickle[route])
             return
+        if route in self.silent:
+            with contextlib.suppress(OSError, ValueError):
+                _read_body(handler)
+            handler.close_connection = True
+            self._stopping.wait()  # the client gave up, or the test ended: close without a byte
+            return
         super()._dispatch(handler)
+
+    def _send(self, handler: _Handler, method: str, response: _Response) -> bool:
+        if "Content-Encoding" in response.headers:
+            handler.close_connection = True  # the client refuses the answer unread and closes: so do we
+        if response.headers.get("Content-Length") != "omit":
+            return super()._send(handler, method, response)
+        del response.headers["Content-Length"]
+        handler.close_connection = True  # without a length, the body ends with the connection
+        try:
+            handler.send_response(response.status)
+            for name, value in response.headers.items():
+                handler.send_header(name, value)
+            handler.send_header("Connection", "close")
+            handler.end_headers()
+            handler.wfile.write(response.body)
+            return True
+        except OSError:  # the client stopped reading: the point of the test
+            return False
 
     def _trickle(self, handler: _Handler, part: str) -> None:
         """Answers 200, then one byte a second (of an endless header, or of a long body) until stopped."""
@@ -65,6 +104,30 @@ class HostileHub(LoopbackHub):
                 handler.wfile.flush()
 
     def _handle(self, req: _Request) -> _Response:
+        response = self._hostile_answer(req)
+        if response.status != 200:
+            return response
+        if req.route == "lfs_batch" and self.lfs_upload_to:
+            own = f"{self.endpoint}/__loopback__/".encode()
+            response.body = response.body.replace(own, f"{self.lfs_upload_to}/__loopback__/".encode())
+            response.headers.pop("Content-Length", None)
+        size = self.compressed.get(req.params.get("path") if req.route == "resolve" else None)
+        size = size or self.compressed.get(req.route)
+        if size:
+            padded = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)  # the gzip format
+            spaces = b" " * (1 << 20)
+            body = [padded.compress(response.body)]
+            for start in range(len(response.body), size, len(spaces)):
+                body.append(padded.compress(spaces[: size - start]))
+            response.body = b"".join([*body, padded.flush()])
+            response.headers.update({"Content-Encoding": "gzip", "Content-Length": str(len(response.body))})
+            response.headers.pop("X-Linked-Size", None)
+        if req.route in self.oversized:
+            response.body = response.body.ljust(self.oversized[req.route], b" ")
+            response.headers["Content-Length"] = "omit"
+        return response
+
+    def _hostile_answer(self, req: _Request) -> _Response:
         statuses = self.echo.get(req.route)
         if statuses:
             status = statuses.pop(0)
@@ -98,9 +161,12 @@ class HostileHub(LoopbackHub):
 
     def _h_tree(self, req: _Request) -> _Response:
         response = super()._h_tree(req)
-        if response.status != 200 or not self.extra_tree_paths:
+        if response.status != 200 or not (self.extra_tree_paths or self.listed_sizes):
             return response
         entries = json.loads(response.body)
+        for entry in entries:
+            if entry.get("path") in self.listed_sizes:
+                entry["size"] = self.listed_sizes[entry["path"]]
         for path in self.extra_tree_paths:
             oid = hashlib.sha1(b"blob 1\0x").hexdigest()  # the blob id of a file holding b"x"
             entries.append({"type": "file", "oid": oid, "size": 1, "path": path})

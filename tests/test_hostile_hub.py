@@ -25,6 +25,7 @@ Where each row of issue 9 (a verified download a hostile Hub cannot fool) is tes
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import re
@@ -34,24 +35,31 @@ import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
+import datasets
 import pytest
 from huggingface_hub import constants
 from huggingface_hub.utils import _http as hf_http
+from transformers import AutoConfig
 
-from attncard.pipeline import hub_io, push
+from attncard.pipeline import download, hub_io, push
 from attncard.pipeline.cli import main
+from attncard.pipeline.data import get_task, load_task_from_hub
 from attncard.pipeline.download import download_verified
 from attncard.pipeline.errors import (
     AttncardError,
     DownloadError,
+    HubAnswerError,
     HubDeadlineError,
+    HubNoAnswerError,
     HubUnreachable,
     InsecureEndpointError,
     IntegrityError,
     PushError,
 )
-from attncard.pipeline.hub_io import fetch_run, hub_endpoint
+from attncard.pipeline.hub_io import endpoint_key, fetch_run, hub_endpoint
+from attncard.pipeline.models import base_model_license, load_model
 from attncard.pipeline.push import push_run_folder
+from attncard.pipeline.results import Results
 from conftest import HUB_USER, TINY_GPT2_REPO, commit_run_folder, serve
 from hostile_hub import HostileHub
 
@@ -81,6 +89,11 @@ def published(hostile: HostileHub, tiny_gpt2_run) -> str:
 def short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(push, "PUSH_BACKOFF_BASE_S", 0.05)
     monkeypatch.setattr(push, "PUSH_BACKOFF_MAX_S", 0.2)
+
+
+def snapshot(cache: Path, hub: HostileHub, commit: str) -> Path:
+    """Where `fetch_run` keeps `commit` of `REPO` fetched from `hub` into `cache`."""
+    return cache / endpoint_key(hub.endpoint) / FOLDER / commit
 
 
 def tree_state(root: Path, skip: Path) -> dict[str, str]:
@@ -123,7 +136,7 @@ def test_a_hostile_etag_cannot_choose_a_path(hostile, published: str, tmp_path: 
         files = error
     assert tree_state(root, cache) == before  # nothing outside the cache was written, even on an error
     assert not isinstance(files, Exception), files
-    assert (files.folder, files.revision) == (cache / FOLDER / published, published)
+    assert (files.folder, files.revision) == (snapshot(cache, hostile, published), published)
     for path in cache.rglob("*"):
         assert etag[:20] not in path.name  # no header named a file
 
@@ -141,7 +154,7 @@ def test_a_hostile_name_in_the_listing_is_refused(hostile, published: str, tmp_p
         download_verified(REPO, endpoint=hostile.endpoint, cache_dir=cache)
     assert_one_line_without_token(caught.value)
     assert tree_state(root, cache) == before
-    assert not (cache / FOLDER / published).exists()
+    assert not (snapshot(cache, hostile, published)).exists()
     assert hostile.request_count("resolve") == 0  # refused before any file was asked for
 
 
@@ -150,7 +163,7 @@ def test_a_redirect_to_another_origin_gets_no_token(hostile, published: str, tmp
     port = hostile.endpoint.rsplit(":", 1)[1]
     hostile.redirect_to = f"http://localhost:{port}"
     files = download_verified(REPO, endpoint=hostile.endpoint, cache_dir=tmp_path / "cache")
-    assert files.folder == tmp_path / "cache" / FOLDER / published
+    assert files.folder == snapshot(tmp_path / "cache", hostile, published)
     resolved = [(host, auth) for host, path, auth in hostile.requests_seen if "/resolve/" in path]
     assert {host for host, _ in resolved} == {f"127.0.0.1:{port}", f"localhost:{port}"}
     assert all(auth == f"Bearer {TOKEN}" for host, auth in resolved if host.startswith("127.0.0.1"))
@@ -178,7 +191,7 @@ def test_bytes_that_differ_from_the_listing_are_not_kept(
     with pytest.raises(error, match=message) as caught:
         download_verified(REPO, endpoint=hostile.endpoint, cache_dir=cache)
     assert_one_line_without_token(caught.value)
-    assert not (cache / FOLDER / published / "config.json").exists()
+    assert not (snapshot(cache, hostile, published) / "config.json").exists()
     assert not [path for path in cache.rglob("*.partial")]
 
 
@@ -188,7 +201,7 @@ def test_cached_files_are_not_downloaded_again_and_offline_needs_a_complete_snap
     cache = tmp_path / "cache"
     first = fetch_run(REPO, endpoint=hostile.endpoint, cache_dir=cache)
     downloads = hostile.request_count("resolve")
-    assert first.folder == cache / FOLDER / published and downloads == 12  # the tiny run's files
+    assert first.folder == snapshot(cache, hostile, published) and downloads == 12  # the tiny run's files
     assert fetch_run(REPO, published, endpoint=hostile.endpoint, cache_dir=cache) == first
     assert hostile.request_count("resolve") == downloads  # a complete commit is not fetched again
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
@@ -326,3 +339,235 @@ def test_a_trickling_server_cannot_hang_a_push(hostile, tiny_gpt2_run, trickle) 
     )
     # The deadline was the push's own: the client's factory is huggingface_hub's again.
     assert hf_http._GLOBAL_CLIENT_FACTORY is hf_http.default_client_factory
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Issue 30: every library's Hub requests follow the endpoint rule; the cache is per endpoint; a server can
+# fill neither the disk nor the memory, nor hold a download with silence; a push's failed upload is one line
+
+
+def test_plain_http_hf_endpoint_is_refused_for_data_and_base_models_before_any_request(
+    hostile, tiny_gpt2_run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A name that reaches the hostile Hub but is not a loopback address: as a mirror on the network would.
+    port = int(hostile.endpoint.rsplit(":", 1)[1])
+    resolve = socket.getaddrinfo
+    monkeypatch.setattr(
+        socket,
+        "getaddrinfo",
+        lambda host, *args, **kwargs: resolve(
+            "127.0.0.1" if host == "hub.attncard.test" else host, *args, **kwargs
+        ),
+    )
+    endpoint = f"http://hub.attncard.test:{port}"
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    monkeypatch.setattr(constants, "ENDPOINT", endpoint)  # as HF_ENDPOINT sets them, at import
+    monkeypatch.setattr(
+        constants, "HUGGINGFACE_CO_URL_TEMPLATE", f"{endpoint}/{{repo_id}}/resolve/{{revision}}/{{filename}}"
+    )
+    monkeypatch.setattr(datasets.config, "HF_ENDPOINT", endpoint)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    hostile.requests_seen.clear()
+    run_dir, _ = tiny_gpt2_run
+    results = Results.load(run_dir)
+    hub_base = dataclasses.replace(
+        results, model=dataclasses.replace(results.model, model_id=f"{HUB_USER}/base", revision="b" * 40)
+    )
+    calls = {
+        "the Hub's GLUE": lambda: load_task_from_hub(get_task("sst2"), revision="a" * 40),
+        "a Hub model to train": lambda: load_model(f"{HUB_USER}/base", ["negative", "positive"]),
+        "its licence": lambda: base_model_license(f"{HUB_USER}/base", f"{HUB_USER}/base", f"{HUB_USER}/base"),
+        # The base model `download --verify` and `verify` load, read from HF_ENDPOINT by transformers.
+        "a run's Hub base model": lambda: download._load_base_model(
+            hub_base, AutoConfig.from_pretrained(run_dir), "the run", None
+        ),
+    }
+    for what, call in calls.items():
+        with pytest.raises(
+            InsecureEndpointError, match=f"the Hub endpoint {endpoint} is plain http"
+        ) as caught:
+            call()
+        assert_one_line_without_token(caught.value), what
+    assert hostile.requests_seen == []  # no request, so no token, reached the server
+
+
+def test_a_mirrors_copy_is_not_served_for_another_endpoint(
+    hostile, published: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    mirrored = fetch_run(REPO, published, endpoint=hostile.endpoint, cache_dir=cache)
+    assert mirrored.folder == snapshot(cache, hostile, published)
+    with socket.socket() as closed:  # a port nothing listens on: the other endpoint is unreachable
+        closed.bind(("127.0.0.1", 0))
+        unreachable = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    with pytest.raises(HubUnreachable, match=rf"could not reach {unreachable} \(ConnectError\) and {REPO}@"):
+        fetch_run(REPO, published, endpoint=unreachable, cache_dir=cache)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(HubUnreachable, match=f"HF_HUB_OFFLINE is set and {REPO}@{published} is not in the"):
+        fetch_run(REPO, published, endpoint="https://huggingface.co", cache_dir=cache)
+    assert fetch_run(REPO, published, endpoint=hostile.endpoint, cache_dir=cache) == mirrored
+    assert endpoint_key("https://huggingface.co") != endpoint_key("https://huggingface.co/mirror")
+    assert endpoint_key("http://[::1]:8080") == f"__1-8080-{endpoint_key('http://[::1]:8080')[-8:]}"
+
+
+@pytest.mark.parametrize(
+    ("listed", "message"),
+    [
+        ({"config.json": 1 << 40}, r"lists \d+ bytes, over the download budget of \d+ bytes; nothing was"),
+        (
+            {"results.json": 32 << 20},
+            r"lists results\.json at 33554432 bytes, over the 16777216 bytes it may",
+        ),
+        (
+            {".gitattributes": 2 << 20},
+            r"lists \.gitattributes at 2097152 bytes, over the 1048576 bytes a file",
+        ),
+    ],
+    ids=["over-the-budget", "results-json", "not-in-the-manifest"],
+)
+def test_a_listed_size_over_its_cap_is_refused_before_the_file_is_fetched(
+    hostile, published: str, tmp_path: Path, capsys, listed: dict[str, int], message: str
+) -> None:
+    hostile.listed_sizes = listed
+    hostile.compressed = {path: 64 << 20 for path in listed}  # what the server would send for it
+    cache = tmp_path / "cache"
+    with pytest.raises(DownloadError, match=message) as caught:
+        fetch_run(REPO, endpoint=hostile.endpoint, cache_dir=cache)
+    assert_one_line_without_token(caught.value)
+    assert not [path for path, *_ in hostile.requests_seen if path.endswith(tuple(listed))]
+    assert sum(path.stat().st_size for path in cache.rglob("*") if path.is_file()) < 1 << 20
+    assert main(["download", REPO, "--hub-endpoint", hostile.endpoint]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and re.search(message, err), err
+
+
+def test_a_file_sent_compressed_although_not_asked_is_not_written(
+    hostile, published: str, tmp_path: Path
+) -> None:
+    hostile.compressed = {"config.json": 64 << 20}  # a gzip body of about 64 KiB
+    cache = tmp_path / "cache"
+    with pytest.raises(
+        DownloadError, match=r"sent config\.json compressed \('gzip'\) although attncard"
+    ) as caught:
+        fetch_run(REPO, endpoint=hostile.endpoint, cache_dir=cache)
+    assert_one_line_without_token(caught.value)
+    assert not (snapshot(cache, hostile, published) / "config.json").exists()
+    assert not [path for path in cache.rglob("*.partial")]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"compressed": {"repo_info": 64 << 20}},
+        {"compressed": {"tree": 64 << 20}},
+        {"oversized": {"repo_info": 24 << 20}},
+        {"oversized": {"tree": 24 << 20}},
+    ],
+    ids=["info-gzip", "tree-gzip", "info-no-length", "tree-no-length"],
+)
+def test_an_api_answer_over_its_cap_is_not_parsed(
+    hostile, published: str, tmp_path: Path, capsys, answer
+) -> None:
+    for name, value in answer.items():
+        setattr(hostile, name, value)
+    with pytest.raises(
+        HubAnswerError, match=r"^the answer to GET http://127\.0\.0\.1:\d+/api/models/"
+    ) as caught:
+        fetch_run(REPO, endpoint=hostile.endpoint, cache_dir=tmp_path / "cache")
+    text = assert_one_line_without_token(caught.value)
+    assert re.search(
+        r"compressed \('gzip'\) although attncard asked for none|is over the 16777216 bytes", text
+    )
+    assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").rglob("results.json"))
+    assert main(["download", REPO, "--hub-endpoint", hostile.endpoint]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: the answer to GET") and err.count("\n") == 1, err
+
+
+def test_an_lfs_batch_answer_over_its_cap_stops_the_push(hostile, tiny_gpt2_run) -> None:
+    run_dir, _ = tiny_gpt2_run
+    hostile.lfs_threshold = 0  # every file goes through the LFS batch API
+    hostile.oversized = {"lfs_batch": 24 << 20}
+    with pytest.raises(
+        HubAnswerError, match=r"^the answer to POST .*/info/lfs/objects/batch is over"
+    ) as caught:
+        push_run_folder(run_dir, REPO, endpoint=hostile.endpoint)
+    assert_one_line_without_token(caught.value)
+    assert hostile.request_count("commit") == 0  # nothing was committed
+
+
+def test_a_server_that_never_answers_is_not_asked_again(
+    hostile, published: str, tiny_gpt2_run, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    # huggingface_hub would retry a timed-out request five times: 5 x 5 s here, 5 x 60 s by default.
+    monkeypatch.setattr(hub_io, "DEFAULT_TIMEOUT_S", 5.0)
+    monkeypatch.setattr(hub_io, "FIRST_ANSWER_TIMEOUT_S", 1.0)
+    hostile.silent = {"repo_info"}
+    hostile.requests_seen.clear()
+    started = time.monotonic()
+    assert main(["download", REPO, "--hub-endpoint", hostile.endpoint]) == 2
+    assert time.monotonic() - started < 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.fullmatch(
+        rf"error: could not reach {hostile.endpoint} \(ReadTimeout\) and {REPO} is not in the local cache: "
+        r".*\n",
+        err,
+    ), err
+    assert len([path for _, path, _ in hostile.requests_seen if path.startswith("/api/models/")]) == 1
+    # A listing the server does not answer, after it answered the commit: one timeout, not six.
+    hostile.silent = {"tree"}
+    hostile.requests_seen.clear()
+    started = time.monotonic()
+    assert main(["download", REPO, "--hub-endpoint", hostile.endpoint]) == 2
+    assert time.monotonic() - started < 5 + 2
+    assert "error: could not reach" in capsys.readouterr().err
+    assert len([path for _, path, _ in hostile.requests_seen if "/tree/" in path]) == 1
+    run_dir, _ = tiny_gpt2_run
+    hostile.silent = {"validate_yaml"}
+    hostile.requests_seen.clear()
+    started = time.monotonic()
+    with pytest.raises(HubNoAnswerError) as caught:
+        push_run_folder(run_dir, REPO, endpoint=hostile.endpoint, timeout=5.0)
+    assert time.monotonic() - started < 3
+    assert re.fullmatch(
+        rf"{hostile.endpoint} did not answer \(ReadTimeout within 1 s\), and a server that never answered is "
+        r"not asked again: check the endpoint \(--hub-endpoint, HF_ENDPOINT\) and the network, then try "
+        r"again",
+        assert_one_line_without_token(caught.value),
+    )
+    assert len(hostile.requests_seen) == 1
+
+
+@pytest.mark.parametrize("elsewhere", ["refusing", pytest.param("unreachable", marks=pytest.mark.slow)])
+def test_an_upload_the_lfs_answer_sends_elsewhere_fails_in_one_line_and_commits_nothing(
+    hostile, tiny_gpt2_run, short_waits, capsys, elsewhere: str
+) -> None:
+    run_dir, _ = tiny_gpt2_run
+    hostile.lfs_threshold = 0  # every file goes through the LFS batch API
+    if elsewhere == "refusing":  # the same server under another name: another origin, which answers 403
+        origin = f"http://localhost:{hostile.endpoint.rsplit(':', 1)[1]}"
+        hostile.echo = {"lfs_upload": [403] * 100}
+        reason = rf"HTTP 403: you sent Authorization: None from {origin}"
+    else:  # huggingface_hub retries a refused connection five times, a minute of waits: one push only
+        with socket.socket() as closed:
+            closed.bind(("127.0.0.1", 0))
+            origin = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        reason = rf"ConnectError: .* at {origin}"
+    hostile.lfs_upload_to = origin
+    with pytest.raises(PushError) as caught:
+        push_run_folder(run_dir, REPO, endpoint=hostile.endpoint)
+    assert re.fullmatch(
+        rf"uploading \S+ to where {hostile.endpoint}'s LFS answer sends it failed \({reason}\); nothing was "
+        rf"committed, {REPO} .*: push again later, and if the upload went to a host you do not expect, use "
+        r"another endpoint",
+        assert_one_line_without_token(caught.value),
+    ), caught.value
+    assert hostile.request_count("commit") == 0
+    uploads = [(host, auth) for host, path, auth in hostile.requests_seen if "lfs-upload" in path]
+    assert all(auth is None for _, auth in uploads)  # the token was held back from the other origin
+    if elsewhere == "refusing":
+        assert uploads and all(host.startswith("localhost:") for host, _ in uploads)
+        assert main(["push", str(run_dir), "--repo-id", REPO, "--hub-endpoint", hostile.endpoint]) == 2
+        err = capsys.readouterr().err
+        assert err.splitlines()[-1].startswith("error: uploading ") and "Traceback" not in err, err
+        assert hostile.request_count("commit") == 0
