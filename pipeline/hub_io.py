@@ -65,7 +65,7 @@ from .errors import (
     RevisionNotFound,
     first_line,
 )
-from .results import COMMIT_RE, RESULTS_FILE, hash_file
+from .results import COMMIT_RE, MAX_RESULTS_BYTES, RESULTS_FILE, hash_file
 
 DEFAULT_TIMEOUT_S = 60.0  # each network operation: connecting, one read, one write
 # Until a server has answered once: huggingface_hub's own default, and a server that accepts a connection
@@ -83,7 +83,6 @@ MAX_FILE_BYTES = 1 << 40
 # MiB; a full model's weights fit too. results.json comes first; a file its manifest does not list (the
 # signature, .gitattributes) may only be small.
 DEFAULT_MAX_DOWNLOAD_BYTES = 4 << 30
-MAX_RESULTS_BYTES = 16 << 20
 MAX_UNLISTED_FILE_BYTES = 1 << 20
 MAX_ANSWER_BYTES = 16 << 20  # one API answer (model_info, a tree page, an LFS batch), before it is parsed
 MAX_REDIRECTS = 5
