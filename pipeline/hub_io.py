@@ -65,7 +65,7 @@ from .errors import (
     RevisionNotFound,
     first_line,
 )
-from .results import COMMIT_RE, MAX_RESULTS_BYTES, RESULTS_FILE, hash_file
+from .results import COMMIT_RE, RESULTS_FILE, hash_file, max_file_bytes
 
 DEFAULT_TIMEOUT_S = 60.0  # each network operation: connecting, one read, one write
 # Until a server has answered once: huggingface_hub's own default, and a server that accepts a connection
@@ -653,7 +653,8 @@ def fetch_run(
     2. Lists the files at that commit (`list_repo_tree`) and checks every path: relative, each part a
        plain name (`[A-Za-z0-9._-]+`, not `.` or `..`), bounded in length, depth and count; and every size
        and id (40-hex blob id, 64-hex LFS sha256). The listed sizes must add up to at most `max_bytes`,
-       and results.json's to at most `MAX_RESULTS_BYTES`, before any file is fetched.
+       and each file's be at most what its kind may have (`results.max_file_bytes`: results.json 16 MiB, a
+       config 1 MiB, …), before any file is fetched.
     3. Fetches results.json first; then a file its manifest does not list may be at most
        `MAX_UNLISTED_FILE_BYTES` (the signature, .gitattributes), checked before it is fetched.
     4. GETs each file from `{endpoint}/{repo_id}/resolve/{commit}/{path}`, following redirects itself
@@ -888,10 +889,11 @@ def _check_listed_sizes(files: list[_File], budget: int, where: str) -> None:
             "downloaded: this is not an attncard run, or pass a larger max_bytes= if you expect that much"
         )
     for file in files:
-        if file.path == RESULTS_FILE and file.size > MAX_RESULTS_BYTES:
+        cap = max_file_bytes(file.path)
+        if cap is not None and file.size > cap:
             raise DownloadError(
-                f"{where} lists {RESULTS_FILE} at {file.size} bytes, over the {MAX_RESULTS_BYTES} bytes it "
-                "may have; nothing was downloaded: this is not an attncard run"
+                f"{where} lists {file.path} at {file.size} bytes, over the {cap} bytes it may have; nothing "
+                "was downloaded: this is not an attncard run"
             )
 
 

@@ -46,6 +46,8 @@ from .render import (
 )
 from .results import (
     CARD_FILE,
+    MAX_CARD_BYTES,
+    MAX_CONFIG_BYTES,
     PREDICTIONS_FILE,
     RESULTS_FILE,
     SIGNATURE_FILE,
@@ -144,10 +146,6 @@ def check_run_files(folder: Path, names: list[str], where: str) -> None:
         )
 
 
-# A card is some 20–100 KB; one larger than this is not read.
-MAX_CARD_BYTES = 4 << 20
-# A model's, tokenizer's or adapter's config is a few KB; one larger than this is not read at all.
-MAX_CONFIG_BYTES = 1 << 20
 
 
 def _json_object(path: Path, where: str) -> dict[str, Any]:

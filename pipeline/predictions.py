@@ -35,16 +35,13 @@ import torch
 from .errors import IntegrityError
 from .evaluate import predictions_sha256, quality_metrics
 from .integrity import Figure, figures
-from .results import PREDICTIONS_FILE, RESULTS_FILE, Metrics, Results, Verification
+from .results import MAX_PREDICTIONS_BYTES, PREDICTIONS_FILE, RESULTS_FILE, Metrics, Results, Verification
 from .verify import all_finite, verification_from_counts
 
 # Bytes one line may take: three whole numbers of at most 20 digits and their commas, then per label a comma
 # and a logit; Python writes a float in at most 24 characters (`-1.1754943508222875e-38`).
 _LINE_BYTES = 3 * 21
 _LOGIT_BYTES = 25
-# Whatever results.json says, no predictions file is read past this (GLUE's largest split, QQP's 40,430 rows,
-# takes about 2 MB).
-MAX_PREDICTIONS_BYTES = 256 << 20
 # Lines checked at a time: their texts and Python objects are all that is held besides the compact result.
 _BLOCK_ROWS = 4096
 _WHOLE_NUMBER = re.compile(r"0|[1-9][0-9]{0,18}")

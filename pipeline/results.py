@@ -661,8 +661,17 @@ _LOOSE_UNDERSCORE_RE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
 MAX_PROSE_CHARS = 2048
 # No field holds an integer that large (64 bits); a larger one is an edit meant to overflow a float.
 MAX_INT = 2**63 - 1
-# results.json is a few hundred KB (a 16-layer printout is the largest part); read no more than this.
+# The most bytes each file of a run folder may have, whatever results.json or a server says; what publish
+# writes is far smaller: results.json a few hundred KB (a 16-layer printout is its largest part), a config or
+# the `.eval_results` entry a few KB, the card some 20–100 KB, a plot some 100 KB, a tokenizer a few MB,
+# predictions.csv (QQP's 40,430 rows) about 2 MB. A download refuses a listing over them before it fetches a
+# byte, and the readers read no further. The adapter's weights have only the download's overall budget.
 MAX_RESULTS_BYTES = 16 << 20
+MAX_CONFIG_BYTES = 1 << 20  # config.json, tokenizer_config.json, adapter_config.json, LICENSE, model.sig, …
+MAX_CARD_BYTES = 4 << 20
+MAX_PLOT_BYTES = 16 << 20
+MAX_TOKENIZER_BYTES = 64 << 20
+MAX_PREDICTIONS_BYTES = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -1057,6 +1066,27 @@ def hash_file(path: Path, *digests: typing.Any) -> None:
                 digest.update(block)
 
 
+def max_file_bytes(path: str) -> int | None:
+    """The most bytes the file `path` of a run folder may have; None for the adapter's weights, which only a
+    download's overall budget bounds.
+
+    Example:
+        >>> max_file_bytes("config.json"), max_file_bytes("adapter_model.safetensors")
+        (1048576, None)
+    """
+    if path.endswith(".safetensors"):
+        return None
+    if path.endswith(".png"):
+        return MAX_PLOT_BYTES
+    named = {
+        RESULTS_FILE: MAX_RESULTS_BYTES,
+        CARD_FILE: MAX_CARD_BYTES,
+        PREDICTIONS_FILE: MAX_PREDICTIONS_BYTES,
+        "tokenizer.json": MAX_TOKENIZER_BYTES,
+    }
+    return named.get(path, MAX_CONFIG_BYTES)
+
+
 def sha256_file(path: Path) -> str:
     """The sha256 of a file, as 64 lowercase hex digits."""
     digest = hashlib.sha256()
@@ -1307,6 +1337,7 @@ __all__ = [
     "hash_file",
     "is_transport_path",
     "loads_strict",
+    "max_file_bytes",
     "reproduce_command",
     "run_tag",
     "sha256_file",

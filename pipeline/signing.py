@@ -35,7 +35,14 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from .errors import SignatureError, SigningError, first_line
-from .results import RESULTS_FILE, SIGNATURE_FILE, TRANSPORT_FILES, TRANSPORT_FOLDERS, sha256_file
+from .results import (
+    RESULTS_FILE,
+    SIGNATURE_FILE,
+    TRANSPORT_FILES,
+    TRANSPORT_FOLDERS,
+    max_file_bytes,
+    sha256_file,
+)
 
 # What a transport adds to a run folder, never part of the run (see pipeline.results).
 TRANSPORT_PATHS = (*TRANSPORT_FILES, *TRANSPORT_FOLDERS)
@@ -44,7 +51,7 @@ GITHUB_ACTIONS_ISSUER = "https://token.actions.githubusercontent.com"
 KEY_PREFIX = "sha256:"
 _PREDICATE_TYPE = "https://model_signing/signature/v1.0"
 # A signature lists a run's dozen files with their digests in a few kB; no model.sig is read past this.
-MAX_SIGNATURE_BYTES = 1 << 20
+MAX_SIGNATURE_BYTES = max_file_bytes(SIGNATURE_FILE)
 _CURVES = ("secp256r1", "secp384r1", "secp521r1")  # those model_signing signs with
 # Fulcio's certificate extensions naming the OIDC issuer: v2 holds a DER UTF8String, v1 the raw text.
 _ISSUER_V2 = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.8")

@@ -420,10 +420,12 @@ def test_a_mirrors_copy_is_not_served_for_another_endpoint(
         ),
         (
             {".gitattributes": 2 << 20},
-            r"lists \.gitattributes at 2097152 bytes, over the 1048576 bytes a file",
+            r"lists \.gitattributes at 2097152 bytes, over the 1048576 bytes it may have",
         ),
+        ({"config.json": 2 << 20}, r"lists config\.json at 2097152 bytes, over the 1048576 bytes it may"),
+        ({"README.md": 8 << 20}, r"lists README\.md at 8388608 bytes, over the 4194304 bytes it may"),
     ],
-    ids=["over-the-budget", "results-json", "not-in-the-manifest"],
+    ids=["over-the-budget", "results-json", "not-in-the-manifest", "a-config", "the-card"],
 )
 def test_a_listed_size_over_its_cap_is_refused_before_the_file_is_fetched(
     hostile, published: str, tmp_path: Path, capsys, listed: dict[str, int], message: str
