@@ -106,6 +106,7 @@ from .render import install_line
 from .results import (
     CARD_FILE,
     COMMIT_RE,
+    MAX_TOKENIZER_BYTES,
     PREDICTIONS_FILE,
     RESULTS_FILE,
     RUN_TAG_DIGEST_HEX,
@@ -734,6 +735,11 @@ def load_run_tokenizer(folder: Path, where: str) -> PreTrainedTokenizerBase:
         '<|endoftext|>'
     """
     path = folder / TOKENIZER_FILE
+    if path.is_file() and path.stat().st_size > MAX_TOKENIZER_BYTES:
+        raise IntegrityError(
+            f"{where}: {TOKENIZER_FILE} is larger than {MAX_TOKENIZER_BYTES >> 20} MiB, which no tokenizer "
+            "publish saves is; do not use this checkpoint"
+        )
     if path.is_file():
         try:
             Tokenizer.from_file(os.fspath(path))

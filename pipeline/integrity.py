@@ -146,8 +146,6 @@ def check_run_files(folder: Path, names: list[str], where: str) -> None:
         )
 
 
-
-
 def _json_object(path: Path, where: str) -> dict[str, Any]:
     with path.open("rb") as handle:
         raw = handle.read(MAX_CONFIG_BYTES + 1)
@@ -463,7 +461,7 @@ def card_problems(results: Results, folder: Path) -> list[str]:
         plots = write_plots(results, Path(scratch))
         for plot in plots:
             drawn, shipped_plot = Path(scratch) / plot["file"], folder / plot["file"]
-            if not shipped_plot.is_file() or shipped_plot.read_bytes() != drawn.read_bytes():
+            if not _same_bytes(shipped_plot, drawn.read_bytes()):
                 problems.append(f"{plot['file']} is not the plot results.json draws")
     licence = render_license(results)
     shipped_licence = folder / LICENSE_FILE
@@ -471,9 +469,7 @@ def card_problems(results: Results, folder: Path) -> list[str]:
         problems.append(
             f"{LICENSE_FILE} is there, but results.json names the licence '{results.model.license}'"
         )
-    elif licence is not None and (
-        not shipped_licence.is_file() or shipped_licence.read_text(encoding="utf-8") != licence
-    ):
+    elif licence is not None and not _same_bytes(shipped_licence, licence.encode("utf-8")):
         problems.append(f"{LICENSE_FILE} is not the licence file results.json renders")
     as_rendered = dataclasses.replace(
         results, manifest={name: digest for name, digest in results.manifest.items() if name != CARD_FILE}
@@ -491,6 +487,15 @@ def card_problems(results: Results, folder: Path) -> list[str]:
     return problems
 
 
+def _same_bytes(path: Path, expected: bytes) -> bool:
+    """Whether the file holds exactly `expected`, reading no more of it than that (a shipped file may be
+    huge)."""
+    if not path.is_file() or path.stat().st_size != len(expected):
+        return False
+    with path.open("rb") as handle:
+        return handle.read(len(expected) + 1) == expected
+
+
 def eval_results_problems(results: Results, folder: Path) -> list[str]:
     """Every way the run's `.eval_results/` differs from the one entry results.json renders (its accuracy is
     results.json's); empty when equal."""
@@ -498,14 +503,10 @@ def eval_results_problems(results: Results, folder: Path) -> list[str]:
     listed = sorted(name for name in results.manifest if name.startswith(f"{EVAL_RESULTS_DIR}/"))
     problems = [f"{name} is not the run's entry {expected}" for name in listed if name != expected]
     path = folder / expected
-    if expected in listed:
-        rendered = render_eval_results(results)
-        with path.open("rb") as handle:
-            shipped = handle.read(len(rendered.encode("utf-8")) + 1)
-        if shipped != rendered.encode("utf-8"):
-            problems.append(
-                f"{expected} is not the entry results.json renders (accuracy {results.metrics.accuracy})"
-            )
+    if expected in listed and not _same_bytes(path, render_eval_results(results).encode("utf-8")):
+        problems.append(
+            f"{expected} is not the entry results.json renders (accuracy {results.metrics.accuracy})"
+        )
     return problems
 
 
