@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import argparse
+import importlib
 import importlib.util
 import os
 import subprocess
@@ -10,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from attncard.pipeline import publish
-from attncard.pipeline.cli import main, publish_main
+from attncard.pipeline.cli import COMMANDS, main, publish_main
 from attncard.pipeline.cli import publish as publish_command
 
 
@@ -44,6 +46,13 @@ def test_help_explains_every_option(capsys):
     ):
         assert option in out
     assert "minilm" in out and "sst2" in out and "example: publish --model minilm" in out
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_argument_of_every_command_has_help(command: str) -> None:
+    parser = argparse.ArgumentParser()
+    importlib.import_module(f"attncard.pipeline.cli.{COMMANDS[command][0]}").add_arguments(parser)
+    assert [action.dest for action in parser._actions if not action.help] == []
 
 
 @pytest.mark.parametrize(

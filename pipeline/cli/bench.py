@@ -20,18 +20,22 @@ DESCRIPTION = "Time and peak memory of banded attention against dense attention.
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of `attncard bench attention`."""
-    parser.add_argument("benchmark", choices=["attention"])
+    parser.add_argument("benchmark", choices=["attention"], help="what to measure: banded attention kernels")
     parser.add_argument("--ns", default="512,1024,2048,4096,8192,16384", help="comma-separated, may be empty")
     parser.add_argument("--span", type=int, default=64, help="window of every head (forward)")
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--heads", type=int, default=12)
-    parser.add_argument("--head-dim", type=int, default=64)
+    parser.add_argument("--batch", type=int, default=1, help="rows per pass (B of the shape B, H, N, D)")
+    parser.add_argument("--heads", type=int, default=12, help="attention heads (H)")
+    parser.add_argument("--head-dim", type=int, default=64, help="channels per head (D)")
     parser.add_argument(
         "--repeats", type=int, default=DEFAULT_REPEATS, help="timed samples per implementation and point"
     )
     parser.add_argument("--backward-n", type=int, default=4096, help="0 skips forward + backward")
-    parser.add_argument("--backward-span", type=int, default=128)
-    parser.add_argument("--device", choices=("cpu", "cuda"), default=None)
+    parser.add_argument(
+        "--backward-span", type=int, default=128, help="largest span of a head in forward + backward"
+    )
+    parser.add_argument(
+        "--device", choices=("cpu", "cuda"), default=None, help="where to run (default: cuda if there is one)"
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--json", metavar="FILE", help="write the records to FILE as JSON")
     parser.add_argument("--markdown", metavar="FILE", help="write the table to FILE as Markdown")
