@@ -146,7 +146,7 @@ def stock_load(trained: TrainResult, data: TaskData, batch_size: int = 64) -> St
             trained.loaded.source or trained.loaded.name, list(trained.model.config.id2label.values())
         ).model.to(device)
         tokenizer, max_length = trained.loaded.tokenizer, trained.config.max_length
-        return evaluate_stock(base, Path(folder), tokenizer, data, max_length, batch_size)
+        return evaluate_stock(base, Path(folder), tokenizer, data, max_length, batch_size, progress=True)
 
 
 def evaluate_stock(
@@ -157,6 +157,8 @@ def evaluate_stock(
     max_length: int,
     batch_size: int = 64,
     adapter_config: object | None = None,
+    *,
+    progress: bool = False,
 ) -> StockLoad:
     """Loads the adapter in a run folder into `base` with peft's `PeftModel.from_pretrained`, as stock tools
     do, and evaluates the result on `data.validation`.
@@ -172,6 +174,7 @@ def evaluate_stock(
         data: the task; its validation split is evaluated in order.
         batch_size: rows per forward pass.
         adapter_config: the adapter's config, when already read (and checked) from the folder.
+        progress: show a progress bar of the evaluation.
 
     Returns:
         A [`StockLoad`] with the accuracy and predictions hash, or the error.
@@ -183,7 +186,7 @@ def evaluate_stock(
     except Exception as error:  # whatever stock peft raises is the fact measured, not a bug here
         return StockLoad(adapter_weights=len(stored), error=first_line(error))
     loaded = set(get_peft_model_state_dict(stock, save_embedding_layers=False))
-    logits, _ = classify(stock, tokenizer, data, max_length, batch_size)
+    logits, _ = classify(stock, tokenizer, data, max_length, batch_size, progress=progress, desc="stock peft")
     metrics = label_metrics(
         list(data.validation["label"]), logits.argmax(dim=-1).tolist(), data.spec.label_names
     )
@@ -277,6 +280,7 @@ def classify(
     max_length: int,
     batch_size: int = 64,
     progress: bool = False,
+    desc: str = "evaluate",
 ) -> tuple[torch.Tensor, list[int]]:
     """Runs a classifier over every row of `data.validation`, in order: the one prediction loop, for
     evaluation and for a downloaded checkpoint alike.
@@ -288,6 +292,7 @@ def classify(
         max_length: tokens per row, longer rows truncated, as in training.
         batch_size: rows per forward pass.
         progress: show a progress bar.
+        desc: what the progress bar says it is doing.
 
     Returns:
         `(logits, lengths)`: float logits `(rows, labels)` on the CPU, and each row's non-padding token count.
@@ -303,7 +308,7 @@ def classify(
     batches, lengths = [], []
     starts = range(0, len(validation), batch_size)
     with torch.inference_mode():
-        for start in tqdm(starts, desc="evaluate", unit="batch", disable=not progress):
+        for start in tqdm(starts, desc=desc, unit="batch", disable=not progress):
             rows = validation[start : start + batch_size]
             batch = tokenize(tokenizer, rows, data.spec.text_columns, max_length).to(device)
             lengths += batch["attention_mask"].sum(dim=1).tolist()
@@ -364,8 +369,9 @@ def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> Eval
     if trained.module is not None and trained.module.changes_attention:
         # A module that keeps the model's own attention would be timed against itself: noise, not a result.
         reference = dense_reference(trained)
-        efficiency.scaling = measure_model_scaling(model, reference, lengths=scaling_lengths)
-        efficiency.layer_scaling = measure_layer_scaling(model, trained.module)  # layer 0 at LAYER_LENGTHS
+        efficiency.scaling = measure_model_scaling(model, reference, lengths=scaling_lengths, progress=True)
+        # Layer 0 at LAYER_LENGTHS.
+        efficiency.layer_scaling = measure_layer_scaling(model, trained.module, progress=True)
         del reference
     efficiency.flops = [attention_flops(model, trained.module, n) for n in scaling_lengths]
 

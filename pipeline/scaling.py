@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import torch
 from torch import nn
+from tqdm.auto import tqdm
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
@@ -306,6 +307,7 @@ def measure_model_scaling(
     batch_size: int = 1,
     repeats: int = MODEL_REPEATS,
     vocab_low: int = 1000,
+    progress: bool = False,
 ) -> list[ScalingRow]:
     """Forward-pass time and peak memory of the model with its module against the same model without it.
 
@@ -327,6 +329,7 @@ def measure_model_scaling(
         batch_size: rows per pass.
         repeats: timed passes per model and length (median, minimum and maximum reported).
         vocab_low: the smallest token id drawn (see [`synthetic_input_ids`]).
+        progress: show a progress bar, a step per length (the longest take most of the time).
 
     Returns:
         One [`ScalingRow`] per length, in the order given.
@@ -362,7 +365,7 @@ def measure_model_scaling(
 
     rows = []
     with _eval_mode(model, reference_model), torch.inference_mode():
-        for n in lengths:
+        for n in tqdm(lengths, desc="scaling: whole model", unit="length", disable=not progress):
             input_ids = synthetic_input_ids(config, batch_size, n, vocab_low=vocab_low, device=device)
             attention_mask = torch.ones_like(input_ids)
             module_run = functools.partial(model, input_ids=input_ids, attention_mask=attention_mask)
@@ -442,6 +445,7 @@ def measure_layer_scaling(
     *,
     lengths: Sequence[int] = LAYER_LENGTHS,
     repeats: int = REPEATS,
+    progress: bool = False,
 ) -> list[ScalingRow]:
     """Time and peak memory of one attention layer's attention function against transformers' sdpa.
 
@@ -459,6 +463,7 @@ def measure_layer_scaling(
         module: the installed module; None for the model's own attention.
         lengths: sequence lengths N.
         repeats: timed calls per side and length (median, minimum and maximum reported).
+        progress: show a progress bar, a step per length.
 
     Returns:
         One [`ScalingRow`] per length.
@@ -479,7 +484,7 @@ def measure_layer_scaling(
     device = next(model.parameters()).device
     rows = []
     with _eval_mode(model), torch.inference_mode():
-        for n in lengths:
+        for n in tqdm(lengths, desc="scaling: attention layer 0", unit="length", disable=not progress):
             module_run, dense_run = layer_attention_runs(model, module, n)
             rows.append(measure_pair(n, module_run, dense_run, device, repeats))
     return rows

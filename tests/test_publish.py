@@ -295,7 +295,7 @@ def test_minilm_on_real_sst2_reloads_with_peft(glue, minilm_sst2_run):
 
 
 @pytest.mark.parametrize("module_name", module_names())
-def test_every_module_publishes_a_lint_clean_run(tiny_model_dir, small_glue, tmp_path, module_name):
+def test_every_module_publishes_a_lint_clean_run(tiny_model_dir, small_glue, tmp_path, capsys, module_name):
     family = "llama" if module_name == "span_expanded" else "bert"  # one decoder with grouped-query heads
     argv = [
         "--model",
@@ -322,6 +322,12 @@ def test_every_module_publishes_a_lint_clean_run(tiny_model_dir, small_glue, tmp
     assert (results.module.package, results.module.package_version) == ("attncard", provenance.version)
     assert results.module.source_sha256 == provenance.source_sha256
     efficiency = results.efficiency
+    # Every long stage shows its progress: training, evaluation, stock peft and the two scaling tables.
+    shown = capsys.readouterr().err
+    stages = ["train", "evaluate"]
+    if get_module(module_name).changes_attention:
+        stages += ["stock peft", "scaling: whole model", "scaling: attention layer 0"]
+    assert [stage for stage in stages if f"{stage}: " not in shown] == []
     if get_module(module_name).changes_attention:
         assert efficiency.scaling and efficiency.layer_scaling and (run_dir / "scaling.png").is_file()
         assert {row.repeats for row in efficiency.scaling} == {MODEL_REPEATS}
