@@ -48,6 +48,23 @@ def test_help_explains_every_option(capsys):
     assert "minilm" in out and "sst2" in out and "example: publish --model minilm" in out
 
 
+@pytest.mark.parametrize("command", ["download", "verify", "lint", "push", "summary"])
+def test_help_and_argument_errors_import_no_torch(command: str) -> None:
+    """These commands import their stage only when they run: help and bad arguments answer at once."""
+    code = (
+        "import sys\n"
+        "from attncard.pipeline.cli import main\n"
+        "for argv in ([sys.argv[1], '--help'], [sys.argv[1], '--no-such-option']):\n"
+        "    try:\n"
+        "        main(argv)\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print(sorted(name for name in ('torch', 'transformers', 'peft') if name in sys.modules))\n"
+    )
+    shown = subprocess.run([sys.executable, "-c", code, command], capture_output=True, text=True, check=True)
+    assert shown.stdout.splitlines()[-1] == "[]", shown.stdout + shown.stderr
+
+
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_every_argument_of_every_command_has_help(command: str) -> None:
     parser = argparse.ArgumentParser()

@@ -7,7 +7,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..download import download_to, download_verified
 from .common import EXIT_OK, positive_float, run_command
 
 DESCRIPTION = (
@@ -110,6 +109,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _download(args: argparse.Namespace) -> int:
+    # The stage is imported when the command runs: --help and argument errors need no torch.
+    from ..download import download_to, download_verified
+
     options = run_options(args)
     if args.output is None:
         files = download_verified(args.repo, args.revision, args.allow_fail, **options)

@@ -7,7 +7,6 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from ..lint import lint_folder
 from .common import EXIT_MISMATCH, EXIT_OK, run_command
 
 DESCRIPTION = (
@@ -44,6 +43,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _lint(args: argparse.Namespace) -> int:
+    # The stage is imported when the command runs: --help and argument errors need no torch.
+    from ..lint import lint_folder
+
     kind, findings = lint_folder(args.run_dir)
     for finding in findings:
         # Paths from where the command was run, so that editors and terminals can open them.

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..push import sign_and_push
 from .common import positive_float, repo_id, run_command
 
 DESCRIPTION = (
@@ -74,6 +73,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def push(args: argparse.Namespace) -> None:
+    # The stage is imported when the command runs: --help and argument errors need no torch.
+    from ..push import sign_and_push
+
     sign_and_push(
         args.run_dir,
         args.repo_id,

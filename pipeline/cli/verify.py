@@ -10,7 +10,6 @@ import argparse
 from pathlib import Path
 
 from ..errors import AttncardError
-from ..reverify import reverify, reverify_predictions, shown
 from .common import EXIT_MISMATCH, EXIT_OK, run_command
 from .download import add_run_arguments, run_options
 
@@ -92,6 +91,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    # The stage is imported when the command runs: --help and argument errors need no torch.
+    from ..reverify import reverify, reverify_predictions, shown
+
     if args.baseline and not args.predictions:
         raise AttncardError("--baseline applies with --predictions; add --predictions, or drop --baseline")
     if args.predictions:
