@@ -795,7 +795,7 @@ def lint_leaderboard(cards_dir: str | Path) -> list[Finding]:
         >>> _ = readme.write_text(readme.read_text().replace("| 10 | 0 |", "| 20 | 0 |"))
         >>> for finding in lint_leaderboard("cards"):
         ...     print(finding)
-        README.md:7: column 'Steps' of row 'gpt2, none, sst2' reads '20', the cards give '10'
+        README.md:9: column 'Steps' of row 'gpt2, none, sst2' reads '20', the cards give '10'
     """
     # Imported here: the summary imports the statistics of the paired verdict, which lint needs nowhere else.
     from .summary import LEADERBOARD_FILE, LEADERBOARD_PLOT, draw_leaderboard, read_cards, render_leaderboard

@@ -4,8 +4,9 @@ A cards folder holds one copy per run (`publish --cards`, `attncard sweep --card
 folder but its weights). [`write_summary`] reads every `CARDS_DIR/*/results.json`, groups the runs by
 (model, module, task), one group per row, its seeds pooled, and writes
 
-    CARDS_DIR/README.md         the leaderboard: a table, the plot, and how each column is computed
-    CARDS_DIR/leaderboard.png   accuracy (mean ± standard deviation over seeds) against speed-up
+    CARDS_DIR/README.md         the leaderboard: the answer (which module keeps dense accuracy, and is it
+                                faster), a table of every group, the plot, how each column is computed
+    CARDS_DIR/leaderboard.png   each module's accuracy difference against dense against its speed-up
 
 Both are a function of the results.json files alone, with no date and no path of this machine in them, so
 the same cards give the same bytes: `attncard lint CARDS_DIR` renders both again and reports every difference
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from .errors import AttncardError
 from .paired import DENSE_MODULE, pool_comparisons
-from .results import RESULTS_FILE, Comparison, Results, ScalingRow, Status
+from .results import RESULTS_FILE, Comparison, Results, ScalingRow, Status, Verdict
 
 LEADERBOARD_FILE = "README.md"
 LEADERBOARD_PLOT = "leaderboard.png"
@@ -279,24 +280,103 @@ def render_leaderboard(groups: list[Group]) -> str:
         f"copies of this folder (`*/{RESULTS_FILE}`) alone; `attncard lint` on this folder renders it again "
         "and reports every figure that differs.",
         "",
+        *_answer(groups),
+        "## Every group",
+        "",
         "| " + " | ".join(header for header, _ in COLUMNS) + " |",
         "|" + "---|" * len(COLUMNS),
     ]
     lines += ["| " + " | ".join(_cell(text) for text in _row(group)) + " |" for group in groups]
     lines += [
         "",
-        f"![Accuracy (mean ± sd over seeds) against the whole model's speed-up at the task's length]"
-        f"({LEADERBOARD_PLOT})",
+        f"![The accuracy difference against dense (pooled over seeds, with its interval) against attention "
+        f"layer 0's speed-up at the longest N]({LEADERBOARD_PLOT})",
         "",
-        "The plot shows each group at its mean accuracy (bars: ± the sample standard deviation over seeds) "
-        "and its median speed-up at the task's length; the dense runs sit at 1 by definition, and a group "
-        "whose module was not timed is left out.",
+        "The plot shows each module at its pooled accuracy difference against the dense runs (bars: its "
+        "interval; dashed: the non-inferiority margin) and at the median speed-up of attention layer 0 at "
+        "the longest N, on a log axis. The shaded band spans the whole model's speed-up ranges at the task's "
+        "length that contain 1, the differences its timing cannot tell from none. A module that was not "
+        "timed, or not compared with dense runs, is left out.",
         "",
         "## How each column is computed",
         "",
     ]
     lines += [f"- **{header}**: {meaning}" for header, meaning in COLUMNS]
     return "\n".join(lines) + "\n"
+
+
+def _answer(groups: list[Group]) -> list[str]:
+    """The leaderboard's first table: one line per module run against dense, answering whether the module
+    keeps the dense model's accuracy and whether it is faster, where modules differ (attention alone at
+    long N) and at the task's length, and with what memory. Empty without such a group."""
+    compared = [group for group in groups if group.module != DENSE_MODULE]
+    if not compared:
+        return []
+    settings = {(group.model, group.task) for group in groups}
+    lines = [
+        "## Which module keeps the dense model's accuracy, and is it faster?",
+        "",
+        "| Module | Keeps dense accuracy | Attention layer 0 at the longest N "
+        "| Whole model at the task's length | Memory of layer 0 at the longest N |",
+        "|---|---|---|---|---|",
+    ]
+    for group in compared:
+        name = group.module if len(settings) == 1 else f"{group.module} ({group.model}, {group.task})"
+        cells = [
+            name,
+            _keeps_accuracy(group),
+            _speed(group, _longest_layer_row),
+            _speed(group, task_length_row),
+            _memory(group, _longest_layer_row),
+        ]
+        lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
+    lines += [
+        "",
+        "Keeps dense accuracy: the pooled paired verdict (below) in words; its interval must lie above "
+        "minus the margin for a yes. Faster or slower: the median over seeds of dense time ÷ module time, "
+        "said only where some seed's range of pairs (fastest and slowest passes) excludes 1; otherwise no "
+        "measurable difference. Memory: module peak ÷ dense peak.",
+        "",
+    ]
+    return lines
+
+
+def _keeps_accuracy(group: Group) -> str:
+    pooled, _ = pooled_comparison(group)
+    if pooled is None or pooled.verdict is None:
+        return "not compared with dense runs"
+    interval = f"{_points(pooled.difference)} points [{_points(pooled.ci_low)}, {_points(pooled.ci_high)}]"
+    margin = f"−{100 * pooled.margin:g} point{'' if 100 * pooled.margin == 1 else 's'}"
+    return {
+        Verdict.NON_INFERIOR: f"yes: {interval}, above {margin}",
+        Verdict.INFERIOR: f"no: {interval}, below {margin}",
+        Verdict.INCONCLUSIVE: f"not shown: {interval} reaches below {margin}",
+    }[pooled.verdict]
+
+
+def _speed(group: Group, pick: Callable[[Results], ScalingRow | None]) -> str:
+    """The median speed-up over seeds in words: faster, slower, or no measurable difference."""
+    rows = [row for row in (pick(card.results) for card in group.cards) if row is not None]
+    if not rows:
+        return NOT_TIMED
+    lengths = "/".join(str(n) for n in sorted({row.n for row in rows}))
+    median = statistics.median(row.speedup for row in rows)
+    if all(row.speedup_low <= 1.0 <= row.speedup_high for row in rows):
+        return f"no measurable difference ({median:.2f}×, N {lengths})"
+    if median >= 1.0:
+        return f"{median:.2f}× faster (N {lengths})"
+    return f"{1 / median:.2f}× slower (N {lengths})"
+
+
+def _memory(group: Group, pick: Callable[[Results], ScalingRow | None]) -> str:
+    rows = [row for row in (pick(card.results) for card in group.cards) if row is not None]
+    ratios = [row.memory_ratio for row in rows if row.memory_ratio is not None]
+    if not rows:
+        return NOT_TIMED
+    if not ratios:
+        return "not measurable"
+    lengths = "/".join(str(n) for n in sorted({row.n for row in rows}))
+    return f"{statistics.median(ratios):.2f} of dense (N {lengths})"
 
 
 def _row(group: Group) -> list[str]:
@@ -395,9 +475,11 @@ def _cell(text: str) -> str:
 
 
 def draw_leaderboard(groups: list[Group], path: str | Path) -> Path:
-    """Draws accuracy (mean ± sd over seeds) against the whole model's speed-up at the task's length, one
-    point per group, to a PNG; the same groups give the same bytes (no date in the file, a fixed size and
-    order).
+    """Draws each module's accuracy difference against dense (pooled over seeds, with its interval, in
+    points) against attention layer 0's speed-up at the longest N (median over seeds, log axis), one point per
+    group, to a PNG. A dashed line marks minus the non-inferiority margin; a shaded band the whole model's
+    speed-up ranges at the task's length that contain 1 (no measurable difference there). The same groups
+    give the same bytes (no date in the file, a fixed size and order).
 
     Example:
         >>> from attncard.pipeline.publish import copy_to_cards
@@ -409,42 +491,66 @@ def draw_leaderboard(groups: list[Group], path: str | Path) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
-    from matplotlib import pyplot
+    from matplotlib import pyplot, ticker
 
     path = Path(path)
     figure, axis = pyplot.subplots(figsize=(7, 4.5))
     settings = sorted({(group.model, group.task) for group in groups})
     colors = pyplot.rcParams["axes.prop_cycle"].by_key()["color"]
+    margins, band = set(), []
     for index, (model, task) in enumerate(settings):
         color = colors[index % len(colors)]
-        plotted = [g for g in groups if (g.model, g.task) == (model, task) and g.speedup is not None]
-        for number, group in enumerate(plotted):
-            sd = group.accuracy_sd or 0.0
+        labelled = False
+        for group in (g for g in groups if (g.model, g.task) == (model, task) and g.module != DENSE_MODULE):
+            whole = [row for row in (task_length_row(card.results) for card in group.cards) if row]
+            band += [
+                (row.speedup_low, row.speedup_high)
+                for row in whole
+                if row.speedup_low <= 1 <= row.speedup_high
+            ]
+            layer = [row.speedup for row in (_longest_layer_row(card.results) for card in group.cards) if row]
+            pooled, _ = pooled_comparison(group)
+            if not layer or pooled is None:
+                continue
+            margins.add(pooled.margin)
+            x, y = statistics.median(layer), 100 * pooled.difference
+            low, high = y - 100 * pooled.ci_low, 100 * pooled.ci_high - y
             axis.errorbar(
-                [group.speedup],
-                [group.accuracy_mean],
-                yerr=[sd],
-                fmt="s" if group.module == DENSE_MODULE else "o",
+                [x],
+                [y],
+                yerr=[[low], [high]],
+                fmt="o",
                 color=color,
                 capsize=3,
-                label=f"{model}, {task}" if number == 0 else None,
+                label=None if labelled else f"{model}, {task}",
             )
-            axis.annotate(
-                group.module,
-                (group.speedup, group.accuracy_mean),
-                textcoords="offset points",
-                xytext=(5, 4),
-                fontsize=8,
-            )
-    axis.axvline(1.0, color="0.6", linestyle="--", linewidth=0.8)
-    axis.margins(x=0.15, y=0.15)  # room for the module names beside the points
+            labelled = True
+            axis.annotate(group.module, (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    if band:
+        axis.axvspan(
+            min(low for low, _ in band),
+            max(high for _, high in band),
+            color="0.85",
+            zorder=0,
+            label="whole model at the task's length: no measurable difference",
+        )
+    axis.axhline(0.0, color="0.6", linewidth=0.8)
+    for margin in sorted(margins):
+        axis.axhline(-100 * margin, color="0.4", linestyle="--", linewidth=0.8)
+    axis.axvline(1.0, color="0.6", linestyle=":", linewidth=0.8)
+    axis.set_xscale("log")
+    # Speed-ups as read (0.5×, 1×, 2×, 5×, 10×, 20×), not powers of ten.
+    axis.xaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    axis.xaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}×"))
+    axis.xaxis.set_minor_formatter(ticker.NullFormatter())
+    axis.margins(x=0.3, y=0.15)  # room for the module names beside the points
     axis.set(
-        xlabel="whole-model speed-up at the task's length (median over seeds; dense = 1)",
-        ylabel="accuracy (mean ± sd over seeds)",
-        title="accuracy against speed-up",
+        xlabel="attention layer 0's speed-up at the longest N (median over seeds; log; dense = 1)",
+        ylabel="accuracy − dense, points (pooled; interval)",
+        title="accuracy kept against speed where modules differ",
     )
     if axis.get_legend_handles_labels()[0]:
-        axis.legend(fontsize=8)
+        axis.legend(fontsize=8, loc="lower right")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     pyplot.close(figure)

@@ -361,6 +361,14 @@ def test_the_leaderboard_pools_the_seeds_of_each_group_and_lint_accepts_it(study
     layer = statistics.median(row.speedup for row in longest)
     assert rows[MODULE]["Layer speed-up at the longest N"].startswith(f"{layer:.2f}× (N {longest[0].n}")
     readme = (cards / "README.md").read_text(encoding="utf-8")
+    # The answer first: one line for the module, its verdict and its speed in words.
+    assert readme.index("## Which module keeps the dense model's accuracy") < readme.index("## Every group")
+    answer = next(line for line in readme.splitlines() if line.startswith(f"| {MODULE} |"))
+    keeps, layer_speed = answer.split(" | ")[1:3]
+    assert keeps.startswith(("yes: ", "no: ", "not shown: ")), answer
+    assert layer_speed.endswith(f"N {longest[0].n})") and (
+        "faster" in layer_speed or "slower" in layer_speed or "no measurable" in layer_speed
+    ), answer
     assert "## How each column is computed" in readme and "![" in readme
     assert all(f"- **{header}**: " in readme for header in HEADERS)
 
@@ -417,6 +425,13 @@ def test_a_figure_changed_in_a_cards_copy_is_a_finding(study, copied):
         and "0.1250" in f
         for f in findings
     ), findings
+    # The plot shows the module runs' speed-ups (and their paired differences, which the dense accuracy
+    # alone does not change): a faster module is another plot.
+    module_results = cards / f"bert-{MODULE}-sst2-seed1" / "results.json"
+    data = json.loads(module_results.read_text(encoding="utf-8"))
+    data["efficiency"]["layer_scaling"][-1]["speedup"] *= 10
+    module_results.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    findings = [str(finding) for finding in lint_leaderboard(cards)]
     assert "leaderboard.png: is not the plot the cards draw" in "\n".join(findings)
 
 
