@@ -354,12 +354,22 @@ def _keeps_accuracy(group: Group) -> str:
     }[pooled.verdict]
 
 
+def _scaling_rows(group: Group, pick: Callable[[Results], ScalingRow | None]) -> list[ScalingRow]:
+    """The scaling row `pick` chooses in each seed that has one."""
+    return [row for row in (pick(card.results) for card in group.cards) if row is not None]
+
+
+def _lengths(rows: list[ScalingRow]) -> str:
+    """The rows' N, each once, for a cell: `4096`, or `2048/4096` when seeds differ."""
+    return "/".join(str(n) for n in sorted({row.n for row in rows}))
+
+
 def _speed(group: Group, pick: Callable[[Results], ScalingRow | None]) -> str:
     """The median speed-up over seeds in words: faster, slower, or no measurable difference."""
-    rows = [row for row in (pick(card.results) for card in group.cards) if row is not None]
+    rows = _scaling_rows(group, pick)
     if not rows:
         return NOT_TIMED
-    lengths = "/".join(str(n) for n in sorted({row.n for row in rows}))
+    lengths = _lengths(rows)
     median = statistics.median(row.speedup for row in rows)
     if all(row.speedup_low <= 1.0 <= row.speedup_high for row in rows):
         return f"no measurable difference ({median:.2f}×, N {lengths})"
@@ -369,14 +379,13 @@ def _speed(group: Group, pick: Callable[[Results], ScalingRow | None]) -> str:
 
 
 def _memory(group: Group, pick: Callable[[Results], ScalingRow | None]) -> str:
-    rows = [row for row in (pick(card.results) for card in group.cards) if row is not None]
+    rows = _scaling_rows(group, pick)
     ratios = [row.memory_ratio for row in rows if row.memory_ratio is not None]
     if not rows:
         return NOT_TIMED
     if not ratios:
         return "not measurable"
-    lengths = "/".join(str(n) for n in sorted({row.n for row in rows}))
-    return f"{statistics.median(ratios):.2f} of dense (N {lengths})"
+    return f"{statistics.median(ratios):.2f} of dense (N {_lengths(rows)})"
 
 
 def _row(group: Group) -> list[str]:
@@ -456,11 +465,11 @@ def _longest_layer_row(results: Results) -> ScalingRow | None:
 
 def _median_cell(group: Group, pick: Callable[[Results], ScalingRow | None], field: str, unit: str) -> str:
     """The median over seeds of one figure of a scaling row, with the row's N."""
-    rows = [row for row in (pick(card.results) for card in group.cards) if row is not None]
+    rows = _scaling_rows(group, pick)
     if not rows:
         return NOT_TIMED
     values = [getattr(row, field) for row in rows if getattr(row, field) is not None]
-    lengths = "/".join(str(n) for n in sorted({row.n for row in rows}))
+    lengths = _lengths(rows)
     if not values:
         return f"not measurable (N {lengths})"
     counted = "" if len(values) == len(group.cards) else f", {len(values)} of {len(group.cards)} seeds"
@@ -502,13 +511,13 @@ def draw_leaderboard(groups: list[Group], path: str | Path) -> Path:
         color = colors[index % len(colors)]
         labelled = False
         for group in (g for g in groups if (g.model, g.task) == (model, task) and g.module != DENSE_MODULE):
-            whole = [row for row in (task_length_row(card.results) for card in group.cards) if row]
+            whole = _scaling_rows(group, task_length_row)
             band += [
                 (row.speedup_low, row.speedup_high)
                 for row in whole
                 if row.speedup_low <= 1 <= row.speedup_high
             ]
-            layer = [row.speedup for row in (_longest_layer_row(card.results) for card in group.cards) if row]
+            layer = [row.speedup for row in _scaling_rows(group, _longest_layer_row)]
             pooled, _ = pooled_comparison(group)
             if not layer or pooled is None:
                 continue
