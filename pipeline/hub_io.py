@@ -559,10 +559,15 @@ def _answer_name(request: httpx2.Request) -> str:
     return f"{request.method} {request.url.scheme}://{request.url.netloc.decode()}{request.url.path}"
 
 
+def _unasked_encoding(response: httpx2.Response) -> str:
+    """The answer's `Content-Encoding` when it is not the `identity` attncard asks for; "" when it is."""
+    encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+    return "" if encoding in ("", "identity") else encoding
+
+
 def _check_answer(response: httpx2.Response, cap: int) -> None:
     """Refuses an answer compressed although `identity` was asked for, or announcing more than `cap` bytes."""
-    encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
-    if encoding not in ("", "identity"):
+    if encoding := _unasked_encoding(response):
         raise HubAnswerError(
             f"the answer to {_answer_name(response.request)} is compressed ({encoding[:40]!r}) although "
             "attncard asked for none (a compression bomb?); it was not read: this server cannot be trusted, "
@@ -959,8 +964,7 @@ def _download(
                 raise DownloadError(
                     f"{hub} answered HTTP {response.status_code} for {url} ({reason}); try again later"
                 )
-            encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
-            if encoding not in ("", "identity"):
+            if encoding := _unasked_encoding(response):
                 raise DownloadError(
                     f"{hub} sent {file.path} compressed ({encoding[:40]!r}) although attncard asked for "
                     "none (a compression bomb?); nothing of it was written: this server cannot be trusted, "
