@@ -735,12 +735,12 @@ def load_run_tokenizer(folder: Path, where: str) -> PreTrainedTokenizerBase:
         '<|endoftext|>'
     """
     path = folder / TOKENIZER_FILE
-    if path.is_file() and path.stat().st_size > MAX_TOKENIZER_BYTES:
-        raise IntegrityError(
-            f"{where}: {TOKENIZER_FILE} is larger than {MAX_TOKENIZER_BYTES >> 20} MiB, which no tokenizer "
-            "publish saves is; do not use this checkpoint"
-        )
     if path.is_file():
+        if path.stat().st_size > MAX_TOKENIZER_BYTES:
+            raise IntegrityError(
+                f"{where}: {TOKENIZER_FILE} is larger than {MAX_TOKENIZER_BYTES >> 20} MiB, which no "
+                "tokenizer publish saves is; do not use this checkpoint"
+            )
         try:
             Tokenizer.from_file(os.fspath(path))
         except Exception as error:
