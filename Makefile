@@ -89,9 +89,11 @@ lock: install
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-# Regenerates the golden card after a deliberate change to the card (review `git diff tests/fixtures`).
+# Regenerates the golden card and renders the committed cards and leaderboard again after a deliberate change
+# to the card (review `git diff tests/fixtures cards`).
 golden: install
 	$(BIN)/python tests/make_golden.py
+	$(BIN)/python tests/rerender_cards.py
 
 lint: install
 	$(BIN)/ruff check .

@@ -795,7 +795,7 @@ def _module_and_config(results: Results, where: str) -> tuple[AttentionModule, o
             install = (
                 f'pip install "{record.package}=={record.package_version}"'
                 if plugin
-                else install_line(results).removeprefix("# ").split("  # ")[0]
+                else install_line(results).split("  # ")[0]
             )
             changed = [
                 file

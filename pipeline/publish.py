@@ -59,6 +59,7 @@ from .render import (
     render_card,
     render_license,
     run_usage_snippet,
+    usage_location_problem,
     usage_snippet,
     write_eval_results,
     write_plots,
@@ -216,14 +217,14 @@ def write_run_folder(evaluation: EvalResult, results: Results, run_dir: str | os
         # The usage snippet runs on the folder as it will be published, weights, manifest and a card included:
         # the loader renders the card again from results.json and refuses any other, so the card it finds is
         # the one results.json renders before the snippet's output is in it. The published card shows the
-        # same code pointed at the Hub repository (or the run folder, by a path relative to nothing here).
+        # same code pointed at the Hub repository, or at the run folder by the path publish was given.
         files_without_card = build_manifest(partial)
         results.manifest = files_without_card
         (partial / CARD_FILE).write_text(render_card(results, plots), encoding="utf-8")
         results.manifest = build_manifest(partial)
         results.save(partial)
         example = [evaluation.example[column] for column in evaluation.example]
-        location = results.repo_id or (run_dir.name if run_dir.is_absolute() else run_dir.as_posix())
+        location = results.repo_id or run_dir.as_posix()
         # A base model from a local folder is recorded by name only: the snippet run here is given the folder.
         output = run_usage_snippet(
             usage_snippet(results, partial.as_posix(), example, base_model=evaluation.trained.loaded.source)
@@ -564,6 +565,12 @@ def run_publish(options: PublishOptions) -> Path:
         "ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning
     )
     warnings.filterwarnings("ignore", message="fan_in_fan_out is set to False", category=UserWarning)
+    if options.repo_id is None and (problem := usage_location_problem(options.run_dir.as_posix())):
+        # The card's usage snippet loads an unpublished run by this path: found out now, not after training.
+        raise AttncardError(
+            f"--output {options.output}: the run folder {options.run_dir.as_posix()} {problem}; pass another "
+            "--output, or --repo-id to name the run by its Hub repository"
+        )
     started_at = utc_now()
     module = get_module(options.module)
     module_config = module.config_class()

@@ -335,6 +335,7 @@ def write_plots(results: Results, run_dir: Path) -> list[dict[str, str]]:
 
     matplotlib.use("Agg")  # files only, no display
     from matplotlib import pyplot
+    from matplotlib.ticker import NullLocator
 
     plots = []
     losses = results.training.losses
@@ -369,6 +370,9 @@ def write_plots(results: Results, run_dir: Path) -> list[dict[str, str]]:
         memory_axis.plot([r.n for r in measured], [r.dense_peak_mb for r in measured], "s--", label="dense")
         memory_axis.set(xlabel="sequence length N", ylabel="peak MB", title="peak memory", xscale="log")
         for axis in (time_axis, memory_axis):
+            # The measured lengths as ticks: a log axis's own (2×10², 3×10², …) name none of them.
+            axis.set_xticks(n, [str(length) for length in n])
+            axis.xaxis.set_minor_locator(NullLocator())
             axis.legend()
         figure.tight_layout()
         figure.savefig(run_dir / SCALING_PLOT, dpi=100)
@@ -464,9 +468,10 @@ def usage_snippet(results: Results, location: str, example: list[str], base_mode
             the snippet passes as `base_model=`: the real one to run the snippet here, while the card
             shows the default `./<folder name>`, as the recorded command names it. Unused otherwise.
 
+    The card gives the install commands once, above it ([`install_line`], [`module_install_line`]).
+
     Example:
         >>> print(usage_snippet(results, "attncard/tiny-gpt2-none-sst2", ["a gorgeous movie ."]))
-        # pip install "attncard @ git+https://github.com/attncard/attncard@...
         from attncard import load_verified
         <BLANKLINE>
         verified = load_verified('attncard/tiny-gpt2-none-sst2', base_model='./gpt2')  # checks every ...
@@ -481,10 +486,8 @@ def usage_snippet(results: Results, location: str, example: list[str], base_mode
     if results.verification.status.value == "FAIL":
         arguments.append("allow_failed=True")
     texts = ", ".join(repr([text]) for text in example)
-    installs = [line for line in (install_line(results), module_install_line(results)) if line]
     return (
-        "".join(f"{line}\n" for line in installs)
-        + "from attncard import load_verified\n"
+        "from attncard import load_verified\n"
         "\n"
         f"verified = load_verified({', '.join(arguments)})  # checks every file's sha256 and the status\n"
         f'inputs = verified.tokenizer({texts}, return_tensors="pt")\n'
@@ -497,10 +500,28 @@ def usage_snippet(results: Results, location: str, example: list[str], base_mode
 _USAGE_LOCATION_RE = re.compile(r"^verified = load_verified\('([A-Za-z0-9._/-]{1,512})'", re.MULTILINE)
 
 
+def usage_location_problem(location: str) -> str | None:
+    """Why a usage snippet cannot name the run by `location` (its Hub id, or its folder as publish was given
+    it); None when it can. The snippet is Python in a card, so the path holds only letters, digits and
+    `. _ / -`: anything else could close the string.
+
+    Example:
+        >>> usage_location_problem("runs/my run/tiny-gpt2-none-sst2")
+        "holds ' ', and the card's usage snippet names a run only by letters, digits and . _ / -"
+    """
+    if _USAGE_LOCATION_RE.fullmatch(f"verified = load_verified({location!r}"):
+        return None
+    other = sorted({character for character in location if not re.fullmatch(r"[A-Za-z0-9._/-]", character)})
+    if not other:
+        return "is longer than the 512 characters the card's usage snippet names a run by"
+    shown = " ".join(repr(character) for character in other[:5])
+    return f"holds {shown}, and the card's usage snippet names a run only by letters, digits and . _ / -"
+
+
 def usage_location(results: Results) -> str | None:
     """Where the run's recorded usage snippet loads it from, when that is the run itself: its Hub repository,
-    or a relative path to its folder (publish names the folder as it was given, e.g. `runs/<name>`); None
-    when the snippet loads anything else, or there is no snippet.
+    or the path of its folder as publish was given it (`runs/<name>`, relative to the folder publish ran in,
+    or absolute); None when the snippet loads anything else, or there is no snippet.
 
     Example:
         >>> usage_location(results)
@@ -512,8 +533,51 @@ def usage_location(results: Results) -> str | None:
     location = match.group(1)
     if results.repo_id is not None:
         return location if location == results.repo_id else None
-    parts = location.split("/")
+    parts = location.removeprefix("/").split("/")
     return location if parts[-1] == results.repo_name and all(parts) else None
+
+
+def usage_where(results: Results, location: str) -> str:
+    """What the card says under its usage snippet: where the snippet loads the run from and what the loader
+    checks.
+
+    Example:
+        >>> print(usage_where(results, results.repo_id))  # published as loopback-user/tiny-gpt2-none-sst2
+        `load_verified` downloads `loopback-user/tiny-gpt2-none-sst2` from the Hub, checks every file ...
+    """
+    if results.repo_id is not None:
+        where = f"`load_verified` downloads `{location}` from the Hub,"
+    else:
+        relative = "" if location.startswith("/") else ", relative to the folder `publish` ran in"
+        where = (
+            f"This run is not on the Hub: the snippet loads its run folder `{location}`{relative}. "
+            "`load_verified`"
+        )
+    base = (
+        f" `base_model=` names the folder of the base model `{results.model.model_id}`, which the run does "
+        "not hold: pass yours."
+        if base_model_is_local(results)
+        else ""
+    )
+    return (
+        f"{where} checks every file against the sha256 manifest in `results.json`, refuses a FAIL "
+        f"checkpoint, rebuilds the base model with the `{results.module.name}` module and loads the adapter "
+        f"(safetensors only).{base}"
+    )
+
+
+def rows_seen(results: Results) -> str:
+    """How much of the training split the run's training saw, as the card says it.
+
+    Example:
+        >>> rows_seen(results)  # a tiny run on a tiny SST-2 folder
+        '10 steps × 8 rows = 80 rows, 1.25 passes over the 64 training rows'
+    """
+    config, rows = results.training.hyperparameters, results.dataset.train_rows
+    seen = config.steps * config.batch_size
+    share = f"{100 * seen / rows:.2f}% of" if seen < rows else f"{seen / rows:.2f} passes over"
+    steps = f"{config.steps:,} steps × {config.batch_size:,} rows = {seen:,} rows"
+    return f"{steps}, {share} the {rows:,} training rows"
 
 
 def card_usage_code(results: Results) -> str | None:
@@ -588,26 +652,26 @@ def rendered_card_problems(results: Results, card: str) -> list[str]:
 
 
 def install_line(results: Results) -> str:
-    """The usage snippet's first line: a comment with the `pip install` of the attncard that made the run,
-    pinned to the commit results.json records (or to its version when no commit was recorded).
+    """The card's install command: the `pip install` of the attncard that made the run, pinned to the commit
+    results.json records (or to its version when no commit was recorded).
 
     Example:
         >>> install_line(results)
-        '# pip install "attncard @ git+https://github.com/attncard/attncard@...'
+        'pip install "attncard @ git+https://github.com/attncard/attncard@...'
     """
     environment = results.environment
     commit, dirty = environment.git_commit.removesuffix("+dirty"), environment.git_commit.endswith("+dirty")
     if environment.attncard_repository and commit != "unknown":
-        line = f'# pip install "attncard @ git+{environment.attncard_repository}@{commit}"'
+        line = f'pip install "attncard @ git+{environment.attncard_repository}@{commit}"'
         return line + ("  # the run had uncommitted changes on top of this commit" if dirty else "")
     if environment.attncard_version != "unknown":
-        return f'# pip install "attncard=={environment.attncard_version}"'
-    return "# pip install attncard"
+        return f'pip install "attncard=={environment.attncard_version}"'
+    return "pip install attncard"
 
 
 def module_install_line(results: Results) -> str:
-    """The usage snippet's second line, for a run whose module comes from a package other than attncard: a
-    comment with the `pip install` of that package at the recorded version; "" for a built-in module.
+    """The card's second install command, for a run whose module comes from a package other than attncard:
+    the `pip install` of that package at the recorded version; "" for a built-in module.
 
     Example:
         >>> module_install_line(results)  # a run of the built-in `none`
@@ -615,12 +679,12 @@ def module_install_line(results: Results) -> str:
         >>> results.module.name = "sliding_window"  # as a run of the example plugin records it
         >>> results.module.package, results.module.package_version = "attncard-sliding-window", "0.1.0"
         >>> module_install_line(results)
-        '# pip install "attncard-sliding-window==0.1.0"  # the attention module sliding_window'
+        'pip install "attncard-sliding-window==0.1.0"  # the attention module sliding_window'
     """
     module = results.module
     if module.package in ("", "attncard"):
         return ""
-    return f'# pip install "{module.package}=={module.package_version}"  # the attention module {module.name}'
+    return f'pip install "{module.package}=={module.package_version}"  # the attention module {module.name}'
 
 
 def run_usage_snippet(code: str) -> str:
@@ -693,8 +757,14 @@ def render_card(results: Results, plots: list[dict[str, str]] | None = None) -> 
         module_plots=[plot for plot in plots or [] if plot["file"] not in (SCALING_PLOT, LOSS_PLOT)],
         scaling_plots=[plot for plot in plots or [] if plot["file"] == SCALING_PLOT],
         loss_plots=[plot for plot in plots or [] if plot["file"] == LOSS_PLOT],
-        install_commands="\n".join(
-            line.removeprefix("# ") for line in (install_line(results), module_install_line(results)) if line
+        install_commands="\n".join(filter(None, (install_line(results), module_install_line(results)))),
+        usage_where=usage_where(results, usage_location(results) or "") if results.usage is not None else "",
+        rows_seen=rows_seen(results),
+        # Token lengths of the evaluated split, for the limitations; absent from a run that recorded none.
+        eval_lengths=(
+            {"rows": stats.rows, **dataclasses.asdict(stats.tokens)}
+            if (stats := results.dataset.statistics.get(results.dataset.split)) is not None
+            else None
         ),
         bibtex=bibtex(results),
         stat_scalars=stat_scalars,

@@ -13,6 +13,7 @@ import contextlib
 import importlib
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -314,7 +315,9 @@ def test_the_run_records_and_shows_the_plugins_package(plugin_run, plugin_site):
     card = (run_dir / "README.md").read_text(encoding="utf-8")
     assert f"From the package `{PACKAGE}` {VERSION}, which registers `sliding_window`" in card
     assert f"is `{provenance.source_sha256}`" in card
-    assert f"# {INSTALL}  # the attention module sliding_window" in card
+    # The card's one install block gives attncard's line, then the plugin's.
+    plugin_line = f"{re.escape(INSTALL)}  # the attention module sliding_window"
+    assert re.search(f'\n```bash\npip install "attncard @ .*\n{plugin_line}\n```', card)
 
 
 def test_the_run_loads_back_from_the_hub_and_reverifies(

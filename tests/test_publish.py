@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import os
 import re
@@ -119,17 +121,19 @@ def test_results_record_the_run(tiny_run):
     assert "--steps 4 --batch-size 4" in results.command
 
 
-def test_the_usage_snippet_starts_with_an_install_line_pinned_to_the_recorded_commit(tiny_run):
+def test_the_card_installs_once_pinned_to_the_recorded_commit_and_then_shows_the_snippet(tiny_run):
     run_dir, _ = tiny_run
     results = Results.load(run_dir)
     environment = results.environment
     assert environment.attncard_repository == "https://github.com/attncard/attncard"
     commit = environment.git_commit.removesuffix("+dirty")
     assert re.fullmatch(r"[0-9a-f]{40}", commit)  # the suite runs in a git checkout
-    first, second = results.usage.code.splitlines()[:2]
-    assert first.startswith(f'# pip install "attncard @ git+https://github.com/attncard/attncard@{commit}"')
-    assert second == "from attncard import load_verified"
-    assert results.usage.code in (run_dir / "README.md").read_text()
+    assert results.usage.code.splitlines()[0] == "from attncard import load_verified"
+    card = (run_dir / "README.md").read_text()
+    install = f'pip install "attncard @ git+https://github.com/attncard/attncard@{commit}"'
+    assert card.count("pip install") == 1 and card.count(install) == 1, card
+    use_it = card.index("\n## Use it\n")
+    assert use_it < card.index(install) < card.index(results.usage.code) < card.index("\n## Results on ")
 
 
 def test_results_json_is_strict_and_round_trips(tiny_run):
@@ -463,3 +467,42 @@ def test_the_recorded_command_reproduces_the_run_elsewhere(pathless_run, tmp_pat
     assert again.dataset == recorded.dataset
     assert again.training.losses == recorded.training.losses
     assert again.metrics.predictions_sha256 == recorded.metrics.predictions_sha256
+
+
+def test_an_unpublished_cards_snippet_runs_from_another_folder(tiny_model_dir, tmp_path, monkeypatch):
+    """Without --repo-id the card's snippet loads the run folder by the path publish was given: an absolute
+    --output gives a snippet that runs from any folder (a bare folder name would run from none)."""
+    from conftest import write_sst2_folder
+
+    model = tiny_model_dir("gpt2")
+    elsewhere = tmp_path / "elsewhere"
+    argv = [
+        *("--model", str(model), "--module", "none", "--steps", "2", "--batch-size", "4"),
+        *("--data-dir", str(write_sst2_folder(tmp_path / "glue")), "--output", str(elsewhere)),
+    ]
+    assert publish_main(argv) == 0
+    run_dir = elsewhere / f"{model.name}-none-sst2"
+    card = (run_dir / "README.md").read_text(encoding="utf-8")
+    assert f"the snippet loads its run folder `{run_dir.as_posix()}`." in card
+    code = re.search(r"\n```python\n(.*?)```\n", card, re.DOTALL).group(1)
+    assert f"load_verified('{run_dir.as_posix()}', base_model='./{model.name}'" in code
+    reader = tmp_path / "reader"
+    reader.mkdir()
+    (reader / model.name).symlink_to(model)  # the base model folder the card asks the reader to bring
+    monkeypatch.chdir(reader)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, "<card snippet>", "exec"), {"__name__": "__card__"})
+    assert printed.getvalue() == Results.load(run_dir).usage.output
+
+
+def test_an_output_the_snippet_cannot_name_is_refused_before_training(tiny_model_dir, tmp_path, capsys):
+    from conftest import write_sst2_folder
+
+    model, glue = tiny_model_dir("gpt2"), write_sst2_folder(tmp_path / "glue")
+    capsys.readouterr()
+    argv = ["--model", str(model), "--module", "none", "--output", str(tmp_path / "my runs")]
+    assert publish_main([*argv, "--data-dir", str(glue)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "holds ' '" in error and "--repo-id" in error, error
+    assert not (tmp_path / "my runs").exists()

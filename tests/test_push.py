@@ -224,7 +224,7 @@ def test_a_fail_run_is_refused_unless_allowed(hub: LoopbackHub, failed: Path) ->
     one_line(caught.value)
     assert hub.requests == []
     card = (failed / "README.md").read_text()
-    assert "\n# tiny-gpt2-none-sst2\n\n**Status: FAIL** — " in card
+    assert "\n# tiny-gpt2-none-sst2\n" in card and "\n\n**Status: FAIL** — " in card
     assert push(hub, failed, allow_fail=True).created_commit and holds(hub, failed)
 
 
