@@ -8,6 +8,7 @@ find-links) at a simple index written into a folder, or at a loopback port where
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import socket
 from pathlib import Path
@@ -20,6 +21,9 @@ from attncard.modules import BUILTIN_MODULES, ModuleProvenance, get_module
 from attncard.modules import checks as checks_module
 from attncard.modules.base import install_attention
 from attncard.modules.checks import indexed_versions, package_index_warning, untraced_attention_warning
+from attncard.pipeline import publish
+from attncard.pipeline.publish import PublishOptions, run_publish
+from attncard.pipeline.results import TrainConfig
 from tiny_models import load_with_padded_batch
 
 PACKAGE = "attncard-linear-elu"
@@ -200,3 +204,39 @@ def test_a_built_in_module_asks_no_index(monkeypatch):
     monkeypatch.setattr(checks_module.subprocess, "run", no_subprocess)
     assert package_index_warning(ModuleProvenance("attncard", "0.1.0", "0" * 64)) is None
     assert package_index_warning(provenance("unknown")) is None
+
+
+# ------------------------------------------------------------------------------------------------------------
+# In publish: both said before training
+
+
+class TrainingStarted(Exception):
+    pass
+
+
+def test_publish_warns_before_training(index, tiny_model_dir, small_glue, tmp_path, monkeypatch, caplog):
+    module = untraced_module()
+    monkeypatch.setattr(publish, "get_module", lambda name: module)
+    monkeypatch.setattr(publish, "module_provenance", lambda name: provenance("0.1.0"))
+
+    def train(*args, **kwargs):
+        raise TrainingStarted
+
+    monkeypatch.setattr(publish, "train", train)
+    options = PublishOptions(
+        model=str(tiny_model_dir("bert")),
+        module="untraced",
+        task="sst2",
+        train=TrainConfig(steps=2, batch_size=8),
+        data_dir=small_glue,
+        output=tmp_path / "runs",
+        repo_id=None,
+        push=False,
+    )
+    with caplog.at_level(logging.INFO, logger="attncard.pipeline.publish"), pytest.raises(TrainingStarted):
+        run_publish(options)
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert len(warnings) == 2, warnings
+    assert warnings[0].startswith(f"{PACKAGE} 0.1.0 is on no package index pip reaches here")
+    assert warnings[1].startswith("the attention function of the module 'untraced' records no step")
+    assert not (tmp_path / "runs").exists()
