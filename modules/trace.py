@@ -33,6 +33,13 @@ class _ActiveTrace:
 _ACTIVE: contextvars.ContextVar[_ActiveTrace | None] = contextvars.ContextVar("attncard_trace", default=None)
 
 
+# The stages `record_trace` records itself, by hooks on the projections; every other step is the attention
+# function's own, recorded through `trace_step`.
+PROJECTION_STAGES = frozenset(
+    ("q projection", "k projection", "v projection", "qkv projection (fused)", "output projection")
+)
+
+
 def _specs(tensors: dict[str, torch.Tensor | None]) -> dict[str, TensorSpec]:
     return {name: TensorSpec.of(t) for name, t in tensors.items() if isinstance(t, torch.Tensor)}
 
@@ -44,7 +51,28 @@ def trace_step(
     inputs: dict[str, torch.Tensor | None],
     outputs: dict[str, torch.Tensor | None],
 ) -> None:
-    """Records a step of an attention function, when a trace of this module's layer is running."""
+    """Records a step of an attention function, when a trace of this module's layer is running.
+
+    The card's tensor trace holds the projections, which [`record_trace`] hooks itself, and the steps the
+    attention function records through this call: a function that records none leaves the card without an
+    attention row. Call it after computing a step, with the tensors that step read and wrote; outside a
+    trace it only looks up a context variable.
+
+    Args:
+        module: the attention module the function was called with (its layer index selects the layer).
+        stage: the row's name in the card, e.g. "attention" (or "scores", "top-k", … for several steps).
+        op: what the step computes, in words or a formula: the card prints it as it is.
+        inputs: name -> tensor read; a `None` value is left out (e.g. no mask).
+        outputs: name -> tensor written.
+
+    Example:
+        >>> from attncard.modules import get_module
+        >>> none = get_module("none")
+        >>> model = none.apply(model, none.config_class())  # a BERT; `none_attention` calls trace_step once
+        >>> step = record_trace(model, batch)[3]
+        >>> step.stage, sorted(step.inputs), step.outputs["output"].shape  # output (B, N, H, D)
+        ('attention', ['key', 'mask', 'query', 'value'], [3, 15, 4, 8])
+    """
     if tracing(module):
         _ACTIVE.get().steps.append(TraceStep(stage, op, _specs(inputs), _specs(outputs)))
 

@@ -31,6 +31,7 @@ from pathlib import Path
 import transformers
 
 from ..modules import get_module, module_provenance
+from ..modules.checks import package_index_warning, untraced_attention_warning
 from .data import TaskData, load_task, sample_rows, task_statistics
 from .errors import (
     AttncardError,
@@ -42,7 +43,7 @@ from .errors import (
 from .evaluate import EvalResult, evaluate
 from .integrity import WEIGHTS_SUFFIX
 from .lint import lint_run_folder
-from .models import MODEL_ALIASES, load_model, resolve_model_name
+from .models import MODEL_ALIASES, load_model, resolve_model_name, tokenize
 from .paired import (
     DEFAULT_MARGIN,
     DENSE_MODULE,
@@ -574,6 +575,9 @@ def run_publish(options: PublishOptions) -> Path:
     started_at = utc_now()
     module = get_module(options.module)
     module_config = module.config_class()
+    # Warnings about the card, given before training, when acting on them costs nothing: the install line.
+    if (warning := package_index_warning(module_provenance(module.name))) is not None:
+        logger.warning(warning)
 
     data = load_task(options.task, options.data_dir)
     logger.info(
@@ -585,6 +589,10 @@ def run_publish(options: PublishOptions) -> Path:
     loaded = load_model(options.model, data.spec.label_names)
     module.apply(loaded.model, module_config)
     logger.info(f"model: {loaded.model_id} ({loaded.family}), module: {module.name}")
+    # … and the tensor trace, recorded on the two rows evaluation will record it on.
+    rows = tokenize(loaded.tokenizer, data.validation[:2], data.spec.text_columns, options.train.max_length)
+    if (warning := untraced_attention_warning(module, loaded.model, dict(rows))) is not None:
+        logger.warning(warning)
 
     trained = train(loaded, data, options.train, module, module_config)
     evaluation = evaluate(trained, data)

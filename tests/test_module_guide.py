@@ -1,0 +1,152 @@
+"""The worked example of the module guide (docs/modules.md) works as the guide shows it.
+
+The guide's four blocks titled with a file name are written out as those files, `pip install`ed like any
+package, and found by attncard through their entry point; the module then keeps the contract, computes its
+N×N form, serves every model family with padded batches, records its step of the tensor trace and counts
+its FLOPs by its formula.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attncard.modules import contract_problems, get_module, module_provenance, rescan_modules
+from attncard.modules.checks import untraced_attention_warning
+from attncard.modules.trace import PROJECTION_STAGES, record_trace
+from attncard.pipeline.models import tokenize
+from attncard.pipeline.scaling import attention_flops
+from conftest import PIP_INSTALL, REPO_ROOT
+from tiny_models import ENCODERS, FAMILIES, TEXTS, load_with_padded_batch
+
+GUIDE = REPO_ROOT / "docs" / "modules.md"
+PACKAGE, IMPORT, NAME = "attncard-linear-elu", "attncard_linear_elu", "linear_elu"
+FILES = ("pyproject.toml", f"{IMPORT}/__init__.py", f"{IMPORT}/attention.py", f"{IMPORT}/spec.md")
+# A fence with a file name: ```python title="attncard_linear_elu/attention.py"
+TITLED_BLOCK = re.compile(r'^```\w+ title="([^"]+)"\n(.*?)^```$', re.MULTILINE | re.DOTALL)
+
+
+def guide_files() -> dict[str, str]:
+    """The guide's blocks titled with a file name: file name -> text."""
+    return dict(TITLED_BLOCK.findall(GUIDE.read_text(encoding="utf-8")))
+
+
+def test_the_guide_shows_the_whole_package():
+    assert sorted(guide_files()) == sorted(FILES)
+
+
+@pytest.fixture(scope="module")
+def guide_site(tmp_path_factory) -> Path:
+    """The guide's package, written from its blocks and `pip install`ed into a folder of its own."""
+    root = tmp_path_factory.mktemp("guide")
+    for name, text in guide_files().items():
+        (root / "source" / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / "source" / name).write_text(text, encoding="utf-8")
+    site = root / "site"
+    subprocess.run(
+        [*PIP_INSTALL, "--target", str(site), str(root / "source")], check=True, capture_output=True
+    )
+    return site
+
+
+@contextlib.contextmanager
+def installed(site: Path) -> Iterator[None]:
+    """The package in `site` installed in this process for the block, then gone: off `sys.path`, out of
+    `sys.modules`, the registry rescanned each time."""
+    sys.path.insert(0, str(site))
+    rescan_modules()
+    try:
+        yield
+    finally:
+        sys.path.remove(str(site))
+        for name in [name for name in sys.modules if name.split(".")[0] == IMPORT]:
+            del sys.modules[name]
+        rescan_modules()
+
+
+@pytest.fixture
+def guide_module(guide_site):
+    """The guide's module, found through its entry point with the package installed for the test."""
+    with installed(guide_site):
+        yield get_module(NAME)
+
+
+def test_the_module_keeps_the_contract_and_comes_from_its_package(guide_module, guide_site):
+    assert contract_problems(guide_module) == []
+    assert guide_module.folder == guide_site / IMPORT
+    provenance = module_provenance(NAME)
+    assert (provenance.package, provenance.version) == (PACKAGE, "0.1.0")
+    assert [name for name, _, _ in guide_module.config_fields()] == ["eps"]
+
+
+def _dense_form(query, key, value, padding, causal: bool, eps: float) -> torch.Tensor:
+    """The same attention from N×N weights φ(q_i)·φ(k_j), written out: (B, H, N, D)."""
+    weights = (F.elu(query) + 1) @ (F.elu(key) + 1).transpose(-1, -2)
+    length = query.shape[-2]
+    allowed = padding[:, None, None, :]
+    if causal:
+        allowed = allowed & torch.ones(length, length, dtype=torch.bool).tril()
+    weights = weights * allowed
+    return (weights @ value) / (weights.sum(-1, keepdim=True) + eps)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["encoder", "decoder"])
+def test_the_function_is_its_n_by_n_form(guide_module, causal: bool):
+    """Grouped-query attention (2 query heads per key/value head), row 1 padded after 5 of 9 tokens."""
+    attention = importlib.import_module(f"{IMPORT}.attention")
+    torch.manual_seed(0)
+    batch, heads, kv_heads, length, dim = 2, 4, 2, 9, 8
+    query = torch.randn(batch, heads, length, dim)
+    key, value = torch.randn(batch, kv_heads, length, dim), torch.randn(batch, kv_heads, length, dim)
+    padding = torch.ones(batch, length, dtype=torch.bool)
+    padding[1, 5:] = False
+    mask = padding[:, None, None, :].expand(batch, 1, length, length)  # as transformers' sdpa_mask gives it
+    if causal:
+        mask = mask & torch.ones(length, length, dtype=torch.bool).tril()
+    layer = torch.nn.Module()
+    layer.is_causal, layer.attncard_eps = causal, 1e-6
+    output, weights = attention.linear_elu_attention(layer, query, key, value, mask, scaling=0.3, dropout=0.0)
+    assert weights is None and output.shape == (batch, length, heads, dim)
+    expected = _dense_form(
+        query, key.repeat_interleave(2, dim=1), value.repeat_interleave(2, dim=1), padding, causal, 1e-6
+    ).transpose(1, 2)
+    torch.testing.assert_close(output[0], expected[0])
+    torch.testing.assert_close(output[1, :5], expected[1, :5])
+    assert torch.isfinite(output).all()
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_module_serves_every_family_with_padded_batches(guide_module, tiny_model_dir, family):
+    """Installed on a tiny model: each row of a padded batch gives what it gives alone, the attention
+    function's step is in the trace, publish's check finds it, and the FLOPs follow the guide's formula."""
+    loaded, batch = load_with_padded_batch(tiny_model_dir(family))
+    guide_module.apply(loaded.model, guide_module.config_class())
+    assert loaded.model.config._attn_implementation == f"attncard_{NAME}"
+    with torch.no_grad():
+        logits = loaded.model(**batch).logits
+        alone = [
+            loaded.model(**tokenize(loaded.tokenizer, {"sentence": [text]}, ("sentence",), 64)).logits[0]
+            for text in TEXTS
+        ]
+    torch.testing.assert_close(logits, torch.stack(alone), atol=1e-5, rtol=1e-5)
+
+    steps = record_trace(loaded.model, batch)
+    attention = [step for step in steps if step.stage not in PROJECTION_STAGES]
+    assert [step.stage for step in attention] == ["attention"]
+    length = batch["input_ids"].shape[1]
+    assert attention[0].outputs["output"].shape == [len(TEXTS), 4, length, 8]  # (B, H, N, D)
+    assert ("prefix sums" in attention[0].op) == (family not in ENCODERS)
+    assert untraced_attention_warning(guide_module, loaded.model, batch) is None
+
+    estimate = attention_flops(loaded.model, guide_module, 64)  # L = 2, H = 4, d = 8
+    assert estimate.module == 2 * 4 * (4 * 64 * 8 * 8 + 2 * 64 * 8)
+    assert f"{NAME}: L·H·(4·N·d² + 2·N·d), L = 2, H = 4, d = 8" in estimate.formula
