@@ -43,12 +43,7 @@ from pathlib import Path
 
 from ..pipeline.errors import ModulePluginError, UnknownModuleError, first_line
 from ..pipeline.results import sha256_file
-from .adaptive_span import MODULE as ADAPTIVE_SPAN
-from .adaptive_sparse import MODULE as ADAPTIVE_SPARSE
 from .base import AttentionModule
-from .none import MODULE as NONE
-from .span_expanded import MODULE as SPAN_EXPANDED
-from .svd_lowrank import MODULE as SVD_LOWRANK
 
 ENTRY_POINT_GROUP = "attncard.modules"
 BUILTIN_PACKAGE = "attncard"  # the package the built-in modules come from
@@ -56,9 +51,9 @@ UNKNOWN_VERSION = "unknown"  # the version of a package whose metadata is not in
 # A module name results.json accepts (`module.name`): it is also part of the attention function's name.
 MODULE_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
-BUILTIN_MODULES: dict[str, AttentionModule] = {
-    module.name: module for module in (NONE, ADAPTIVE_SPAN, SPAN_EXPANDED, ADAPTIVE_SPARSE, SVD_LOWRANK)
-}
+# The built-in modules, one folder each, named as their module; a folder is imported (and with it torch) only
+# when its module is first asked for: `module_names()` and `publish --help` import none.
+BUILTIN_MODULE_NAMES = ("none", "adaptive_span", "span_expanded", "adaptive_sparse", "svd_lowrank")
 
 logger = logging.getLogger(__name__)
 
@@ -97,13 +92,13 @@ class _Registration:
 @functools.cache
 def _registrations() -> dict[str, _Registration]:
     """Every module name, built in or registered by an installed package; read until [`rescan_modules`]."""
-    found = {name: _Registration(BUILTIN_PACKAGE, _version(BUILTIN_PACKAGE)) for name in BUILTIN_MODULES}
+    found = {name: _Registration(BUILTIN_PACKAGE, _version(BUILTIN_PACKAGE)) for name in BUILTIN_MODULE_NAMES}
     plugins: dict[str, list[_Registration]] = {}
     for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
         dist = entry_point.dist
         package = dist.name if dist is not None else f"the package providing {entry_point.value}"
         version = dist.version if dist is not None else UNKNOWN_VERSION
-        if entry_point.name in BUILTIN_MODULES:
+        if entry_point.name in BUILTIN_MODULE_NAMES:
             logger.warning(
                 f"the package {package} {version} registers an attention module '{entry_point.name}', the "
                 f"name of a built-in module; it is ignored: rename its entry point in {package}"
@@ -127,6 +122,20 @@ def _registrations() -> dict[str, _Registration]:
 
 
 _plugins: dict[str, AttentionModule] = {}  # the modules of packages loaded so far, by name
+
+
+def _builtin_module(name: str) -> AttentionModule:
+    """The built-in module `name`, importing its folder the first time (Python keeps it imported)."""
+    return importlib.import_module(f"{__name__}.{name}").MODULE
+
+
+def __getattr__(name: str) -> object:
+    """`BUILTIN_MODULES`, the built-in modules by name, imported when it is first read."""
+    if name == "BUILTIN_MODULES":
+        modules = {module_name: _builtin_module(module_name) for module_name in BUILTIN_MODULE_NAMES}
+        globals()[name] = modules
+        return modules
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _version(package: str) -> str:
@@ -182,7 +191,7 @@ def get_module(name: str) -> AttentionModule:
     if registration is None:
         raise UnknownModuleError(name, module_names())
     if registration.entry_point is None:
-        return BUILTIN_MODULES[name]
+        return _builtin_module(name)
     if name not in _plugins:
         _plugins[name] = _load_plugin(name, registration)
     return _plugins[name]

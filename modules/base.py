@@ -29,14 +29,15 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-
-import torch
-from torch import nn
-from transformers import AttentionInterface
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-from transformers.pytorch_utils import Conv1D
+from typing import TYPE_CHECKING
 
 from ..pipeline.errors import UnsupportedModelError
+
+# torch and transformers are imported by the functions that use them: the registry (`modules/__init__.py`)
+# imports this file for `AttentionModule`, and `publish --help` lists the modules without importing torch.
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 
 @dataclass(frozen=True)
@@ -197,6 +198,9 @@ def implementation_name(module_name: str) -> str:
 
 def install_attention(model: nn.Module, module_name: str, attention_function: Callable) -> None:
     """Registers `attention_function` (and `sdpa_mask` for its masks) and switches the model to it."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
     name = implementation_name(module_name)
     AttentionInterface.register(name, attention_function)
     # Without a registered mask function a padded batch reaches the function with attention_mask=None.
@@ -215,6 +219,8 @@ def padding_and_causality(
     folded in; it is `None` when nothing is padded. The key padding is the mask's last query row: in a causal
     mask that row sees every earlier key, so it is False exactly on the padding.
     """
+    import torch
+
     causal = bool(getattr(module, "is_causal", False)) and query.shape[-2] > 1
     if attention_mask is None:
         return None, causal
@@ -228,6 +234,8 @@ def global_token_index(
 ) -> torch.Tensor:
     """Per row, the position of the global token: the first token in an encoder ([CLS], which the classifier
     reads), the last real token in a decoder (the one its classifier pools). Vectorised over the batch."""
+    import torch
+
     if not causal:
         return torch.zeros(batch, dtype=torch.long, device=device)
     if key_padding_mask is None:
@@ -264,6 +272,8 @@ def projection_shape(projection: nn.Module) -> tuple[int, int]:
     Raises:
         [`UnsupportedModelError`]: the projection is none of those.
     """
+    from transformers.pytorch_utils import Conv1D
+
     base = projection.get_base_layer() if hasattr(projection, "get_base_layer") else projection
     if isinstance(base, Conv1D):
         return int(base.weight.shape[0]), int(base.weight.shape[1])

@@ -13,12 +13,15 @@ import csv
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import datasets
+from typing import TYPE_CHECKING
 
 from .errors import DataError, UnknownNameError
 from .hub_io import hub_endpoint
 from .results import SampleRow, SplitStatistics, TokenLengths, sha256_file
+
+# datasets (and numpy, pyarrow) is imported when a task is read: `publish --help` lists TASKS without it.
+if TYPE_CHECKING:
+    import datasets
 
 HUB_DATASET_ID = "nyu-mll/glue"
 GLUE_LANGUAGE = "en"  # every GLUE task is English (ISO 639-1, as the Hub's `language` metadata wants)
@@ -326,6 +329,8 @@ def read_glue_tsv(path: Path, spec: TaskSpec) -> datasets.Dataset:
             columns[column].append(row[positions[column]])
         columns["label"].append(label)
 
+    import datasets
+
     features = datasets.Features(
         {column: datasets.Value("string") for column in spec.text_columns}
         | {"label": datasets.ClassLabel(names=list(spec.label_names))}
@@ -383,6 +388,7 @@ def load_task_from_hub(spec: TaskSpec, revision: str | None = None) -> TaskData:
         [`InsecureEndpointError`]: `HF_ENDPOINT` (as huggingface_hub or datasets read it) is plain http to a
             host other than this machine; nothing was sent, since both send the token along.
     """
+    import datasets
     import httpx2  # huggingface_hub's HTTP client: its connection errors are not OSErrors
     import huggingface_hub
 

@@ -18,23 +18,22 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
 import yaml
 from huggingface_hub import ModelCard
 from huggingface_hub.errors import EntryNotFoundError
 from huggingface_hub.repocard import metadata_load
-from transformers import (
-    AutoConfig,
-    AutoModelForSequenceClassification,
-    AutoTokenizer,
-    PreTrainedTokenizerBase,
-)
 
 from ..modules.base import family_layout
 from .errors import ModelLoadError, UnknownNameError, UnsupportedModelError
 from .hub_io import hub_endpoint
 from .results import hash_file
+
+# torch and transformers are imported when a model is loaded: `publish --help` lists the aliases without them.
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedTokenizerBase
 
 # A licence as the Hub's metadata names it: `apache-2.0`, `cc-by-nc-4.0`, `llama3.1`, a `license_name` id.
 _LICENSE_ID = re.compile(r"^[a-z0-9][a-z0-9.+-]{0,63}$")
@@ -276,6 +275,9 @@ def load_model(
         >>> loaded.family, loaded.model.config.num_labels
         ('bert', 2)
     """
+    import torch
+    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+
     source, model_id = resolve_model_name(name)
     if not Path(source).is_dir():
         hub_endpoint()  # transformers sends the token to HF_ENDPOINT: refused there before any request

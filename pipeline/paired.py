@@ -23,8 +23,6 @@ import re
 from dataclasses import fields
 from pathlib import Path
 
-from scipy.stats import binomtest, norm
-
 from .errors import AttncardError, ResultsError
 from .results import RESULTS_FILE, BaselineRecord, Comparison, Results, TrainConfig, Verdict, sha256_file
 
@@ -105,6 +103,8 @@ def comparison_from_counts(
         )
     _check_fraction("margin", margin)
     _check_fraction("confidence", confidence)
+    from scipy.stats import binomtest, norm  # here, not at the top: `publish --help` reads DEFAULT_MARGIN
+
     # The per-row differences: module_only rows are +1, baseline_only rows −1, the others 0.
     difference = (module_only - baseline_only) / n
     variance = max(0.0, (module_only + baseline_only - n * difference**2) / (n - 1))

@@ -3,6 +3,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -13,7 +14,6 @@ import pytest
 
 from attncard.pipeline import publish
 from attncard.pipeline.cli import COMMANDS, main, publish_main
-from attncard.pipeline.cli import publish as publish_command
 
 
 def _one_line_error(capsys, code: int) -> str:
@@ -48,21 +48,47 @@ def test_help_explains_every_option(capsys):
     assert "minilm" in out and "sst2" in out and "example: publish --model minilm" in out
 
 
-@pytest.mark.parametrize("command", ["download", "verify", "lint", "push", "summary"])
-def test_help_and_argument_errors_import_no_torch(command: str) -> None:
-    """These commands import their stage only when they run: help and bad arguments answer at once."""
+# Argument errors beyond an unknown option: a missing required argument, a value its type refuses.
+_MORE_ARGUMENT_ERRORS = {
+    "publish": [["--module", "none"], ["--model", "minilm", "--module", "none", "--steps", "0"]],
+    "sweep": [[], ["cards/matrix.yaml", "--seeds", "-1"]],
+    "bench": [[], ["attention", "--device", "tpu"]],
+}
+
+
+@pytest.mark.parametrize(
+    ("script", "argvs"),
+    [
+        *(
+            ("attncard", [[command, *argv] for argv in (["--help"], ["--no-such-option"], *more)])
+            for command in COMMANDS
+            for more in [_MORE_ARGUMENT_ERRORS.get(command, [])]
+        ),
+        ("publish", [["--help"], ["--no-such-option"], *_MORE_ARGUMENT_ERRORS["publish"]]),
+    ],
+    ids=[*COMMANDS, "publish-script"],
+)
+def test_help_and_argument_errors_import_no_torch(script: str, argvs: list[list[str]]) -> None:
+    """Every command imports its stage only when it runs: help and bad arguments answer at once, in a fresh
+    process that imports neither torch nor what comes with it (issue 31)."""
     code = (
-        "import sys\n"
-        "from attncard.pipeline.cli import main\n"
-        "for argv in ([sys.argv[1], '--help'], [sys.argv[1], '--no-such-option']):\n"
+        "import json, sys\n"
+        "from attncard.pipeline.cli import main, publish_main\n"
+        "entry = main if sys.argv[1] == 'attncard' else publish_main\n"
+        "codes = []\n"
+        "for argv in json.loads(sys.argv[2]):\n"
         "    try:\n"
-        "        main(argv)\n"
-        "    except SystemExit:\n"
-        "        pass\n"
-        "print(sorted(name for name in ('torch', 'transformers', 'peft') if name in sys.modules))\n"
+        "        entry(argv)\n"
+        "    except SystemExit as stop:\n"
+        "        codes.append(stop.code)\n"
+        "heavy = ('torch', 'transformers', 'peft', 'accelerate')\n"
+        "print(codes, sorted(name for name in heavy if name in sys.modules))\n"
     )
-    shown = subprocess.run([sys.executable, "-c", code, command], capture_output=True, text=True, check=True)
-    assert shown.stdout.splitlines()[-1] == "[]", shown.stdout + shown.stderr
+    shown = subprocess.run(
+        [sys.executable, "-c", code, script, json.dumps(argvs)], capture_output=True, text=True, check=True
+    )
+    expected_codes = [0] + [2] * (len(argvs) - 1)  # --help, then the errors; a command that ran adds none
+    assert shown.stdout.splitlines()[-1] == f"{expected_codes} []", shown.stdout + shown.stderr
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
@@ -182,7 +208,7 @@ def _tree(root: Path) -> list[str]:
 def no_work(monkeypatch):
     """Fails the test if publish gets past its input checks: no stage may start on bad input."""
     started = lambda options: pytest.fail("publish started on bad input")  # noqa: E731
-    monkeypatch.setattr(publish_command, "run_publish", started)
+    monkeypatch.setattr(publish, "run_publish", started)  # the command imports it from the stage when it runs
 
 
 def _refused(capsys, tmp_path, argv, message):
@@ -322,7 +348,7 @@ def test_cards_into_the_run_folder_is_refused(capsys, tmp_path, small_glue, no_w
 def test_the_checks_pass_good_input_through(tmp_path, small_glue, monkeypatch):
     """The same checks let a good command through to the stages, with the options as given."""
     started = []
-    monkeypatch.setattr(publish_command, "run_publish", started.append)
+    monkeypatch.setattr(publish, "run_publish", started.append)
     argv = [
         *("--model", "minilm", "--module", "none", "--data-dir", str(small_glue)),
         *("--output", str(tmp_path / "new" / "runs"), "--cards", str(tmp_path / "cards")),

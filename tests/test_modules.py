@@ -36,6 +36,19 @@ def test_registry_lists_modules():
             assert help_text.strip(), f"{name}.{field_name} has no help text"
 
 
+def test_the_builtin_names_are_the_module_folders_and_name_their_modules():
+    """`BUILTIN_MODULE_NAMES` lists the modules without importing them (publish --help): it must name every
+    folder of `modules/` that holds a module, and each folder's module must carry its folder's name."""
+    from attncard.modules import BUILTIN_MODULE_NAMES, BUILTIN_MODULES
+    from conftest import REPO_ROOT
+
+    folders = {path.parent.name for path in (REPO_ROOT / "modules").glob("*/__init__.py")} - {"kernels"}
+    assert sorted(BUILTIN_MODULE_NAMES) == sorted(folders)
+    assert {name: module.name for name, module in BUILTIN_MODULES.items()} == {
+        name: name for name in BUILTIN_MODULE_NAMES
+    }
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("module_name", sorted(OPEN_CONFIGS))
 def test_open_module_reproduces_original_logits(tiny_model_dir, family, module_name):

@@ -34,9 +34,9 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The `attncard` console script. Only the command asked for is imported, and download, verify, lint,
-    push and summary import their stage only when they run: `--help` and argument errors need no torch
-    (publish, sweep, modules and bench still import it to list their choices)."""
+    """The `attncard` console script. Only the command asked for is imported, and each command imports its
+    stage only when it runs: `--help` and argument errors need no torch (publish lists the modules, models and
+    tasks from the registry and tables, which import none)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = OneLineParser(prog="attncard", description=DESCRIPTION)
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)

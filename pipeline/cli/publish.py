@@ -2,7 +2,8 @@
 the run folder `runs/<repo-name>/`; with `--push` it then pushes it to the Hub.
 
 Every input is checked before any work starts: bad input ends with one line on stderr saying what is wrong
-and what to do, and exit status 2; nothing is written.
+and what to do, and exit status 2; nothing is written. The stages (and torch) are imported once the arguments
+are parsed: `--help` and argument errors answer without them.
 """
 
 from __future__ import annotations
@@ -10,14 +11,13 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ...modules import module_names
 from ..data import TASKS, check_data_dir, get_task
 from ..errors import AttncardError, UnknownNameError
 from ..models import MODEL_ALIASES, resolve_model_name
 from ..paired import DEFAULT_MARGIN, DENSE_MODULE
-from ..publish import PublishOptions, baseline_candidate, check_run_folders, run_publish
-from ..push import check_push_only_options, check_push_setup
 from ..results import TrainConfig
 from .common import (
     OneLineParser,
@@ -29,6 +29,9 @@ from .common import (
     run_name,
 )
 from .push import add_push_arguments
+
+if TYPE_CHECKING:
+    from ..publish import PublishOptions
 
 DESCRIPTION = (
     "Fine-tune a model with LoRA and an attention module on a GLUE task, evaluate it on the full validation "
@@ -135,6 +138,9 @@ def options_from_args(args: argparse.Namespace) -> PublishOptions:
     Raises:
         [`AttncardError`]: the first input found wrong; its message names the option and what to do.
     """
+    from ..publish import PublishOptions, baseline_candidate, check_run_folders
+    from ..push import check_push_only_options, check_push_setup
+
     if args.module not in module_names():
         raise UnknownNameError("module", args.module, module_names())
     spec = get_task(args.task)
@@ -184,6 +190,8 @@ def options_from_args(args: argparse.Namespace) -> PublishOptions:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..publish import run_publish
+
     return run_command(lambda: run_publish(options_from_args(args)) and None)
 
 

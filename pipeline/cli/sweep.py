@@ -4,7 +4,8 @@ progress bar over all of them.
 The whole matrix and every option are checked before the first run: bad input ends with one line on stderr
 and exit status 2, and nothing is trained or written. Then each run is trained, or skipped when its folder
 holds it finished; a run that fails is one line on stderr, `<run name>: <error>`, and the sweep goes on. The
-exit status is 1 when any run failed, 0 otherwise.
+exit status is 1 when any run failed, 0 otherwise. The stage (and torch) is imported when the command runs:
+`--help` and argument errors answer without it.
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from ..results import TrainConfig
-from ..sweep import RunOutcome, SweepSettings, check_sweep, plan_sweep, read_matrix, run_sweep
 from .common import (
     EXIT_INTERRUPTED,
     EXIT_MISMATCH,
@@ -29,6 +30,9 @@ from .common import (
     run_command,
 )
 from .push import add_push_arguments
+
+if TYPE_CHECKING:
+    from ..sweep import RunOutcome, SweepSettings
 
 DESCRIPTION = (
     "Run every (row, seed) of a matrix file (cards/matrix.yaml: rows of model, module, task, steps and "
@@ -105,6 +109,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> SweepSettings:
     """The settings of every run, from the command line."""
+    from ..sweep import SweepSettings
+
     return SweepSettings(
         output=args.output,
         cards=args.cards,
@@ -137,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
+    from ..sweep import check_sweep, plan_sweep, read_matrix, run_sweep
+
     matrix = read_matrix(args.matrix)
     runs = plan_sweep(matrix, seeds=args.seeds, only=args.only)
     settings = settings_from_args(args)
