@@ -380,7 +380,8 @@ def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> Eval
         before=trained.base_parameters,
         after=after,
         trainable=trained.trainable_parameters,
-        layers_changed=trained.layers_changed,
+        lora_layers=trained.lora_layers,
+        attention_layers_changed=trained.attention_layers_changed,
         compression_factor=trained.base_parameters / after,
     )
     module = trained.module

@@ -27,6 +27,9 @@ from .results import COMMIT_RE, RESULTS_FILE, Results, TrainConfig, reproduce_co
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 CARD_TEMPLATE = "model_card.md.j2"
+# The template each readable results.json schema renders its card with: a published card is rendered again
+# from its results.json to verify it, so the template of an older schema is kept as it was.
+CARD_TEMPLATES = {2: "model_card_v2.md.j2", 3: CARD_TEMPLATE}
 LICENSE_TEMPLATE = "license.txt.j2"
 SCALING_PLOT = "scaling.png"
 LOSS_PLOT = "training_loss.png"
@@ -738,7 +741,7 @@ def render_card(results: Results, plots: list[dict[str, str]] | None = None) -> 
     ]
     module = get_module(results.module.name)
     stat_scalars, stat_matrices, stat_other = split_module_stats(results.module.stats)
-    template = template_environment().get_template(CARD_TEMPLATE)
+    template = template_environment().get_template(CARD_TEMPLATES[results.schema_version])
     text = template.render(
         r=results,
         usage_code=card_usage_code(results) if results.usage is not None else None,

@@ -28,7 +28,10 @@ from packaging.version import InvalidVersion, Version
 
 from .errors import NonFiniteNumberError, ResultsError, UnknownSchemaError
 
-SCHEMA_VERSION = 2  # 2: scaling rows carry their spread (min, max, repeats, speed-up range)
+# The version publish writes: 3 counts the layers with LoRA and the attention layers the module changes apart
+# (`Parameters`). Every version in READABLE_SCHEMA_VERSIONS loads and renders the card it was published with.
+SCHEMA_VERSION = 3
+READABLE_SCHEMA_VERSIONS = (2, 3)
 RESULTS_FILE = "results.json"
 CARD_FILE = "README.md"
 # Each evaluated row's index, gold label, predicted label and logits, in split order (pipeline.predictions):
@@ -257,9 +260,22 @@ class Efficiency:
 class Parameters:
     before: int  # the model as loaded, classification head included
     after: int  # the model as deployed: LoRA merged into the weights it adapts
-    trainable: int  # LoRA factors and the classification head
-    layers_changed: int  # layers LoRA adapts
+    trainable: int  # LoRA factors, the module's own trained parameters and the classification head
+    lora_layers: int  # layers with a LoRA adapter
+    attention_layers_changed: int  # attention layers whose computation the module replaces; 0 for `none`
     compression_factor: float  # before / after
+
+
+@dataclass
+class ParametersV2:
+    """`Parameters` as schema 2 recorded them: one count of the layers with LoRA and the attention layers the
+    module changes together, which its card showed as "Layers adapted by LoRA"."""
+
+    before: int
+    after: int
+    trainable: int
+    layers_changed: int
+    compression_factor: float
 
 
 class Status(StrEnum):
@@ -547,7 +563,7 @@ class Results:
     training: TrainingRecord
     metrics: Metrics
     efficiency: Efficiency
-    parameters: Parameters
+    parameters: Parameters | ParametersV2  # ParametersV2 in schema 2 only
     verification: Verification
     environment: EnvironmentRecord
     manifest: dict[str, str] = field(default_factory=dict)  # path in the run folder -> sha256
@@ -574,12 +590,17 @@ class Results:
     def from_dict(cls, data: dict) -> Results:
         """Builds results from their dict form; raises [`ResultsError`] on an unknown schema or bad fields."""
         version = data.get("schema_version") if isinstance(data, dict) else None
-        if version != SCHEMA_VERSION:
+        if version not in READABLE_SCHEMA_VERSIONS:
+            readable = " and ".join(map(str, READABLE_SCHEMA_VERSIONS))
             raise UnknownSchemaError(
-                f"results.json has schema version {version!r}; this attncard reads version {SCHEMA_VERSION}: "
+                f"results.json has schema version {version!r}; this attncard reads versions {readable}: "
                 "upgrade attncard (pip install -U attncard), or use the attncard version that wrote the run"
             )
         results = _build(cls, data, "results")
+        expected = ParametersV2 if version == 2 else Parameters
+        if not isinstance(results.parameters, expected):
+            fields = ", ".join(f.name for f in dataclasses.fields(expected))
+            raise ResultsError(f"results.json: parameters of schema {version} hold exactly {fields}")
         _check_formats(results)
         return results
 
@@ -1303,6 +1324,7 @@ __all__ = [
     "COMMIT_RE",
     "GLUE_DIR_PLACEHOLDER",
     "PREDICTIONS_FILE",
+    "READABLE_SCHEMA_VERSIONS",
     "RESULTS_FILE",
     "RUN_TAG_DIGEST_HEX",
     "RUN_TAG_RE",
@@ -1322,6 +1344,7 @@ __all__ = [
     "ModelRecord",
     "ModuleRecord",
     "Parameters",
+    "ParametersV2",
     "Results",
     "SampleRow",
     "SplitStatistics",

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import torch
 from accelerate import Accelerator
 from peft import LoraConfig, PeftModel, TaskType, get_peft_model
-from peft.tuners.tuners_utils import BaseTunerLayer
+from peft.tuners.lora import LoraLayer
 from peft.utils.constants import DUMMY_TARGET_MODULES
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
@@ -40,7 +40,8 @@ class TrainResult:
     target_modules: list[str]
     base_parameters: int  # of the model as loaded, head included, before the module and LoRA
     trainable_parameters: int
-    layers_changed: int  # layers LoRA adapts plus attention layers the module changes
+    lora_layers: int  # layers with a LoRA adapter
+    attention_layers_changed: int  # attention layers the module changes
     device: str
     mixed_precision: str  # "no", "bf16" or "fp16"
     module: AttentionModule | None = None  # the attention module installed, and its config
@@ -212,8 +213,8 @@ def train(
         target_modules=adapted_module_names(model),
         base_parameters=loaded.parameters,
         trainable_parameters=sum(p.numel() for p in trainable),
-        layers_changed=sum(isinstance(layer, BaseTunerLayer) for layer in model.modules())
-        + (len(attention_layers(model)) if module and module.changes_attention else 0),
+        lora_layers=sum(isinstance(layer, LoraLayer) for layer in model.modules()),
+        attention_layers_changed=len(attention_layers(model)) if module and module.changes_attention else 0,
         device=str(accelerator.device),
         mixed_precision=mixed_precision,
         module=module,

@@ -1,29 +1,105 @@
 """Renders every cards copy under cards/ again from its results.json, after a deliberate change to the card's
-template or plots (`make golden` runs it), then writes the leaderboard again (`attncard summary cards`).
+template, its plots, the results.json schema or the comments of a module's source (`make golden` runs it),
+then writes the leaderboard again (`attncard summary cards`).
 
 Only what attncard builds from the recorded figures changes: the card, the plots, the `.eval_results` entry,
 the usage snippet's text (rebuilt from the run's recorded location and first row, as every check rebuilds it)
 and the manifest of those files. The measured figures, predictions.csv and the weights' sha256 (the copies do
 not hold the weights) stay as recorded. A module run's `comparison.baselines[].results_sha256` is set to the
-dense run's new results.json, so the dense runs go first. Review `git diff cards` before committing.
+dense run's new results.json, so the dense runs go first. Besides:
+
+- a results.json of an older schema is written in the current one (`upgrade`), from what it recorded;
+- a module whose source changed since the run is recorded with its new source only when every Python file
+  parses to the same code as at the run's recorded commit (comments and docstrings aside: what ran is what
+  is installed) and its other files (spec.md) are text; otherwise the script stops, and the run must be
+  published again.
+
+Review `git diff cards` before committing.
 """
 
 from __future__ import annotations
 
+import ast
+import subprocess
 import sys
 from pathlib import Path
 
+from attncard.modules import get_module, module_provenance
 from attncard.pipeline.cli import main
 from attncard.pipeline.integrity import card_problems
 from attncard.pipeline.render import card_usage_code, render_card, write_eval_results, write_plots
-from attncard.pipeline.results import CARD_FILE, RESULTS_FILE, Results, build_manifest, sha256_file
+from attncard.pipeline.results import (
+    CARD_FILE,
+    RESULTS_FILE,
+    SCHEMA_VERSION,
+    Parameters,
+    Results,
+    build_manifest,
+    sha256_file,
+)
 
-CARDS = Path(__file__).resolve().parent.parent / "cards"
+ROOT = Path(__file__).resolve().parent.parent
+CARDS = ROOT / "cards"
+
+
+def upgrade(results: Results) -> None:
+    """Writes a schema 2 run in the current schema: schema 2's one layer count was the layers with LoRA plus,
+    for a module that changes attention, every attention layer (`pipeline/train.py` of schema 2), so it
+    splits into the two counts schema 3 records."""
+    if results.schema_version == SCHEMA_VERSION:
+        return
+    assert results.schema_version == 2, results.schema_version
+    old = results.parameters
+    changed = results.model.num_layers if get_module(results.module.name).changes_attention else 0
+    results.parameters = Parameters(
+        before=old.before,
+        after=old.after,
+        trainable=old.trainable,
+        lora_layers=old.layers_changed - changed,
+        attention_layers_changed=changed,
+        compression_factor=old.compression_factor,
+    )
+    results.schema_version = SCHEMA_VERSION
+
+
+def _code(source: str) -> str:
+    """A Python file's code without its comments and docstrings, as `ast` parses it."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        docstring = isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+        if docstring and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
+def update_module_source(results: Results, folder: Path) -> None:
+    """Records the installed source of the run's module when only comments, docstrings or its spec changed
+    since the run's recorded commit; stops the script otherwise."""
+    provenance = module_provenance(results.module.name)
+    if provenance.source_sha256 == results.module.source_sha256:
+        return
+    module = get_module(results.module.name)
+    commit = results.environment.git_commit.removesuffix("+dirty")
+    installed = {path.name: path for path in [*module.source_files, Path(module.folder) / "spec.md"]}
+    for name, path in sorted(installed.items()):
+        if results.module.source.get(name) == sha256_file(path) or not name.endswith(".py"):
+            continue
+        relative = path.resolve().relative_to(ROOT).as_posix()
+        recorded = subprocess.run(
+            ["git", "show", f"{commit}:{relative}"], cwd=ROOT, capture_output=True, text=True, check=False
+        )
+        if recorded.returncode != 0 or _code(recorded.stdout) != _code(path.read_text(encoding="utf-8")):
+            sys.exit(f"{folder}: {relative} runs other code than at {commit[:12]}; publish the run again")
+    results.module.source = {path.name: sha256_file(path) for path in module.source_files}
+    results.module.source_sha256 = provenance.source_sha256
 
 
 def rerender(folder: Path) -> None:
     """Renders the cards copy `folder` again; its module run's baselines must be rendered already."""
     results = Results.load(folder)
+    upgrade(results)
+    update_module_source(results, folder)
     for baseline in results.comparison.baselines if results.comparison is not None else []:
         baseline.results_sha256 = sha256_file(CARDS / baseline.repo_name / RESULTS_FILE)
     code = card_usage_code(results)
@@ -49,5 +125,5 @@ if __name__ == "__main__":
     dense_first = sorted(copies, key=lambda folder: Results.load(folder).module.name != "none")
     for folder in dense_first:
         rerender(folder)
-        print(f"rendered {folder.relative_to(CARDS.parent)} again")
+        print(f"rendered {folder.relative_to(ROOT)} again")
     sys.exit(main(["summary", str(CARDS)]))

@@ -41,6 +41,7 @@ from attncard.pipeline.results import (
     CARD_FILE,
     PREDICTIONS_FILE,
     RESULTS_FILE,
+    ParametersV2,
     Results,
     Status,
     build_manifest,
@@ -647,3 +648,41 @@ def test_predictions_csv_is_checked_across_blocks(tiny_gpt2_run, tmp_path) -> No
     path.write_text("\n".join([*lines[: row + 1], *lines[row + 2 :]]) + "\n")
     with pytest.raises(IntegrityError, match=rf"line {row + 2} has index {row + 1}, expected {row}"):
         read_predictions(tmp_path / "run", results)
+
+
+# --- schema versions: a run published by an older attncard keeps verifying ---------------------------------
+
+
+def as_schema_2(results: Results) -> None:
+    """The run as schema 2 recorded it: one count of the layers with LoRA and the attention layers changed."""
+    new = results.parameters
+    results.schema_version = 2
+    results.parameters = ParametersV2(
+        before=new.before,
+        after=new.after,
+        trainable=new.trainable,
+        layers_changed=new.lora_layers + new.attention_layers_changed,
+        compression_factor=new.compression_factor,
+    )
+
+
+def test_a_run_of_schema_2_keeps_verifying_with_the_card_it_was_published_with(tiny_gpt2_run, tmp_path):
+    run_dir = copy_run(tiny_gpt2_run, tmp_path)
+    results = Results.load(run_dir)
+    as_schema_2(results)
+    reseal(run_dir, results)  # as the attncard of schema 2 published it: its template, its label
+    card = (run_dir / CARD_FILE).read_text(encoding="utf-8")
+    assert "| Layers adapted by LoRA | 2 |" in card and "Layers with LoRA" not in card
+    assert download_verified(run_dir).results.schema_version == 2  # the card rendered again, and equal
+
+
+def test_schema_3_with_the_parameters_of_schema_2_is_refused(tiny_gpt2_run, tmp_path, capsys) -> None:
+    run_dir = copy_run(tiny_gpt2_run, tmp_path)
+    results = Results.load(run_dir)
+    as_schema_2(results)
+    reseal(run_dir, results)
+    edit_json(run_dir, RESULTS_FILE, lambda data: data.update(schema_version=3))
+    with pytest.raises(ResultsError, match=r"parameters of schema 3 hold exactly .*lora_layers"):
+        download_verified(run_dir)
+    assert main(["verify", str(run_dir)]) == 2
+    one_line(capsys)

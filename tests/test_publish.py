@@ -112,7 +112,8 @@ def test_results_record_the_run(tiny_run):
     assert len(results.training.losses) == 4
     assert results.parameters.compression_factor == 1.0  # LoRA merges away: nothing is compressed
     assert results.parameters.after == results.parameters.before
-    assert results.parameters.layers_changed == 2  # c_attn in each of the two layers
+    assert results.parameters.lora_layers == 2  # c_attn in each of the two layers
+    assert results.parameters.attention_layers_changed == 0  # `none` keeps the model's own attention
     assert results.efficiency.tokens > 0 and results.efficiency.throughput_tokens_per_s > 0
     assert "peak RSS" in results.efficiency.peak_memory_method
     assert sum(map(sum, results.metrics.confusion_matrix)) == 40

@@ -70,7 +70,12 @@ def _evaluation(labels, predictions, *, loss=0.5, factor=1.0) -> EvalResult:
     )
     efficiency = Efficiency("cpu", "test cpu", 1, 1.0, "test", 1.0, 1.0, 10, 10.0, 8, "test")
     parameters = Parameters(
-        before=100, after=round(100 / factor), trainable=1, layers_changed=1, compression_factor=factor
+        before=100,
+        after=round(100 / factor),
+        trainable=1,
+        lora_layers=1,
+        attention_layers_changed=0,
+        compression_factor=factor,
     )
     return EvalResult(
         trained=None,
