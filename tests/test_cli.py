@@ -91,6 +91,21 @@ def test_help_and_argument_errors_import_no_torch(script: str, argvs: list[list[
     assert shown.stdout.splitlines()[-1] == f"{expected_codes} []", shown.stdout + shown.stderr
 
 
+def test_a_wrong_name_is_answered_before_torch_is_imported() -> None:
+    """publish checks the module, task and model names and the data folder before it imports its stage."""
+    code = (
+        "import sys\n"
+        "from attncard.pipeline.cli import publish_main\n"
+        "codes = [publish_main(argv) for argv in (['--model', 'minilm', '--module', 'adaptive_spam'],\n"
+        "    ['--model', 'robrta', '--module', 'none'], ['--model', 'minilm', '--module', 'none', '--task', 'x'])]\n"
+        "heavy = ('torch', 'transformers', 'peft', 'accelerate')\n"
+        "print(codes, sorted(name for name in heavy if name in sys.modules))\n"
+    )
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert shown.stdout.splitlines()[-1] == "[2, 2, 2] []", shown.stdout + shown.stderr
+    assert shown.stderr.count("error: ") == 3, shown.stderr
+
+
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_every_argument_of_every_command_has_help(command: str) -> None:
     parser = argparse.ArgumentParser()

@@ -138,9 +138,6 @@ def options_from_args(args: argparse.Namespace) -> PublishOptions:
     Raises:
         [`AttncardError`]: the first input found wrong; its message names the option and what to do.
     """
-    from ..publish import PublishOptions, baseline_candidate, check_run_folders
-    from ..push import check_push_only_options, check_push_setup
-
     if args.module not in module_names():
         raise UnknownNameError("module", args.module, module_names())
     spec = get_task(args.task)
@@ -152,6 +149,10 @@ def options_from_args(args: argparse.Namespace) -> PublishOptions:
         raise AttncardError(
             f"--name {args.name} and --repo-id {args.repo_id} both name the run folder; give one of them"
         )
+    # The stage (and torch) once the names are known good: a typo in them is answered at once.
+    from ..publish import PublishOptions, baseline_candidate, check_run_folders
+    from ..push import check_push_only_options, check_push_setup
+
     if args.push:
         check_push_setup(args.repo_id, args.hub_endpoint, args.sign_key)
     else:
@@ -190,9 +191,13 @@ def options_from_args(args: argparse.Namespace) -> PublishOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..publish import run_publish
+    def publish() -> None:
+        options = options_from_args(args)
+        from ..publish import run_publish
 
-    return run_command(lambda: run_publish(options_from_args(args)) and None)
+        run_publish(options)
+
+    return run_command(publish)
 
 
 def main(argv: list[str] | None = None) -> int:
