@@ -96,8 +96,11 @@ def test_a_wrong_name_is_answered_before_torch_is_imported() -> None:
     code = (
         "import sys\n"
         "from attncard.pipeline.cli import publish_main\n"
-        "codes = [publish_main(argv) for argv in (['--model', 'minilm', '--module', 'adaptive_spam'],\n"
-        "    ['--model', 'robrta', '--module', 'none'], ['--model', 'minilm', '--module', 'none', '--task', 'x'])]\n"
+        "codes = [publish_main(argv) for argv in (\n"
+        "    ['--model', 'minilm', '--module', 'adaptive_spam'],\n"
+        "    ['--model', 'robrta', '--module', 'none'],\n"
+        "    ['--model', 'minilm', '--module', 'none', '--task', 'x'],\n"
+        ")]\n"
         "heavy = ('torch', 'transformers', 'peft', 'accelerate')\n"
         "print(codes, sorted(name for name in heavy if name in sys.modules))\n"
     )
