@@ -260,7 +260,8 @@ def download_verified(
         [`VerifiedFiles`]: the folder, its results, for a Hub repository the commit sha, and its signature.
 
     Raises:
-        [`RepoNotFound`], [`RevisionNotFound`], [`HubUnreachable`], [`DownloadError`]: the download failed.
+        [`RepoNotFoundError`], [`RevisionNotFoundError`], [`HubUnreachableError`], [`DownloadError`]: the
+            download failed.
         [`UnknownSchemaError`], [`ResultsError`]: results.json is missing or unreadable.
         [`UnsafeFormatError`]: the run holds pickle weights.
         [`IntegrityError`]: a file is missing, changed, not in the manifest or not one a run folder holds;

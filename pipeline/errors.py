@@ -80,15 +80,15 @@ class DownloadError(AttncardError):
     """A published run could not be downloaded, checked or loaded."""
 
 
-class RepoNotFound(DownloadError):
+class RepoNotFoundError(DownloadError):
     """The Hub has no such repository, or it is private or gated and the token cannot read it."""
 
 
-class RevisionNotFound(DownloadError):
+class RevisionNotFoundError(DownloadError):
     """The repository has no such branch, tag or commit."""
 
 
-class HubUnreachable(DownloadError):
+class HubUnreachableError(DownloadError):
     """The Hub could not be reached (offline, no connection) and the run is not in the local cache."""
 
 

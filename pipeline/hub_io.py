@@ -47,8 +47,8 @@ from huggingface_hub.errors import (
     HFValidationError,
     OfflineModeIsEnabled,
     RepositoryNotFoundError,
-    RevisionNotFoundError,
 )
+from huggingface_hub.errors import RevisionNotFoundError as HubRevisionNotFoundError
 from huggingface_hub.utils import _http as hf_http
 from huggingface_hub.utils import build_hf_headers, parse_ratelimit_headers, validate_repo_id
 
@@ -58,11 +58,11 @@ from .errors import (
     HubAnswerError,
     HubDeadlineError,
     HubNoAnswerError,
-    HubUnreachable,
+    HubUnreachableError,
     InsecureEndpointError,
     IntegrityError,
-    RepoNotFound,
-    RevisionNotFound,
+    RepoNotFoundError,
+    RevisionNotFoundError,
     first_line,
 )
 from .results import COMMIT_RE, RESULTS_FILE, hash_file, max_file_bytes
@@ -691,8 +691,9 @@ def fetch_run(
 
     Raises:
         [`InsecureEndpointError`]: the endpoint is refused; nothing was sent.
-        [`RepoNotFound`], [`RevisionNotFound`]: no such repository (or no access), or no such revision.
-        [`HubUnreachable`]: offline or unreachable (it never answered), and not in the cache.
+        [`RepoNotFoundError`], [`RevisionNotFoundError`]: no such repository (or no access), or no such
+            revision.
+        [`HubUnreachableError`]: offline or unreachable (it never answered), and not in the cache.
         [`HubDeadlineError`]: the download ran past `deadline`.
         [`HubAnswerError`]: an API answer over `MAX_ANSWER_BYTES`, or compressed although none was asked for.
         [`IntegrityError`]: a file's bytes differ from the listed id.
@@ -720,7 +721,7 @@ def fetch_run(
         if constants.is_offline_mode():
             cached = _cached(root, hub, revision)
             if cached is None:
-                raise HubUnreachable(
+                raise HubUnreachableError(
                     f"HF_HUB_OFFLINE is set and {where} is not in the local cache: set HF_HUB_OFFLINE=0 to "
                     "download it, or pass a local run folder"
                 )
@@ -747,7 +748,7 @@ def fetch_run(
             reason = type(error.__cause__ if isinstance(error, HubNoAnswerError) else error).__name__
             cached = _cached(root, hub, revision)
             if cached is None:
-                raise HubUnreachable(
+                raise HubUnreachableError(
                     f"could not reach {hub} ({reason}) and {where} is not in the local cache: "
                     "check the network and the endpoint (--hub-endpoint, HF_ENDPOINT), or pass a local run "
                     "folder"
@@ -760,10 +761,10 @@ def fetch_run(
                 cached.commit[:_SHORT_SHA],
             )
             return cached
-        except RevisionNotFoundError:
+        except HubRevisionNotFoundError:
             raise _revision_not_found(repo_id, revision, hub) from None
         except GatedRepoError:
-            raise RepoNotFound(
+            raise RepoNotFoundError(
                 f"{repo_id} on {hub} is gated: accept its conditions on its Hub page, then pass a token that "
                 "has access (token=, HF_TOKEN or `hf auth login`)"
             ) from None
@@ -773,13 +774,13 @@ def fetch_run(
                 repo_id, hub, token, timeout or DEFAULT_TIMEOUT_S, limit
             ):
                 raise _revision_not_found(repo_id, revision, hub) from None
-            raise RepoNotFound(
+            raise RepoNotFoundError(
                 f"no repository '{repo_id}' on {hub} (nor a local folder of that name), or it is private "
                 "and the token cannot read it: check the id (and --hub-endpoint), or log in with `hf auth "
                 "login` / pass a token"
             ) from None
         except DisabledRepoError:
-            raise RepoNotFound(
+            raise RepoNotFoundError(
                 f"{repo_id} on {hub} is disabled by the Hub; it cannot be downloaded"
             ) from None
         except HfHubHTTPError as error:
@@ -789,7 +790,7 @@ def fetch_run(
                 "later"
             ) from error
         except httpx2.HTTPError as error:  # the HTTP client's errors are not OSErrors
-            raise HubUnreachable(
+            raise HubUnreachableError(
                 f"the connection to {hub} failed while downloading {where} ({type(error).__name__}: "
                 f"{first_line(error)}); try again"
             ) from error
@@ -1073,8 +1074,8 @@ def _write_json(path: Path, data: dict) -> None:
         Path(name).unlink(missing_ok=True)
 
 
-def _revision_not_found(repo_id: str, revision: str | None, hub: str) -> RevisionNotFound:
-    return RevisionNotFound(
+def _revision_not_found(repo_id: str, revision: str | None, hub: str) -> RevisionNotFoundError:
+    return RevisionNotFoundError(
         f"{repo_id} on {hub} has no branch, tag or commit '{revision}'; pass one it has "
         f"(HfApi().list_repo_refs('{repo_id}') lists its branches and tags), or leave it out for main"
     )

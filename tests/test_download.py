@@ -24,12 +24,12 @@ from attncard.pipeline.data import load_task
 from attncard.pipeline.download import load_verified, predict
 from attncard.pipeline.errors import (
     DataError,
-    HubUnreachable,
+    HubUnreachableError,
     IncompatibleRunError,
     IntegrityError,
-    RepoNotFound,
+    RepoNotFoundError,
     ResultsError,
-    RevisionNotFound,
+    RevisionNotFoundError,
     UnknownSchemaError,
     UnsafeFormatError,
 )
@@ -288,11 +288,13 @@ def test_missing_file_on_the_server(gpt2_base, hub, published: str, fresh_cache)
 
 
 def test_missing_repo_and_revision(gpt2_base, hub, published: str, fresh_cache) -> None:
-    with pytest.raises(RepoNotFound, match=f"no repository '{USER}/missing' on {hub.endpoint}"):
+    with pytest.raises(RepoNotFoundError, match=f"no repository '{USER}/missing' on {hub.endpoint}"):
         load_verified(f"{USER}/missing", endpoint=hub.endpoint, cache_dir=fresh_cache(), base_model=gpt2_base)
-    with pytest.raises(RevisionNotFound, match=f"{REPO} on {hub.endpoint} has no branch, tag or commit 'v9'"):
+    with pytest.raises(
+        RevisionNotFoundError, match=f"{REPO} on {hub.endpoint} has no branch, tag or commit 'v9'"
+    ):
         load_verified(REPO, "v9", endpoint=hub.endpoint, cache_dir=fresh_cache(), base_model=gpt2_base)
-    with pytest.raises(RevisionNotFound, match="has no branch, tag or commit '0123456789"):
+    with pytest.raises(RevisionNotFoundError, match="has no branch, tag or commit '0123456789"):
         load_verified(
             REPO, "0123456789" * 4, endpoint=hub.endpoint, cache_dir=fresh_cache(), base_model=gpt2_base
         )
@@ -304,13 +306,15 @@ def test_offline_or_unreachable_without_a_cached_copy(
     cache = fresh_cache()
     endpoint = hub.endpoint
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    with pytest.raises(HubUnreachable, match=rf"HF_HUB_OFFLINE is set and {REPO} is not in the local cache"):
+    with pytest.raises(
+        HubUnreachableError, match=rf"HF_HUB_OFFLINE is set and {REPO} is not in the local cache"
+    ):
         load_verified(REPO, endpoint=endpoint, cache_dir=cache, base_model=gpt2_base)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     load_verified(REPO, endpoint=endpoint, cache_dir=cache, base_model=gpt2_base)
     hub.stop()
     with pytest.raises(
-        HubUnreachable, match=f"could not reach {endpoint} \\(ConnectError\\) and {REPO} is not in"
+        HubUnreachableError, match=f"could not reach {endpoint} \\(ConnectError\\) and {REPO} is not in"
     ):
         load_verified(REPO, endpoint=endpoint, cache_dir=fresh_cache(), base_model=gpt2_base)
     # A copy cached earlier still loads when the Hub cannot be reached, and is checked all the same.

@@ -51,7 +51,7 @@ from attncard.pipeline.errors import (
     HubAnswerError,
     HubDeadlineError,
     HubNoAnswerError,
-    HubUnreachable,
+    HubUnreachableError,
     InsecureEndpointError,
     IntegrityError,
     PushError,
@@ -210,7 +210,9 @@ def test_cached_files_are_not_downloaded_again_and_offline_needs_a_complete_snap
     assert fetch_run(REPO, cache_dir=cache) == first  # main, as the last fetch recorded it
     assert hostile.requests == []
     (first.folder / "config.json").unlink()
-    with pytest.raises(HubUnreachable, match=f"HF_HUB_OFFLINE is set and {REPO}@{published} is not in the"):
+    with pytest.raises(
+        HubUnreachableError, match=f"HF_HUB_OFFLINE is set and {REPO}@{published} is not in the"
+    ):
         fetch_run(REPO, published, cache_dir=cache)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     assert fetch_run(REPO, endpoint=hostile.endpoint, cache_dir=cache) == first
@@ -400,10 +402,14 @@ def test_a_mirrors_copy_is_not_served_for_another_endpoint(
     with socket.socket() as closed:  # a port nothing listens on: the other endpoint is unreachable
         closed.bind(("127.0.0.1", 0))
         unreachable = f"http://127.0.0.1:{closed.getsockname()[1]}"
-    with pytest.raises(HubUnreachable, match=rf"could not reach {unreachable} \(ConnectError\) and {REPO}@"):
+    with pytest.raises(
+        HubUnreachableError, match=rf"could not reach {unreachable} \(ConnectError\) and {REPO}@"
+    ):
         fetch_run(REPO, published, endpoint=unreachable, cache_dir=cache)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    with pytest.raises(HubUnreachable, match=f"HF_HUB_OFFLINE is set and {REPO}@{published} is not in the"):
+    with pytest.raises(
+        HubUnreachableError, match=f"HF_HUB_OFFLINE is set and {REPO}@{published} is not in the"
+    ):
         fetch_run(REPO, published, endpoint="https://huggingface.co", cache_dir=cache)
     assert fetch_run(REPO, published, endpoint=hostile.endpoint, cache_dir=cache) == mirrored
     assert endpoint_key("https://huggingface.co") != endpoint_key("https://huggingface.co/mirror")

@@ -23,7 +23,7 @@ from huggingface_hub.hf_api import RepoFile
 from attncard.pipeline.cli import main
 from attncard.pipeline.data import load_task
 from attncard.pipeline.download import load_verified, predict
-from attncard.pipeline.errors import IntegrityError, RepoNotFound, RevisionNotFound
+from attncard.pipeline.errors import IntegrityError, RepoNotFoundError, RevisionNotFoundError
 from attncard.pipeline.evaluate import predictions_sha256
 from attncard.pipeline.push import push_run_folder
 from attncard.pipeline.results import Results
@@ -175,10 +175,10 @@ def test_missing_repo_and_revision_on_olah(hub, olah, tiny_gpt2_run, fresh_cache
     run_dir, _ = tiny_gpt2_run
     push_run_folder(run_dir, REPO, endpoint=hub.endpoint)
     mirror(hub, olah, REPO)
-    with pytest.raises(RepoNotFound, match=f"no repository '{HUB_USER}/missing' on {olah.endpoint}"):
+    with pytest.raises(RepoNotFoundError, match=f"no repository '{HUB_USER}/missing' on {olah.endpoint}"):
         load_verified(f"{HUB_USER}/missing", endpoint=olah.endpoint, cache_dir=fresh_cache())
     # olah answers "repository not found" for a tag it lacks; load_verified still names the revision.
-    with pytest.raises(RevisionNotFound, match=f"on {olah.endpoint} has no branch, tag or commit 'v9'"):
+    with pytest.raises(RevisionNotFoundError, match=f"on {olah.endpoint} has no branch, tag or commit 'v9'"):
         load_verified(REPO, "v9", endpoint=olah.endpoint, cache_dir=fresh_cache())
 
 
