@@ -20,8 +20,8 @@ What is module-specific comes from the module's [`AttentionModule`]: its FLOPs c
 
 Peak memory is the growth during one pass: on CUDA `torch.cuda.max_memory_allocated` minus the memory
 allocated before the pass; on the CPU the largest growth of the bytes torch's allocator holds, from the
-profiler's allocation events (`modules.kernels.memory.PeakMemory(exact=True)`), as in
-`modules/kernels/bench.py`. Weights and inputs allocated before the pass are not counted.
+profiler's allocation events (`modules.measure.PeakMemory(exact=True)`), as in `pipeline/bench.py`. Weights
+and inputs allocated before the pass are not counted.
 
 Example:
     >>> from attncard.modules import get_module
@@ -59,7 +59,7 @@ from ..modules.base import (
     implementation_name,
     unwrap_peft,
 )
-from ..modules.kernels.memory import peak_memory_mb, wall_seconds
+from ..modules.measure import peak_memory_mb, wall_seconds
 from .results import SCALING_MEMORY_PASSES, FlopsEstimate, ScalingRow
 
 SMALLEST_DEFAULT_LENGTH = 128

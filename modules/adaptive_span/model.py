@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from ..base import attention_layers, attention_shape, install_attention, unwrap_peft
-from ..kernels.memory import peak_memory_mb, wall_seconds
+from ..measure import peak_memory_mb, wall_seconds
 from .attention import CALIBRATION_LENGTHS, AdaptiveSpan, adaptive_span_attention, fused_path_available
 from .config import AdaptiveSpanConfig
 

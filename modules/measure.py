@@ -1,6 +1,7 @@
 """Peak memory growth of a block of code, in MB: on a GPU CUDA's max allocated, on the CPU the growth of the
 process's peak resident set or, exactly, of what torch's allocator holds; and the wall time of one call. One
-home for the evaluation's, the scaling tables', the calibrations' and the benchmark's figures.
+home for the evaluation's, the scaling tables', the calibrations' and the benchmark's figures: here, below
+the pipeline, because a module measures itself too (adaptive_span's crossover, after training).
 
 The resident set is what the OS sees, but at a few MB it is noise: a freed tensor's pages stay on glibc's
 heap and a later one may or may not land on them, and Linux counts resident pages per CPU, read approximately.
