@@ -32,7 +32,7 @@ from collections.abc import Callable
 
 import torch
 
-from .build import CAPABILITIES, build_kernel
+from .build import CAPABILITIES, build_kernel, define_operator
 
 SOURCE = "top_k_attention.cpp"
 KERNEL_ENV_VAR = "ATTNCARD_TOP_K_KERNEL"
@@ -40,6 +40,28 @@ KERNEL_ENV_VAR = "ATTNCARD_TOP_K_KERNEL"
 # slower than torch.topk.
 KERNEL_MAX_K = 16
 __all__ = ["CAPABILITIES", "KERNEL_ENV_VAR", "KERNEL_MAX_K", "top_k_kernel", "top_k_rows_kernel"]
+
+
+def _fake_top_k_attention(query, key, value, mask, causal, scaling, k, keep, out):
+    """`top_k_attention`'s results without computing them: (B, H, N_q, k) kept scores and key indices, or
+    (0, H, N_q, k) each without `keep`; `out` is written in place."""
+    batch, heads, n_q, _ = query.shape
+    shape = (batch if keep else 0, heads, n_q, k)
+    return query.new_empty(shape), query.new_empty(shape, dtype=torch.long)
+
+
+def _fake_top_k_rows(scores, k):
+    """`top_k_rows`'s results without computing them: values and indices, (..., k)."""
+    shape = (*scores.shape[:-1], k)
+    return scores.new_empty(shape), scores.new_empty(shape, dtype=torch.long)
+
+
+define_operator(
+    "top_k_attention(Tensor query, Tensor key, Tensor value, Tensor mask, bool causal, float scaling, int k, "
+    "bool keep, Tensor(a!) out) -> (Tensor, Tensor)",
+    _fake_top_k_attention,
+)
+define_operator("top_k_rows(Tensor scores, int k) -> (Tensor, Tensor)", _fake_top_k_rows)
 
 
 @functools.cache
