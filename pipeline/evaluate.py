@@ -34,7 +34,7 @@ from sklearn.metrics import (
 from tqdm.auto import tqdm
 
 from ..modules.base import sdpa_copy
-from ..modules.kernels.memory import PeakMemory
+from ..modules.measure import PeakMemory
 from ..modules.trace import record_trace
 from .data import TaskData
 from .errors import first_line

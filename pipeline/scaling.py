@@ -20,8 +20,8 @@ What is module-specific comes from the module's [`AttentionModule`]: its FLOPs c
 
 Peak memory is the growth during one pass: on CUDA `torch.cuda.max_memory_allocated` minus the memory
 allocated before the pass; on the CPU the largest growth of the bytes torch's allocator holds, from the
-profiler's allocation events (`modules.kernels.memory.PeakMemory(exact=True)`), as in
-`modules/kernels/bench.py`. Weights and inputs allocated before the pass are not counted.
+profiler's allocation events (`modules.measure.PeakMemory(exact=True)`), as in `pipeline/bench.py`. Weights
+and inputs allocated before the pass are not counted.
 
 Example:
     >>> from attncard.modules import get_module
@@ -59,17 +59,14 @@ from ..modules.base import (
     implementation_name,
     unwrap_peft,
 )
-from ..modules.kernels.memory import peak_memory_mb, wall_seconds
+from ..modules.measure import peak_memory_mb, wall_seconds
 from .results import SCALING_MEMORY_PASSES, FlopsEstimate, ScalingRow
 
 SMALLEST_DEFAULT_LENGTH = 128
 # Timed passes per side and length of one layer: each time is their median, with their minimum and maximum.
 REPEATS = 9
-# The same for the whole model, whose passes are short and whose ratio is the noisiest (MiniLM at N = 128:
-# 25–60 ms a pass on 2 shared cores). MiniLM against its own copy, 12 rounds of 61 pairs, four times: the
-# median of the pairs' ratios of the first 31 pairs spread by a standard deviation of 0.013–0.028 between
-# rounds, that of all 61 by 0.009–0.017 (the ratio of the two sides' medians: 0.020–0.034 and 0.012–0.026).
-# 61 pairs cost MiniLM about 15 s more than 31 over N = 128, 256 and 512.
+# The same for the whole model, whose passes are short and whose ratio is the noisiest: enough pairs that the
+# speed-up of a model timed against its own copy moves by 1–2% from run to run (docs/benchmarks.md).
 MODEL_REPEATS = 61
 # Measured-memory passes per side and length, alternating: each peak is their median (see results.py).
 MEMORY_PASSES = SCALING_MEMORY_PASSES
@@ -240,8 +237,7 @@ def measure_pair(
     module_times, dense_times = [], []
     for index in range(repeats):
         # Each side runs first in every other pair (module, dense, dense, module, …): with a fixed order the
-        # second pass of a pair gained 0.3–0.8% (MiniLM against its own copy at N = 128, 6 × 150 pairs: 0.987–
-        # 0.996 with the copy always second, 0.990–1.003 with it always first), a bias of the order alone.
+        # second pass of a pair is measurably faster, a bias of the order alone (docs/benchmarks.md).
         pair = [(module_run, module_times), (dense_run, dense_times)]
         if index % 2:
             pair.reverse()

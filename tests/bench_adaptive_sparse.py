@@ -30,7 +30,7 @@ from attncard.modules.adaptive_sparse import (
     adaptive_sparse_attention,
 )
 from attncard.modules.adaptive_sparse.attention import kept_bias
-from attncard.modules.kernels.memory import PeakMemory
+from attncard.modules.measure import PeakMemory
 
 SCALE = 64**-0.5  # 1/√D
 

@@ -21,7 +21,7 @@ from attncard.modules.adaptive_sparse import (
 )
 from attncard.modules.adaptive_sparse import attention as sparse_attention
 from attncard.modules.base import attention_layers, implementation_name
-from attncard.modules.kernels.memory import PeakMemory
+from attncard.modules.measure import PeakMemory
 from attncard.modules.trace import record_trace
 from tiny_models import FAMILIES, load_with_padded_batch
 

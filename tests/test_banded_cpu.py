@@ -23,7 +23,7 @@ from attncard.modules.kernels import (
 )
 from attncard.modules.kernels.banded_cpu import KERNEL_ENV_VAR, banded_attention_cpu, banded_kernel
 from attncard.modules.kernels.build import CAPABILITIES
-from attncard.modules.kernels.memory import PeakMemory
+from attncard.modules.measure import PeakMemory
 
 
 @pytest.fixture

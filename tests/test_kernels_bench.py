@@ -8,8 +8,9 @@ import re
 import pytest
 import torch
 
-from attncard.modules.kernels import banded_cpu, bench
-from attncard.modules.kernels.bench import format_table, run_attention_benchmark
+from attncard.modules.kernels import banded_cpu
+from attncard.pipeline import bench
+from attncard.pipeline.bench import format_table, run_attention_benchmark
 from attncard.pipeline.cli import main
 
 FORWARD_IMPLS = ("sdpa_dense", "sdpa_fused", "dense_reference", "banded", "banded_torch")

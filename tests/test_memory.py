@@ -1,11 +1,11 @@
-"""Peak memory on the CPU (`modules/kernels/memory.py`): an exact block counts the bytes torch's allocator
+"""Peak memory on the CPU (`modules/measure.py`): an exact block counts the bytes torch's allocator
 holds, the same figure on every call, where the resident set gives whatever the heap's free pages allow."""
 
 from __future__ import annotations
 
 import torch
 
-from attncard.modules.kernels.memory import PeakMemory, peak_memory_mb
+from attncard.modules.measure import PeakMemory, peak_memory_mb
 
 CPU = torch.device("cpu")
 MIB = 2**20

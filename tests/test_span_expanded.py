@@ -10,7 +10,7 @@ from peft import LoraConfig, PeftModel, TaskType, get_peft_model
 from torch import nn
 
 from attncard.modules.base import attention_layers, implementation_name
-from attncard.modules.kernels.memory import PeakMemory
+from attncard.modules.measure import PeakMemory
 from attncard.modules.span_expanded import MODULE, SpanExpandedConfig, module_stats, segment_memory
 from attncard.modules.span_expanded.attention import (
     SpanExpandedBranch,

@@ -17,8 +17,8 @@ from torch.utils import cpp_extension
 from attncard.modules.adaptive_sparse import AdaptiveSparseState, adaptive_sparse_attention
 from attncard.modules.adaptive_sparse import attention as sparse_attention
 from attncard.modules.kernels import top_k as top_k_module
-from attncard.modules.kernels.memory import PeakMemory
 from attncard.modules.kernels.top_k import KERNEL_ENV_VAR, top_k_kernel, top_k_rows_kernel
+from attncard.modules.measure import PeakMemory
 
 NO_MASK = torch.empty(0, dtype=torch.bool)
 

@@ -34,22 +34,17 @@ from ..trace import trace_step
 
 # Sequence lengths at which `calibrate_crossover` measures the fused path against the banded kernel.
 CALIBRATION_LENGTHS = (64, 128, 256, 512, 1024, 2048, 4096)
-# Below this length inference takes the fused path, for a model whose crossover was never measured (a model
-# trained before the calibration existed): the fused path was the faster one wherever it could run before the
-# compiled banded kernel, and is exact. Every run of the pipeline measures its own crossover.
+# The crossover of a layer never calibrated (whose adapter holds no measured one): one past the longest
+# calibration length, so that inference keeps the fused path, which is exact, wherever it can run. Every run
+# of the pipeline measures its own crossover.
 DEFAULT_CROSSOVER = 4097
 # Up to this length the fused path is one fused SDPA call over the whole sequence, the span bias an (N, N)
-# mask: the blocks below pay for their several calls and the global token's two corrections. Summed over the
-# six layers of MiniLM trained on SST-2 (each seed's spans, W = 8–31; tests/bench_span_paths.py), against
-# fused SDPA without a mask: one call 0.98–1.05× its time at N = 64 and 1.07–1.12× at 128, blocks of 64 rows
-# 1.7–2.3× and 1.4–1.6×; at 192 and 256 blocks of 32 rows were the faster (0.99–1.20× and 0.68–0.87×,
-# against 1.10–1.13× and 1.13–1.14×).
+# mask; beyond it, blocks of query rows, which on short sequences cost more than they save: their several
+# calls and the global token's two corrections. spec.md has the measurements behind it.
 WHOLE_MASK_LENGTH = 128
 # Query rows per block of the fused path beyond `WHOLE_MASK_LENGTH`. Each block reads the keys within the
 # band's width W of its rows, block + 2W of them for the 2W + 1 of each row's band, so small blocks waste
-# less; the blocks of a call are one batched fused call, which keeps small blocks efficient. With MiniLM's
-# heads (W = 21, one layer at N = 4096) blocks of 32 rows ran in 12 ms, of 16 in 12–13 ms and of 64 in
-# 13.5–14.5 ms, against 18 ms for the former calls of 128 consecutive rows; fused SDPA took 194 ms.
+# less; the blocks of a call are one batched fused call, which keeps small blocks efficient (spec.md).
 FUSED_BLOCK_ROWS = 32
 # Query rows per fused call (16 blocks of 32): each call's result is the temporary beside the output it is
 # copied into, 0.75 MiB with MiniLM's 12 heads of 32.
@@ -106,8 +101,7 @@ class AdaptiveSpan(nn.Module):
         needs_grad = torch.is_grad_enabled() and self.span_logits.requires_grad
         below_crossover = length < int(self.crossover)
         # The crossover is part of the key, not a reason to start afresh: calibrate_crossover moves it between
-        # every two calls, and each call then rebuilt its plan and masks (4–5 times the time of a warm call
-        # at N = 128), which it timed as the path's.
+        # every two calls, and would otherwise time the rebuilding of the plan and masks as the path's.
         key = (length, causal, dtype, below_crossover)
         if not needs_grad:
             logits = getattr(self, "_plan_logits", None)

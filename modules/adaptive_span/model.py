@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from ..base import attention_layers, attention_shape, install_attention, unwrap_peft
-from ..kernels.memory import peak_memory_mb, wall_seconds
+from ..measure import peak_memory_mb, wall_seconds
 from .attention import CALIBRATION_LENGTHS, AdaptiveSpan, adaptive_span_attention, fused_path_available
 from .config import AdaptiveSpanConfig
 
@@ -118,12 +118,11 @@ def calibrate_crossover(
 
     Layer 0's attention function runs on synthetic q, k, v of its shape (one row, no padding) at each length,
     forced once on each path: a warm-up call, `MEMORY_PASSES` calls whose peak memory is measured, then
-    `repeats` timed calls, the two paths alternating; each path's time and peak are the medians (one peak,
-    a few hundred KiB read from the resident set, went either way by 0.2 MB at N = 128). The crossover is
-    the smallest measured length from which the banded kernel is faster and its peak memory at most the
-    fused path's, at it and at every longer measured length (one past the longest when the fused path is
-    kept at the longest). Without a fused path (not on the CPU, or spans that cover the sequence) nothing is
-    measured, and the crossover stays as it was.
+    `repeats` timed calls, the two paths alternating; each path's time and peak are the medians. The
+    crossover is the smallest measured length from which the banded kernel is faster and its peak memory at
+    most the fused path's, at it and at every longer measured length (one past the longest when the fused
+    path is kept at the longest). Without a fused path (not on the CPU, or spans that cover the sequence)
+    nothing is measured, and the crossover stays as it was.
 
     Args:
         model: the trained model with adaptive_span installed (peft-wrapped or not).

@@ -61,10 +61,8 @@ from ..trace import trace_step, tracing
 SINGLE_BLOCK_MAX_KEYS = 256
 # Beyond it, a tile holds at least this many scores (896 KiB of float32) and at most `LARGEST_TILE_SCORES`:
 # a third of the layer's output elements between the two ([`tile_scores`]). A tile is memory that fused SDPA
-# does not need, beside an output both need; with MiniLM's shape (H = 12, D = 32, one layer,
-# `attncard bench`'s layer table) the smallest tile at N = 1024 peaked at 0.82× SDPA's memory (twice it:
-# 1.14×), and at N = 4096 twice the smallest (112 rows) ran at 0.65× SDPA's speed and 0.63× its memory,
-# against 0.43× and 0.54× with 56 rows: fewer, larger tiles spend less on each product and selection call.
+# does not need, beside an output both need, hence a share of the output; fewer, larger tiles spend less on
+# each product and selection call. spec.md has the sizes' time and memory against SDPA.
 TILE_SCORES = 7 * 2**15
 LARGEST_TILE_SCORES = 7 * 2**16
 # The top-k of a long row is taken among the k chunks of this many keys with the highest maxima.
@@ -183,8 +181,8 @@ def query_tiles(
     fastest). Otherwise a tile holds at most [`tile_scores`] scores: blocks of query rows of one head and
     batch row (as many rows in each block as the count of blocks allows, so that the score buffer is no
     larger than needed), or, when a whole head fits, several heads (and batch rows) at once. Tiles of every
-    head of a block of rows would make one batched product of thin matrices instead of one product: 4 rows
-    of 12 heads at N = 4096 ran at 0.21× SDPA's speed, 32 rows of one head at 0.74× (one thread).
+    head of a block of rows would make one batched product of thin matrices instead of one product, which is
+    slower (spec.md).
 
     Example:
         >>> query_tiles(32, 12, 128, 128)  # short, with autograd: one tile
@@ -235,8 +233,7 @@ def top_k_of_rows(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Ten
     chunks = scores.reshape(-1, n // CHUNK, CHUNK)
     # The order of the k chunks does not matter (the second stage sorts), so the first stage skips sorting.
     best = chunks.amax(dim=-1).topk(k, dim=-1, sorted=False).indices  # (rows, k) chunks
-    # The chosen chunks as whole rows of 64 scores: index_select copies rows, where gather went element-wise
-    # (3× faster for 56 rows of 4096).
+    # The chosen chunks as whole rows of 64 scores: index_select copies rows, where gather goes element-wise.
     per_row = chunks.shape[1]
     chosen = best + torch.arange(0, best.shape[0] * per_row, per_row, device=best.device)[:, None]
     candidates = chunks.view(-1, CHUNK).index_select(0, chosen.view(-1))  # (rows · k, CHUNK)
@@ -251,8 +248,8 @@ def select_top_k(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tens
     [`top_k_of_rows`]. The same values; among exactly tied scores (the -inf of masked keys) the indices
     may differ.
 
-    The training step's masked softmax selects over every (B, H, N, N) score: with MiniLM's 12 heads,
-    16 rows of 128 tokens, 7.4 ms a layer against 43 ms for `torch.topk` (one thread).
+    The training step's masked softmax selects over every (B, H, N, N) score, most of its time with
+    `torch.topk` (spec.md).
 
     Example:
         >>> scores = torch.randn(3, 128)
@@ -354,9 +351,8 @@ def masked_softmax(scores: torch.Tensor, keep: torch.Tensor, dtype: torch.dtype)
 def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """`allowed` as a float mask to add to scores: 0 where allowed, -inf elsewhere, in `dtype`.
 
-    Adding it, when one mask serves several heads, is an arithmetic pass over the scores; a boolean
-    `masked_fill` with the mask broadcast over the heads took 2.5 to 5 times as long on the CPU (MiniLM's 12
-    heads: 49 against 122 µs at N = 128, 76 against 422 µs for 16 rows of 48 tokens).
+    Adding it, when one mask serves several heads, is an arithmetic pass over the scores, where a boolean
+    `masked_fill` would broadcast the mask over the heads, slower on the CPU (spec.md).
 
     Example:
         >>> additive_mask(torch.tensor([True, False]), torch.float32)
@@ -373,11 +369,10 @@ def kept_bias(
 
     Kept: the `top_k` best allowed keys of each row (every allowed key when fewer are allowed, or when `top_k`
     is None). The selection reads a detached copy of the scores plus [`additive_mask`] (-inf where not
-    allowed). The bias is added rather than masked in: `scores + 0` is the score itself, so the softmax of
-    `scores + bias` gives the same numbers as masking the rest out (tested bit for bit against the former
-    boolean masks, gradients and dropout included), and the backward of the addition is free. With MiniLM's
-    12 heads, 16 rows of 48 tokens, a LoRA training step took 1.031× `none`'s time, against 1.084× with the
-    boolean masks (40 interleaved steps).
+    allowed). The bias is added rather than masked in: `scores + 0` is the score itself and a score plus the
+    lowest float has probability 0, so the softmax of `scores + bias` gives the same numbers as masking the
+    rest out, and the backward of the addition is free (a training step's time against boolean masks:
+    spec.md).
 
     Args:
         scores: (B, H, N_q, N_k) scaled attention scores.
@@ -428,10 +423,8 @@ def compiled_kernel(
     """The compiled top-k attention ([`top_k_kernel`]) when it applies to a call, else None (then the tiles).
 
     It applies without autograd (`in_place`) and without dropout, for k up to `KERNEL_MAX_K`, to float32
-    tensors on the CPU whose rows are contiguous, with no mask or a boolean one, where it could be built. With
-    MiniLM's shape (one row, 12 heads of 32, one layer, two cores, no mask, 300 interleaved calls) its AVX-512
-    form ran at 1.01–1.03×, 1.05–1.12× and 1.21–1.30× fused SDPA's speed at N = 128, 256 and 512, where
-    `torch.topk` alone took 2.5–4 times SDPA's whole call.
+    tensors on the CPU whose rows are contiguous, with no mask or a boolean one, where it could be built (its
+    speed against fused SDPA and the tiles: spec.md).
     """
     if not in_place or with_dropout or top_k > KERNEL_MAX_K or not reads_float32_rows(query, key, value):
         return None
@@ -691,8 +684,7 @@ def adaptive_sparse_attention(
     top_k = None if warm_up else state.top_k
     # Dense tiles: full attention, k covering every key (then nothing is left to save), or short inputs with
     # autograd (one masked softmax trains faster). Without autograd short inputs take sparse tiles too: the
-    # dense tile's masks, scatter, softmax and product over all N columns cost more than the selection itself
-    # (one layer of MiniLM's shape, no grad: 1.8 ms against 3.3 ms at N = 128, 6.1 against 10.8 at 256).
+    # dense tile's masks, scatter, softmax and product over all N columns cost more than the selection itself.
     dense = not sparse or (not tiled and not in_place)
     output = query.new_empty(batch, n_q, heads, head_dim) if in_place else None
     spread = want_probabilities and (tiled or not dense)  # p over the k kept keys, spread into (B, H, N, N)

@@ -4,7 +4,8 @@
 - :func:`banded_attention_torch`: pure torch, any device, autograd, memory linear in N.
 - ``triton_banded.banded_attention_triton``: forward-only Triton kernel (imported lazily; triton is optional).
 - :func:`dense_banded_reference`: O(N²) dense ground truth for tests.
-- ``bench.run_attention_benchmark``: time and memory against dense SDPA.
+
+Their time and memory against dense SDPA: ``pipeline/bench.py`` (``attncard bench attention``).
 """
 
 from .banded import banded_attention_torch

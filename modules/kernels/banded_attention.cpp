@@ -450,8 +450,5 @@ void banded_attention(const at::Tensor& query, const at::Tensor& key, const at::
 
 }  // namespace
 
-TORCH_LIBRARY_FRAGMENT(attncard, m) {
-  m.def("banded_attention(Tensor query, Tensor key, Tensor value, Tensor window, Tensor distance_bias, "
-        "Tensor key_padding_mask, Tensor global_index, bool causal, float scaling, Tensor(a!) out) -> ()",
-        &banded_attention);
-}
+// The CPU implementation of an operator banded_cpu.py defines, with its schema and fake implementation.
+TORCH_LIBRARY_IMPL(attncard, CPU, m) { m.impl("banded_attention", &banded_attention); }

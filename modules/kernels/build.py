@@ -1,13 +1,15 @@
 """Builds one of the compiled CPU kernels beside this file, on first use, or says once why it cannot.
 
-The kernels (`top_k_attention.cpp`, `banded_attention.cpp`) register operators under `torch.ops.attncard`.
+The kernels (`top_k_attention.cpp`, `banded_attention.cpp`) are the CPU implementations of operators under
+`torch.ops.attncard`, which Python defines ([`define_operator`]): each once a process, with a fake
+implementation, so that `torch.compile` can trace a model that calls one, and so that loading a second build
+of a kernel only replaces its CPU implementation (two C++ definitions of one operator abort the process).
 They are compiled by `torch.utils.cpp_extension` (15–20 s each, once per machine and torch version, into
 torch's extension cache: `TORCH_EXTENSIONS_DIR`, by default `~/.cache/torch_extensions`), with AVX2 and FMA,
 so only on a CPU that has them; a kernel with an AVX-512 form (`avx512=True`) gets it, as an extension of
 its own name, where torch's own CPU capability is AVX512 (so `ATEN_CPU_CAPABILITY=avx2` builds and runs the
 AVX2 form, as it sends torch's kernels to theirs). Where one cannot be built (an older CPU, no C++ compiler,
-no ninja) or its environment variable is "0", the caller keeps its torch path, which computes the same. A
-kernel's operators can be registered once a process: call it the same way each time.
+no ninja) or its environment variable is "0", the caller keeps its torch path, which computes the same.
 
 Example:
     >>> build_kernel("attncard_banded", "banded_attention.cpp", "ATTNCARD_BANDED_KERNEL", "SDPA", avx512=True)
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -25,6 +28,35 @@ import torch
 logger = logging.getLogger(__name__)
 
 CAPABILITIES = ("AVX2", "AVX512")
+NAMESPACE = "attncard"
+# Holds the operators' definitions and fake implementations: they last as long as this object.
+_LIBRARY = torch.library.Library(NAMESPACE, "FRAGMENT")
+
+
+def define_operator(schema: str, fake: Callable) -> None:
+    """Defines the operator `attncard::<name>` from its schema, with `fake` as its fake implementation (the
+    shapes, dtypes and devices of its results, computed from fake tensors), unless it is defined already.
+
+    Its CPU implementation is the compiled kernel's, registered when [`build_kernel`] loads it.
+
+    Args:
+        schema: e.g. "top_k_rows(Tensor scores, int k) -> (Tensor, Tensor)"; `Tensor(a!)` marks an argument
+            the kernel writes into.
+        fake: takes the operator's arguments and returns empty tensors shaped like its results (None for an
+            operator that returns nothing).
+
+    Example:
+        >>> from attncard.modules.kernels import top_k  # defines top_k_rows and top_k_attention
+        >>> with torch._subclasses.FakeTensorMode():  # traced, not run: no kernel needed
+        ...     values, indices = torch.ops.attncard.top_k_rows(torch.empty(6, 128), 8)
+        >>> values.shape, indices.dtype
+        (torch.Size([6, 8]), torch.int64)
+    """
+    name = schema.split("(", 1)[0]
+    if hasattr(getattr(torch.ops, NAMESPACE), name):  # a second import of its module, or a reload
+        return
+    _LIBRARY.define(schema)
+    torch.library.register_fake(f"{NAMESPACE}::{name}", fake, lib=_LIBRARY)
 
 
 def build_kernel(name: str, source: str, env_var: str, fallback: str, *, avx512: bool = False) -> bool:

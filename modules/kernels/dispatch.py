@@ -37,14 +37,15 @@ def select_implementation(
     - "triton" on CUDA when triton is installed and no gradient is needed (it has no backward kernel);
     - "compiled" (:func:`~modules.kernels.banded_cpu.banded_attention_cpu`) on the CPU when no gradient is
       needed, for float32 inputs whose last dimension is contiguous, where the kernel could be built: each
-      query reads its band only, 1.1–1.2× fused SDPA's speed at N = 128 and 3.6× at 512 with MiniLM's
-      learned spans (one layer, one thread), in no memory beyond its output;
+      query reads its band only, in no memory beyond its output;
     - "torch" (:func:`~modules.kernels.banded.banded_attention_torch`) when ``distance_bias`` needs a
       gradient: the fused SDPA kernels give none to an additive mask, and the torch kernel's own backward
       does (the adaptive-span training step);
     - "sdpa" (:func:`~modules.kernels.banded.banded_attention_sdpa`) otherwise, gradients of query, key and
-      value included: one fused SDPA call per group of query blocks, two to three times as fast as the torch
-      kernel at a quarter of its memory or less (``attncard bench attention``).
+      value included: one fused SDPA call per group of query blocks, which never holds the blocks' scores
+      that the torch kernel computes and keeps for its backward.
+
+    Their time and memory against dense attention: ``attncard bench attention`` (``bench/attention.md``).
 
     Example:
         >>> q = k = v = torch.randn(1, 2, 64, 8)

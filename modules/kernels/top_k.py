@@ -1,13 +1,12 @@
 """adaptive_sparse's compiled top-k attention on the CPU: scores, selection, softmax and P·V in one pass.
 
-`torch.topk` costs about 0.75 µs a row on the CPU at any length up to 512: with MiniLM's shape (12 heads,
-N = 128) that is 1.1–1.3 ms a layer, three to four times the whole fused SDPA call. `top_k_attention.cpp`
-(beside this file) computes the scores of 36 query rows at a time against every key (vector FMAs, from the
-keys transposed once), bounds each row's k-th largest score from vector maxima, compares every score with the
-bound, a register at a time, and ranks the few that pass; then it applies the softmax over the k kept scores
-and sums their value rows into the output. Ties go to the lower key index; NaN ranks first, as in
-`torch.topk`. No (N, N) tensor is built: beyond its inputs and output it holds the keys transposed and 36 rows
-of scores per thread.
+With MiniLM's shape, `torch.topk` alone costs more on the CPU than a whole fused SDPA call (adaptive_sparse's
+spec.md has the figures). `top_k_attention.cpp` (beside this file) computes the scores of 36 query rows at a
+time against every key (vector FMAs, from the keys transposed once), bounds each row's k-th largest score from
+vector maxima, compares every score with the bound, a register at a time, and ranks the few that pass; then it
+applies the softmax over the k kept scores and sums their value rows into the output. Ties go to the lower key
+index; NaN ranks first, as in `torch.topk`. No (N, N) tensor is built: beyond its inputs and output it holds
+the keys transposed and 36 rows of scores per thread.
 
 It is compiled on first use by `torch.utils.cpp_extension` (about 20 s, once per machine and torch version,
 into torch's extension cache: `TORCH_EXTENSIONS_DIR`, by default `~/.cache/torch_extensions`), and only on a
@@ -32,7 +31,7 @@ from collections.abc import Callable
 
 import torch
 
-from .build import CAPABILITIES, build_kernel
+from .build import CAPABILITIES, build_kernel, define_operator
 
 SOURCE = "top_k_attention.cpp"
 KERNEL_ENV_VAR = "ATTNCARD_TOP_K_KERNEL"
@@ -40,6 +39,28 @@ KERNEL_ENV_VAR = "ATTNCARD_TOP_K_KERNEL"
 # slower than torch.topk.
 KERNEL_MAX_K = 16
 __all__ = ["CAPABILITIES", "KERNEL_ENV_VAR", "KERNEL_MAX_K", "top_k_kernel", "top_k_rows_kernel"]
+
+
+def _fake_top_k_attention(query, key, value, mask, causal, scaling, k, keep, out):
+    """`top_k_attention`'s results without computing them: (B, H, N_q, k) kept scores and key indices, or
+    (0, H, N_q, k) each without `keep`; `out` is written in place."""
+    batch, heads, n_q, _ = query.shape
+    shape = (batch if keep else 0, heads, n_q, k)
+    return query.new_empty(shape), query.new_empty(shape, dtype=torch.long)
+
+
+def _fake_top_k_rows(scores, k):
+    """`top_k_rows`'s results without computing them: values and indices, (..., k)."""
+    shape = (*scores.shape[:-1], k)
+    return scores.new_empty(shape), scores.new_empty(shape, dtype=torch.long)
+
+
+define_operator(
+    "top_k_attention(Tensor query, Tensor key, Tensor value, Tensor mask, bool causal, float scaling, int k, "
+    "bool keep, Tensor(a!) out) -> (Tensor, Tensor)",
+    _fake_top_k_attention,
+)
+define_operator("top_k_rows(Tensor scores, int k) -> (Tensor, Tensor)", _fake_top_k_rows)
 
 
 @functools.cache
@@ -65,8 +86,8 @@ def top_k_rows_kernel() -> Callable[[torch.Tensor, int], tuple[torch.Tensor, tor
     """`torch.ops.attncard.top_k_rows`, from the same build as [`top_k_kernel`]; None where it cannot be.
 
     The op: `(scores, k) -> (values, indices)`, `scores.topk(k, dim=-1)` for a float32 CPU tensor (largest
-    first, ties to the lower index, NaN first), by the kernel's bounded selection: about 4 times as fast as
-    `torch.topk` on rows of 128. Best for k up to `KERNEL_MAX_K`; larger k sorts each row.
+    first, ties to the lower index, NaN first), by the kernel's bounded selection, faster than `torch.topk`
+    (adaptive_sparse's spec.md). Best for k up to `KERNEL_MAX_K`; larger k sorts each row.
 
     Example:
         >>> scores = torch.randn(6, 128)

@@ -556,9 +556,8 @@ std::tuple<at::Tensor, at::Tensor> top_k_rows(const at::Tensor& scores, int64_t 
 
 }  // namespace
 
-TORCH_LIBRARY(attncard, m) {
-  m.def("top_k_rows(Tensor scores, int k) -> (Tensor, Tensor)", &top_k_rows);
-  m.def("top_k_attention(Tensor query, Tensor key, Tensor value, Tensor mask, bool causal, float scaling, "
-        "int k, bool keep, Tensor(a!) out) -> (Tensor, Tensor)",
-        &top_k_attention);
+// The CPU implementations of operators top_k.py defines, with their schemas and fake implementations.
+TORCH_LIBRARY_IMPL(attncard, CPU, m) {
+  m.impl("top_k_rows", &top_k_rows);
+  m.impl("top_k_attention", &top_k_attention);
 }

@@ -1,5 +1,5 @@
 """`attncard bench attention [--ns …] [--repeats K] [--json FILE] [--markdown FILE]`: time and peak memory of
-banded attention against dense attention (`modules.kernels.bench`), K interleaved samples per implementation,
+banded attention against dense attention (`pipeline.bench`), K interleaved samples per implementation,
 printed as a Markdown table with medians, min–max and speed-up ranges. torch and the kernels are imported when
 the command runs: `--help` and argument errors answer without them."""
 
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     import torch
 
-    from ...modules.kernels.bench import DEFAULT_REPEATS, format_table, run_attention_benchmark
+    from ..bench import DEFAULT_REPEATS, format_table, run_attention_benchmark
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if args.threads:

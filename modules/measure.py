@@ -1,13 +1,13 @@
 """Peak memory growth of a block of code, in MB: on a GPU CUDA's max allocated, on the CPU the growth of the
 process's peak resident set or, exactly, of what torch's allocator holds; and the wall time of one call. One
-home for the evaluation's, the scaling tables', the calibrations' and the benchmark's figures.
+home for the evaluation's, the scaling tables', the calibrations' and the benchmark's figures: here, below
+the pipeline, because a module measures itself too (adaptive_span's crossover, after training).
 
 The resident set is what the OS sees, but at a few MB it is noise: a freed tensor's pages stay on glibc's
-heap and a later one may or may not land on them, and Linux counts resident pages per CPU, read approximately.
-MiniLM against an identical copy of itself read 0.82–1.10 at N = 128–512 (8 trials of 7 passes a side), and
-still ±0.5 MB a pass with glibc's mmap threshold lowered. An `exact` block counts instead the bytes torch's
-CPU allocator hands out and takes back during the block, from the profiler's allocation events: the peak of
-the tensors live at once, kernels' scratch tensors included, the same on every pass (what CUDA's
+heap and a later one may or may not land on them, and Linux counts resident pages per CPU, read approximately
+(docs/benchmarks.md has how far identical models read apart). An `exact` block counts instead the bytes
+torch's CPU allocator hands out and takes back during the block, from the profiler's allocation events: the
+peak of the tensors live at once, kernels' scratch tensors included, the same on every pass (what CUDA's
 `max_memory_allocated` is on a GPU). Memory that libraries allocate outside torch (MKL's, oneDNN's own
 buffers) is not in it.
 """

@@ -18,8 +18,8 @@ range that holds 1 says no measurable difference. Calls shorter than ``MIN_SAMPL
 within a sample and averaged.
 
 Peak memory is the largest growth during one call of the bytes torch's allocator holds: on CPU from the
-profiler's allocation events (``memory.PeakMemory(exact=True)``; the growth of the peak RSS inside another
-profiler), on CUDA ``torch.cuda.max_memory_allocated``; None where neither can be read.
+profiler's allocation events (``modules.measure.PeakMemory(exact=True)``; the growth of the peak RSS inside
+another profiler), on CUDA ``torch.cuda.max_memory_allocated``; None where neither can be read.
 """
 
 from __future__ import annotations
@@ -32,10 +32,13 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from .banded import banded_attention_torch
-from .dispatch import banded_attention, select_implementation
-from .memory import PeakMemory
-from .reference import dense_banded_reference
+from ..modules.kernels import (
+    banded_attention,
+    banded_attention_torch,
+    dense_banded_reference,
+    select_implementation,
+)
+from ..modules.measure import PeakMemory
 
 # The dense reference holds about three (B, H, N, N) float32 tensors at once; skipped beyond this budget.
 REFERENCE_MEMORY_BUDGET_BYTES = 6e9
