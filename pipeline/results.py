@@ -128,11 +128,9 @@ SCALING_TIMING_METHOD = (
     "of the pairs' ratios (dense / module), its range dense minimum / module maximum to dense maximum / "
     "module minimum, and a range that contains 1 is no measurable difference"
 )
-# Measured-memory passes per side and length of the scaling tables, alternating: each peak is their median.
-# With the resident set one pass's peak took one of two or three values, as the heap happened to lie (MiniLM
-# at N = 128: 3.29–3.35 or 3.51–3.93 MB over 15 passes), and identical models read 0.82–1.10 of each other.
-# The passes now count torch's allocations (`PeakMemory(exact=True)`), the same on every pass; the median
-# stays, for a module whose path or allocations change from call to call.
+# Measured-memory passes per side and length of the scaling tables, module and dense alternating: each peak
+# is their median. A pass counts torch's allocations (`PeakMemory(exact=True)`), the same on every pass; the
+# median is for a module whose path or allocations change from call to call (docs/benchmarks.md).
 SCALING_MEMORY_PASSES = 7
 SCALING_MEMORY_METHOD = (
     "peak memory growth during a pass: CUDA max_memory_allocated minus the memory allocated before it, or "
