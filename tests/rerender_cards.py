@@ -22,7 +22,8 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
-from pathlib import Path
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath
 
 from attncard.modules import get_module, module_provenance
 from attncard.pipeline.cli import main
@@ -40,6 +41,7 @@ from attncard.pipeline.results import (
 
 ROOT = Path(__file__).resolve().parent.parent
 CARDS = ROOT / "cards"
+Read = Callable[[str], str | None]  # a repository path -> the file's text, at a commit or installed
 
 
 def upgrade(results: Results) -> None:
@@ -62,34 +64,65 @@ def upgrade(results: Results) -> None:
     results.schema_version = SCHEMA_VERSION
 
 
-def _code(source: str) -> str:
-    """A Python file's code without its comments and docstrings, as `ast` parses it."""
+def _tree(source: str) -> ast.Module:
+    """A Python file's syntax tree without its docstrings (comments are never in it)."""
     tree = ast.parse(source)
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         docstring = isinstance(body, list) and body and isinstance(body[0], ast.Expr)
         if docstring and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
             node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree)
+    return tree
+
+
+def _imported(relative: str, node: ast.ImportFrom, read: Read) -> str | None:
+    """The source of the module a relative import in the repository's file `relative` names, as `read` gives
+    files; None when it is not a file of the repository."""
+    base = PurePosixPath(relative).parents[node.level - 1]
+    target = base.joinpath(*node.module.split(".")) if node.module else base
+    return next(filter(None, (read(f"{target}.py"), read(f"{target}/__init__.py"))), None)
+
+
+def same_code(relative: str, recorded: Read, installed: Read) -> bool:
+    """Whether the repository's Python file `relative` runs the same code at the recorded commit and
+    installed: the same syntax tree but for comments, docstrings and relative imports of the same names from
+    a module that moved with the same code."""
+    old, new = _tree(recorded(relative) or ""), _tree(installed(relative) or "")
+    for was, now in zip(ast.walk(old), ast.walk(new), strict=False):
+        moved = (
+            isinstance(was, ast.ImportFrom) and isinstance(now, ast.ImportFrom) and was.level and now.level
+        )
+        if moved and (was.module, was.level) != (now.module, now.level) and ast.dump(was) != ast.dump(now):
+            before, after = _imported(relative, was, recorded), _imported(relative, now, installed)
+            if before is not None and after is not None and ast.dump(_tree(before)) == ast.dump(_tree(after)):
+                now.module, now.level = was.module, was.level
+    return ast.dump(old) == ast.dump(new)
 
 
 def update_module_source(results: Results, folder: Path) -> None:
-    """Records the installed source of the run's module when only comments, docstrings or its spec changed
-    since the run's recorded commit; stops the script otherwise."""
+    """Records the installed source of the run's module when only comments, docstrings, the place of a module
+    it imports or its spec changed since the run's recorded commit; stops the script otherwise."""
     provenance = module_provenance(results.module.name)
     if provenance.source_sha256 == results.module.source_sha256:
         return
     module = get_module(results.module.name)
     commit = results.environment.git_commit.removesuffix("+dirty")
-    installed = {path.name: path for path in [*module.source_files, Path(module.folder) / "spec.md"]}
-    for name, path in sorted(installed.items()):
+
+    def recorded(relative: str) -> str | None:
+        shown = subprocess.run(
+            ["git", "show", f"{commit}:{relative}"], cwd=ROOT, capture_output=True, text=True
+        )
+        return shown.stdout if shown.returncode == 0 else None
+
+    def installed(relative: str) -> str | None:
+        return (ROOT / relative).read_text(encoding="utf-8") if (ROOT / relative).is_file() else None
+
+    files = {path.name: path for path in [*module.source_files, Path(module.folder) / "spec.md"]}
+    for name, path in sorted(files.items()):
         if results.module.source.get(name) == sha256_file(path) or not name.endswith(".py"):
             continue
         relative = path.resolve().relative_to(ROOT).as_posix()
-        recorded = subprocess.run(
-            ["git", "show", f"{commit}:{relative}"], cwd=ROOT, capture_output=True, text=True, check=False
-        )
-        if recorded.returncode != 0 or _code(recorded.stdout) != _code(path.read_text(encoding="utf-8")):
+        if recorded(relative) is None or not same_code(relative, recorded, installed):
             sys.exit(f"{folder}: {relative} runs other code than at {commit[:12]}; publish the run again")
     results.module.source = {path.name: sha256_file(path) for path in module.source_files}
     results.module.source_sha256 = provenance.source_sha256
