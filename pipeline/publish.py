@@ -19,7 +19,9 @@ then pushes it (`pipeline.push`).
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import json
 import logging
 import os
@@ -28,6 +30,7 @@ import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import torch
 import transformers
 
 from ..modules import get_module, module_provenance
@@ -59,7 +62,6 @@ from .render import (
     LICENSE_FILE,
     render_card,
     render_license,
-    run_usage_snippet,
     usage_location_problem,
     usage_snippet,
     write_eval_results,
@@ -171,6 +173,14 @@ def model_dimensions(config) -> dict[str, int | None]:
         "num_heads": config.num_attention_heads,
         "vocab_size": config.vocab_size,
     }
+
+def run_usage_snippet(code: str) -> str:
+    """Runs a usage snippet and returns what it printed; an exception propagates, failing the render."""
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output), torch.no_grad():
+        exec(compile(code, "<model card usage snippet>", "exec"), {"__name__": "__usage__"})
+    return output.getvalue()
+
 
 
 def write_run_folder(evaluation: EvalResult, results: Results, run_dir: str | os.PathLike) -> Path:
