@@ -167,15 +167,18 @@ def reverify_predictions(
     field (against `expected_sha256` when given) and its figures against each other, no pickle, every file
     that is there listed in the manifest with its sha256, only files a run folder holds, no remote code.
     Then predictions.csv is read line by line ([`pipeline.predictions.read_predictions`]) and its gold labels
-    compared with the recorded task's evaluated split, read as [`reverify`] reads it (never from the
-    repository). From the logits every quality figure is recomputed as evaluation computes it (accuracy, F1,
-    precision, recall, loss, confusion matrix, per-class scores, predictions hash) and the verification as
+    compared with the recorded task's evaluated split, read as [`pipeline.reverify.reverify`] reads it (never
+    from the repository). From the logits every quality figure is recomputed as evaluation computes it
+    (accuracy, F1, precision, recall, loss, confusion matrix, per-class scores, predictions hash; the loss is
+    compared within [`pipeline.metrics.LOSS_REL_TOL`], every other figure bit for bit) and the verification as
     [`pipeline.verify.verify`] decides it (p0, SE, threshold, p-value, Wilson interval, status, reasons),
     with results.json's parameter counts (the deployed parameters need the model); also the dataset revision
     and sample rows. The paired verdict against the dense model, when the run records one, is recomputed
-    from this predictions.csv and the dense run's ([`comparison_figures`]). It takes seconds.
+    from this predictions.csv and the dense run's ([`comparison_figures`]). It takes about a second of CPU
+    and imports no torch.
 
-    What it cannot tell: whether the model predicts these logits; [`reverify`] evaluates the model again.
+    What it cannot tell: whether the model predicts these logits; [`pipeline.reverify.reverify`] evaluates
+    the model again.
 
     Args:
         run_dir: a local run folder, or its copy in `cards/`.
@@ -194,7 +197,7 @@ def reverify_predictions(
             written before they were recorded: verify it with its model).
         ResultsError: its results.json cannot be read.
         UnsafeFormatError: the folder holds pickle weights, which attncard never loads.
-        IncompatibleRunError: attncard has no such module, or the installed one has another source sha256.
+        IncompatibleRunError: config.json names a model type attncard does not load.
         DataError: the task's data cannot be had or are not the recorded data.
 
     Example:
