@@ -26,6 +26,7 @@ citation. [`FAMILIES`] is the one table of the model families attncard supports.
 from __future__ import annotations
 
 import copy
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -506,3 +507,32 @@ class AttentionModule:
     def config_fields(self) -> list[tuple[str, object, str]]:
         """`(name, default, help)` of every config field, for the card's configuration table."""
         return [(f.name, f.default, f.metadata["help"]) for f in fields(self.config_class)]
+
+
+def imported_on_call(module: str, function: str) -> Callable:
+    """`module.function`, imported when first called: a module's `__init__.py` can name hooks that live in
+    files importing torch and still import without it (the registry, the card and `attncard verify
+    --predictions` read `MODULE` without torch).
+
+    Args:
+        module: the absolute name of the hook's file, e.g. `f"{__name__}.model"` in a module's `__init__.py`.
+        function: the name of the hook in it.
+
+    Returns:
+        A function taking the same arguments and returning what `module.function` returns.
+
+    Example:
+        >>> from attncard.modules.none import NoneConfig
+        >>> apply = imported_on_call("attncard.modules.none.model", "apply")
+        >>> apply.__name__
+        'apply'
+        >>> apply(model, NoneConfig()).config._attn_implementation  # imports the file, and torch, now
+        'attncard_none'
+    """
+
+    def call(*args, **kwargs):
+        return getattr(importlib.import_module(module), function)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = function
+    call.__doc__ = f"`{module}.{function}`, imported when first called."
+    return call

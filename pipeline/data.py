@@ -283,6 +283,25 @@ def read_glue_tsv(path: Path, spec: TaskSpec) -> datasets.Dataset:
         >>> len(ds), ds.features["label"].names
         (40, ['negative', 'positive'])
     """
+    columns = read_glue_columns(path, spec)
+    import datasets
+
+    features = datasets.Features(
+        {column: datasets.Value("string") for column in spec.text_columns}
+        | {"label": datasets.ClassLabel(names=list(spec.label_names))}
+    )
+    return datasets.Dataset.from_dict(columns, features=features)
+
+
+def read_glue_columns(path: Path, spec: TaskSpec) -> dict[str, list]:
+    """Reads one GLUE TSV file as plain columns, without `datasets`: the task's text columns and the integer
+    `label`, each a list in file order. Checked as [`read_glue_tsv`] checks it.
+
+    Example:
+        >>> columns = read_glue_columns(Path("glue/SST-2/dev.tsv"), TASKS["sst2"])
+        >>> list(columns), len(columns["label"])
+        (['sentence', 'label'], 40)
+    """
     if not path.is_file():
         raise DataError(f"{path}: file not found; the {spec.name} folder needs {path.name}")
     # utf-8-sig: MRPC's files start with a byte order mark carried over from Microsoft's release.
@@ -328,14 +347,7 @@ def read_glue_tsv(path: Path, spec: TaskSpec) -> datasets.Dataset:
         for column in spec.text_columns:
             columns[column].append(row[positions[column]])
         columns["label"].append(label)
-
-    import datasets
-
-    features = datasets.Features(
-        {column: datasets.Value("string") for column in spec.text_columns}
-        | {"label": datasets.ClassLabel(names=list(spec.label_names))}
-    )
-    return datasets.Dataset.from_dict(columns, features=features)
+    return columns
 
 
 def check_data_dir(spec: TaskSpec, data_dir: str | os.PathLike) -> Path:
@@ -444,6 +456,68 @@ def load_task(name: str, data_dir: str | os.PathLike | None = None) -> TaskData:
     return load_task_from_hub(spec)
 
 
+@dataclass
+class ValidationSplit:
+    """A task's evaluated split alone, as plain rows: what checking a run's predictions against the data needs
+    ([`load_validation`]). From a GLUE folder it is read without `datasets`, whose import takes longer than
+    the whole check.
+
+    Attributes:
+        spec: the task.
+        rows: every row of the split, in order: its text columns and integer `label`.
+        source: where the rows came from; its `revision` is [`TaskData`]'s, its `files` name the validation
+            file alone.
+    """
+
+    spec: TaskSpec
+    rows: list[dict[str, str | int]]
+    source: DataSource
+
+    @property
+    def labels(self) -> list[int]:
+        """The gold label ids, in split order."""
+        return [row["label"] for row in self.rows]
+
+
+def load_validation(
+    name: str, data_dir: str | os.PathLike | None = None, revision: str | None = None
+) -> ValidationSplit:
+    """Loads a task's evaluated split alone: from `data_dir`, else from `GLUE_DIR`, else from the Hub's
+    nyu-mll/glue at `revision` (default: its latest commit).
+
+    Its rows are those of [`load_task`]'s `validation` for the same data, and its `source.revision` the same.
+
+    Raises:
+        [`UnknownNameError`]: the task is not a GLUE classification task.
+        [`DataError`]: a file is missing or malformed, or the Hub cannot be reached.
+
+    Example:
+        >>> split = load_validation("sst2", "glue")
+        >>> len(split.rows), split.source.revision == load_task("sst2", "glue").source.revision
+        (40, True)
+    """
+    spec = get_task(name)
+    data_dir = data_dir or os.environ.get("GLUE_DIR") or None
+    if not data_dir:
+        task = load_task_from_hub(spec, revision)
+        return ValidationSplit(spec=spec, rows=list(task.validation), source=task.source)
+    data_dir = Path(data_dir).expanduser().resolve()
+    path = check_data_dir(spec, data_dir) / spec.validation_file
+    columns = read_glue_columns(path, spec)
+    rows = [dict(zip(columns, values, strict=True)) for values in zip(*columns.values(), strict=True)]
+    sha256 = sha256_file(path)
+    return ValidationSplit(
+        spec=spec,
+        rows=rows,
+        source=DataSource(
+            dataset_id="glue-tsv",
+            config=spec.name,
+            revision=f"sha256:{sha256}",
+            files={"validation": {"path": path.relative_to(data_dir).as_posix(), "sha256": sha256}},
+        ),
+    )
+
+
 SAMPLE_ROWS = 3  # rows of the evaluated split the card shows as read
 
 
@@ -492,7 +566,9 @@ def task_statistics(data: TaskData, tokenizer, max_length: int) -> dict[str, Spl
     }
 
 
-def sample_rows(rows: datasets.Dataset, spec: TaskSpec, count: int = SAMPLE_ROWS) -> list[SampleRow]:
+def sample_rows(
+    rows: datasets.Dataset | list[dict[str, str | int]], spec: TaskSpec, count: int = SAMPLE_ROWS
+) -> list[SampleRow]:
     """The first `count` rows of a split, as read: each text column and the label's name.
 
     Example:

@@ -16,8 +16,9 @@ Loading a run:
 3. refuses pickle files (`*.bin`, `*.pt`, …) without opening them, and checks the files against the
    manifest: every listed file must be there with its sha256, and every other file is an error, except the
    transport's bookkeeping (`.gitattributes`, `.git/`, `.cache/huggingface/`) and the signature;
-4. refuses any file publish does not write, remote code in the configs (`auto_map`), an unknown model type,
-   and an `adapter_config.json` that is not the LoRA config publish writes ([`pipeline.integrity`]);
+4. refuses any file publish does not write, remote code in the configs (`auto_map`) and an unknown model
+   type ([`pipeline.integrity`]), and an `adapter_config.json` that is not the LoRA config publish writes
+   ([`lora_config`]);
 5. recomputes the verification from the recorded counts and the metrics from the confusion matrix, reads
    `predictions.csv` line by line when the manifest lists it (rows, class counts, predictions hash:
    [`pipeline.predictions.read_predictions`]), and renders the card and plots again: any
@@ -45,8 +46,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
-import re
 import shutil
 import tempfile
 import typing
@@ -57,17 +58,20 @@ from pathlib import Path
 import torch
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
-from peft import PeftModel
+from peft import LoraConfig, PeftModel
 from peft.utils import get_peft_model_state_dict
+from peft.utils.constants import DUMMY_TARGET_MODULES
 from safetensors import SafetensorError, safe_open
 from tokenizers import Tokenizer
 from transformers import (
+    CONFIG_MAPPING,
     AutoConfig,
     AutoModelForSequenceClassification,
     AutoTokenizer,
     PretrainedConfig,
     PreTrainedTokenizerBase,
 )
+from transformers import __version__ as transformers_version
 from transformers.utils import logging as transformers_logging
 
 from ..modules import BUILTIN_PACKAGE, AttentionModule, get_module, module_names, module_provenance
@@ -82,7 +86,6 @@ from .errors import (
     ModuleNotInstalledError,
     ResultsError,
     UnknownModuleError,
-    UnknownSchemaError,
     UnsafeFormatError,
     first_line,
 )
@@ -92,19 +95,22 @@ from .integrity import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,
     CONFIG_FILE,
+    SHA_PREFIX,
     TOKENIZER_CONFIG_FILE,
-    WEIGHTS_SUFFIX,
     card_problems,
-    check_run_files,
-    lora_config,
+    check_expected_sha256,
+    check_files,
+    read_checked_files,
+    read_json_object,
+    read_results,
     recorded_figure_problems,
+    refuse_contradictions,
     stock_problems,
 )
 from .models import MODEL_ALIASES, folder_revision, minilm_folder, pad_on_the_right
 from .predictions import read_predictions
 from .render import install_line
 from .results import (
-    CARD_FILE,
     COMMIT_RE,
     MAX_TOKENIZER_BYTES,
     PREDICTIONS_FILE,
@@ -115,15 +121,11 @@ from .results import (
     Results,
     Status,
     StockLoad,
-    check_manifest,
-    is_transport_path,
     run_tag,
     sha256_file,
 )
 from .signing import SignatureReport, verify_run_signature
 
-# The files every run folder must list in its manifest: without them there is nothing to rebuild or check.
-REQUIRED_FILES = (ADAPTER_WEIGHTS_FILE, ADAPTER_CONFIG_FILE, CONFIG_FILE, CARD_FILE)
 TOKENIZER_FILE = "tokenizer.json"
 # The fields of a run's config.json that publish sets (labels, architecture, dtype, pad token) or that
 # name where and how it was loaded; every other field must be the base model's (check_config_fits_base).
@@ -144,12 +146,22 @@ PUBLISH_SET_CONFIG_FIELDS = frozenset(
         "_attn_implementation_autoset",
     }
 )
-# Pickle-based weight formats: torch.load on them can run arbitrary code. They are refused unopened.
-UNSAFE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
-SHA_PREFIX = 12  # characters of a sha256 shown in messages
+# adapter_config.json fields that publish sets; every other field must hold LoraConfig's default.
+_LORA_FIELDS: dict[str, tuple[type, ...]] = {
+    "peft_type": (str,),
+    "task_type": (str,),
+    "r": (int,),
+    "lora_alpha": (int, float),
+    "lora_dropout": (int, float),
+    "target_modules": (list, str),  # a list, or peft's DUMMY_TARGET_MODULES when LoRA adapts nothing
+    "modules_to_save": (list, type(None)),
+    "fan_in_fan_out": (bool,),
+    "base_model_name_or_path": (str, type(None)),
+    "revision": (str, type(None)),
+    "inference_mode": (bool,),
+    "peft_version": (str,),
+}
 UNSIGNED = SignatureReport(signed=False, method=None, signer="", verified=False)
-# An expected results.json digest: its full sha256, or at least the 128 bits a run tag carries.
-_EXPECTED_SHA256_RE = re.compile(rf"^[0-9a-f]{{{RUN_TAG_DIGEST_HEX},64}}$")
 EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT = 0, 1, 2
 
 
@@ -363,131 +375,6 @@ def _fetch(
     return fetched.folder, text, fetched.commit
 
 
-def read_checked_files(
-    folder: Path,
-    expected_sha256: str | None,
-    where: str,
-    *,
-    hub: bool = False,
-    weights_optional: bool = False,
-) -> Results:
-    """The checks of a run folder's files that come before anything reads them, and its results.json: the
-    results sha256 when one is expected, results.json field by field, no unsafe format, every file against
-    the manifest (only the weights may be absent with `weights_optional`), and only files a run holds."""
-    check_results_sha256(folder, expected_sha256, where)
-    results = read_results(folder, where)
-    check_safe_formats(folder, where)
-    check_files(folder, results.manifest, where, hub, weights_optional=weights_optional)
-    check_run_files(folder, [*results.manifest, RESULTS_FILE], where)
-    return results
-
-
-def refuse_contradictions(problems: list[str], where: str) -> None:
-    """Raises [`IntegrityError`] naming the first of results.json's figures that disagree with their
-    recomputation from its own counts (and how many more), when there are any."""
-    if problems:
-        raise IntegrityError(
-            f"{where}: {RESULTS_FILE} contradicts itself: {problems[0]}"
-            + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
-            + "; its figures were edited after they were measured: do not use this checkpoint"
-        )
-
-
-def read_results(folder: Path, where: str | None = None) -> Results:
-    """Reads a run folder's results.json, refusing an unknown schema version with [`UnknownSchemaError`]."""
-    where = where or str(folder)
-    path = Path(folder) / RESULTS_FILE
-    if not path.is_file():
-        raise ResultsError(f"{where}: no {RESULTS_FILE}; this is not a run folder written by publish")
-    try:
-        return Results.load(path)
-    except UnknownSchemaError as error:
-        raise UnknownSchemaError(f"{where}: {error}") from error
-    except ResultsError as error:
-        raise ResultsError(
-            f"{where}: {error}: the file is malformed, do not use this checkpoint (if another attncard "
-            "version wrote it, read it with that version)"
-        ) from error
-
-
-def check_safe_formats(folder: Path, where: str | None = None) -> None:
-    """Refuses a run folder holding pickle files ([`UnsafeFormatError`]); nothing is opened."""
-    where = where or str(folder)
-    for path in sorted(Path(folder).rglob("*")):
-        relative = path.relative_to(folder).as_posix()
-        if path.suffix.lower() in UNSAFE_SUFFIXES and not is_transport_path(relative):
-            raise UnsafeFormatError(
-                f"{where}: {relative} is a pickle file, which can run code when loaded; attncard loads only "
-                f"safetensors and did not open it: ask the publisher for {ADAPTER_WEIGHTS_FILE} (peft's "
-                "save_pretrained writes it by default)"
-            )
-
-
-def check_files(
-    folder: Path,
-    manifest: dict[str, str],
-    where: str | None = None,
-    hub: bool = False,
-    weights_optional: bool = False,
-) -> None:
-    """Checks a run folder against its manifest, raising [`IntegrityError`] on the first difference.
-
-    Every file listed must be there with its sha256; any other file is an error, except results.json and
-    the transport's bookkeeping (the top `.gitattributes`, `.git/`, `.cache/huggingface/`). With
-    `weights_optional`, a listed weight file (`*.safetensors`) may be absent, as in a `cards/` copy; every
-    file that is there is still checked.
-
-    Example:
-        >>> copy = Path("cards-copy")
-        >>> weights = shutil.ignore_patterns("*.safetensors")
-        >>> _ = shutil.copytree("runs/tiny-gpt2-none-sst2", copy, ignore=weights)
-        >>> check_files(copy, read_results(copy).manifest, weights_optional=True)
-        >>> check_files(copy, read_results(copy).manifest)
-        Traceback (most recent call last):
-        ...
-        attncard.pipeline.errors.IntegrityError: cards-copy: adapter_model.safetensors is missing ...
-    """
-    where = where or str(folder)
-    folder = Path(folder)
-    missing_required = [name for name in REQUIRED_FILES if name not in manifest]
-    if missing_required:
-        raise IntegrityError(
-            f"{where}: the manifest in {RESULTS_FILE} does not list {', '.join(missing_required)}; this is "
-            "not a run folder written by publish"
-        )
-    differences = [
-        difference
-        for difference in check_manifest(folder, manifest, ignore_transport=True)
-        if not (
-            weights_optional and difference.kind == "missing" and difference.path.endswith(WEIGHTS_SUFFIX)
-        )
-    ]
-    redownload = (
-        "; if only your copy is damaged, download it again into a new cache_dir"
-        if hub
-        else "; get the run folder again from where it was published"
-    )
-    for difference in differences:
-        name, expected = difference.path, (difference.expected or "")[:SHA_PREFIX]
-        if difference.kind == "missing":
-            raise IntegrityError(
-                f"{where}: {name} is missing (the manifest expects sha256 {expected}…); the run is "
-                f"incomplete{redownload}"
-            )
-        if difference.kind == "changed":
-            raise IntegrityError(
-                f"{where}: {name} has sha256 {difference.actual[:SHA_PREFIX]}… but the manifest expects "
-                f"{expected}…: the file changed after publishing; do not use this checkpoint{redownload}"
-            )
-    extra = [difference.path for difference in differences]
-    if extra:
-        raise IntegrityError(
-            f"{where}: {', '.join(extra)} {'is' if len(extra) == 1 else 'are'} not in the manifest of "
-            f"{RESULTS_FILE}: files were added after publishing, and loaders may read them; remove "
-            f"{'it' if len(extra) == 1 else 'them'} (or ask the publisher to) before loading"
-        )
-
-
 def check_run_tag(folder: Path, revision: str | None, where: str) -> None:
     """Refuses a results.json that differs from the one a run tag names.
 
@@ -511,37 +398,6 @@ def check_run_tag(folder: Path, revision: str | None, where: str) -> None:
         raise IntegrityError(
             f"{where}: results.json was started at another time than the tag {revision} says (its tag would "
             f"be {expected}); do not use this checkpoint"
-        )
-
-
-def check_expected_sha256(expected: str | None) -> None:
-    """Refuses an expected results.json digest that is not 32 to 64 lowercase hex digits (no check when None).
-
-    Example:
-        >>> check_expected_sha256("3f1c2a9e")
-        Traceback (most recent call last):
-        ...
-        attncard.pipeline.errors.DownloadError: expected sha256 '3f1c2a9e' is not 32 to 64 lowercase hex ...
-    """
-    if expected is not None and not _EXPECTED_SHA256_RE.match(expected):
-        raise DownloadError(
-            f"expected sha256 '{expected}' is not {RUN_TAG_DIGEST_HEX} to 64 lowercase hex digits; "
-            "pass the sha256 of the run's results.json (cards/<run>/results.json, or its run tag's digest)"
-        )
-
-
-def check_results_sha256(folder: Path, expected: str | None, where: str) -> None:
-    """Refuses a results.json whose sha256 does not start with `expected` (no check when None)."""
-    if expected is None:
-        return
-    if not (folder / RESULTS_FILE).is_file():
-        raise ResultsError(f"{where}: no {RESULTS_FILE}; this is not a run folder written by publish")
-    actual = sha256_file(folder / RESULTS_FILE)
-    if not actual.startswith(expected):
-        raise IntegrityError(
-            f"{where}: results.json has sha256 {actual[:RUN_TAG_DIGEST_HEX]}…, not the expected "
-            f"{expected[:RUN_TAG_DIGEST_HEX]}…: it is another run, or was changed after publishing; do not "
-            "use this checkpoint"
         )
 
 
@@ -607,7 +463,7 @@ def load_verified(
 
     Example:
         >>> from attncard.pipeline.data import load_task
-        >>> from attncard.pipeline.evaluate import predictions_sha256
+        >>> from attncard.pipeline.metrics import predictions_sha256
         >>> verified = load_verified("loopback-user/tiny-gpt2-none-sst2", base_model="tiny-gpt2")
         >>> predictions = predict(verified, load_task("sst2", "glue"))
         >>> predictions_sha256(predictions) == verified.results.metrics.predictions_sha256
@@ -673,7 +529,13 @@ def _rebuild(
     adapter_config = lora_config(
         folder, where, results.training.lora_target_modules, list(module.trainable_modules)
     )
-    # No code from the repository: check_run_files refused auto_map and unknown model types already.
+    # No code from the repository: check_run_files refused auto_map and model types outside FAMILIES already.
+    model_type = read_json_object(folder / CONFIG_FILE, where).get("model_type")
+    if model_type not in CONFIG_MAPPING:
+        raise IncompatibleRunError(
+            f"{where}: {CONFIG_FILE} has model_type {model_type!r}, which this transformers "
+            f"({transformers_version}) does not know; install a newer transformers"
+        )
     config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
     if config.model_type != results.model.family:
         raise IncompatibleRunError(
@@ -710,6 +572,72 @@ def _rebuild(
             "the run folder is inconsistent, publish it again"
         )
     return model, tokenizer, base_parameters
+
+
+def lora_config(
+    folder: Path, where: str, target_modules: list[str], trained_modules: list[str]
+) -> LoraConfig:
+    """The run's `adapter_config.json` as a [`peft.LoraConfig`], checked field by field.
+
+    The fields publish sets are checked for their types and for agreeing with results.json (the LoRA
+    targets, the module's trained submodules); every other field must hold LoraConfig's default, so no
+    field can make peft import a module (`megatron_core`), pick a class (`auto_mapping`) or load anything
+    else.
+
+    Args:
+        folder: the run folder.
+        where: the run, for messages.
+        target_modules: the LoRA targets results.json records.
+        trained_modules: the module's trained submodules, which `modules_to_save` must list.
+
+    Returns:
+        The config, to pass to `PeftModel.from_pretrained(config=...)` instead of letting peft read the file.
+
+    Raises:
+        [`IncompatibleRunError`]: a field is unknown, of the wrong type, or not what publish writes.
+    """
+    adapter = read_json_object(folder / ADAPTER_CONFIG_FILE, where)
+    defaults = json.loads(json.dumps(LoraConfig().to_dict(), default=str))
+
+    def refuse(detail: str) -> IncompatibleRunError:
+        return IncompatibleRunError(
+            f"{where}: {ADAPTER_CONFIG_FILE} {detail}; attncard loads only the LoRA config publish writes: "
+            "do not use this checkpoint"
+        )
+
+    for key, value in adapter.items():
+        if key in _LORA_FIELDS:
+            if not isinstance(value, _LORA_FIELDS[key]) or (
+                isinstance(value, bool) and bool not in _LORA_FIELDS[key]
+            ):
+                raise refuse(f"has {key} = {value!r}, of the wrong type")
+        elif key not in defaults:
+            raise refuse(f"has the unknown field '{key}'")
+        elif value != defaults[key]:
+            raise refuse(f"sets '{key}' to {value!r} (publish leaves it at {defaults[key]!r})")
+    if (adapter.get("peft_type"), adapter.get("task_type")) != ("LORA", "SEQ_CLS"):
+        raise refuse(
+            f"describes a {adapter.get('peft_type')!r}/{adapter.get('task_type')!r} adapter, not LORA for "
+            "SEQ_CLS"
+        )
+    targets = adapter.get("target_modules") or []
+    if targets == DUMMY_TARGET_MODULES and not target_modules:
+        targets = []
+    if (
+        not isinstance(targets, list)
+        or not all(isinstance(name, str) for name in targets)
+        or sorted(targets) != sorted(target_modules)
+    ):
+        raise refuse(f"targets {targets!r}, but {RESULTS_FILE} records {target_modules!r}")
+    saved = adapter.get("modules_to_save") or []
+    if not all(isinstance(name, str) for name in saved):
+        raise refuse(f"has modules_to_save = {saved!r}")
+    unsaved = [name for name in trained_modules if name not in saved]
+    if unsaved:
+        raise refuse(f"does not save {', '.join(unsaved)}, the trained parameters of the module")
+    if not 0 <= adapter.get("lora_dropout", 0) < 1 or adapter.get("r", 1) < 1:
+        raise refuse(f"has r = {adapter.get('r')!r} and lora_dropout = {adapter.get('lora_dropout')!r}")
+    return LoraConfig(**{key: value for key, value in adapter.items() if key != "peft_version"})
 
 
 def load_run_tokenizer(folder: Path, where: str) -> PreTrainedTokenizerBase:

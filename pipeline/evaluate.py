@@ -1,17 +1,17 @@
 """Stage 4 — evaluate: quality on the task's full validation split, and efficiency, all measured.
 
 Quality: accuracy, F1 (macro and weighted), precision and recall (macro), loss, the confusion matrix and
-per-class scores (scikit-learn). Efficiency: peak memory during evaluation (CUDA's max allocated on a GPU;
-on the CPU the growth of the process's peak resident set), throughput in non-padding tokens per second,
-evaluation time. Parameters: before fine-tuning, after (as deployed, LoRA merged), trainable, layers
-changed, and the compression factor before/after. For a module that changes attention, also the accuracy of
-the adapter as stock tools load it, with the model's own attention ([`stock_load`]).
+per-class scores, computed from the logits by [`pipeline.metrics`] (which imports no torch). Efficiency: peak
+memory during evaluation (CUDA's max allocated on a GPU; on the CPU the growth of the process's peak resident
+set), throughput in non-padding tokens per second, evaluation time. Parameters: before fine-tuning, after (as
+deployed, LoRA merged), trainable, layers changed, and the compression factor before/after. For a module that
+changes attention, also the accuracy of the adapter as stock tools load it, with the model's own attention
+([`stock_load`]).
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
 import platform
 import re
 import tempfile
@@ -24,13 +24,6 @@ import torch
 from peft import PeftModel
 from peft.utils import get_peft_model_state_dict
 from safetensors import safe_open
-from sklearn.metrics import (
-    confusion_matrix,
-    f1_score,
-    precision_recall_fscore_support,
-    precision_score,
-    recall_score,
-)
 from tqdm.auto import tqdm
 
 from ..modules.base import sdpa_copy
@@ -38,10 +31,10 @@ from ..modules.measure import PeakMemory
 from ..modules.trace import record_trace
 from .data import TaskData
 from .errors import first_line
+from .metrics import label_metrics, quality_metrics
 from .models import load_model, tokenize
 from .results import (
     EVAL_TIMING_METHOD,
-    ClassScores,
     Efficiency,
     Metrics,
     Parameters,
@@ -204,75 +197,6 @@ def count_deployed_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in merged.parameters())
 
 
-def quality_metrics(
-    logits: torch.Tensor, labels: list[int], label_names: list[str] | tuple[str, ...]
-) -> Metrics:
-    """Every quality figure of a run, from the logits of the evaluated split and its gold labels, in order.
-
-    The one place these figures are computed: evaluation records them, and `attncard verify` recomputes
-    them from a downloaded run's predictions and compares.
-
-    Args:
-        logits: `(rows, labels)` float logits, in split order.
-        labels: the gold label ids, in split order.
-        label_names: the task's label names, in label-id order.
-
-    Returns:
-        [`Metrics`]: accuracy, F1, precision, recall, loss, confusion matrix, per-class scores and the sha256
-        of the predicted label ids.
-
-    Example:
-        >>> quality_metrics(torch.tensor([[2.0, 0.0], [0.0, 1.0]]), [0, 0], ["negative", "positive"]).accuracy
-        0.5
-    """
-    loss = torch.nn.functional.cross_entropy(logits.float(), torch.tensor(labels)).item()
-    metrics = label_metrics(labels, logits.argmax(dim=-1).tolist(), label_names)
-    metrics.loss = loss
-    return metrics
-
-
-def label_metrics(
-    labels: list[int], predictions: list[int], label_names: list[str] | tuple[str, ...]
-) -> Metrics:
-    """The figures of [`quality_metrics`] that depend on the labels and predictions alone (`loss` is NaN).
-
-    Example:
-        >>> label_metrics([0, 0, 1], [0, 1, 1], ["negative", "positive"]).confusion_matrix
-        [[1, 1], [0, 1]]
-    """
-    y_true, y_pred = np.asarray(labels, dtype="<i8"), np.asarray(predictions, dtype="<i8")
-    label_ids = list(range(len(label_names)))
-    precision, recall, f1, support = precision_recall_fscore_support(
-        y_true, y_pred, labels=label_ids, zero_division=0
-    )
-    return Metrics(
-        accuracy=float(np.mean(y_true == y_pred)),
-        f1_macro=float(f1_score(y_true, y_pred, labels=label_ids, average="macro", zero_division=0)),
-        f1_weighted=float(f1_score(y_true, y_pred, labels=label_ids, average="weighted", zero_division=0)),
-        precision_macro=float(
-            precision_score(y_true, y_pred, labels=label_ids, average="macro", zero_division=0)
-        ),
-        recall_macro=float(recall_score(y_true, y_pred, labels=label_ids, average="macro", zero_division=0)),
-        loss=float("nan"),
-        confusion_matrix=confusion_matrix(y_true, y_pred, labels=label_ids).tolist(),
-        per_class=[
-            ClassScores(name, float(p), float(r), float(f), int(s))
-            for name, p, r, f, s in zip(label_names, precision, recall, f1, support, strict=True)
-        ],
-        predictions_sha256=predictions_sha256(predictions),
-    )
-
-
-def predictions_sha256(predictions: list[int]) -> str:
-    """sha256 of predicted label ids, int64 little-endian, in split order: `Metrics.predictions_sha256`.
-
-    Example:
-        >>> predictions_sha256([1, 0])[:12]
-        '4cbbd8ca5215'
-    """
-    return hashlib.sha256(np.asarray(predictions, dtype="<i8").tobytes()).hexdigest()
-
-
 def classify(
     model: torch.nn.Module,
     tokenizer,
@@ -350,7 +274,7 @@ def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> Eval
     tokens = sum(lengths)
 
     labels = list(validation["label"])
-    metrics = quality_metrics(logits, labels, spec.label_names)
+    metrics = quality_metrics(logits.numpy(), labels, spec.label_names)
     y_true, y_pred = np.asarray(labels), logits.argmax(dim=-1).numpy()
     efficiency = Efficiency(
         device=str(device),

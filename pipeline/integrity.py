@@ -1,13 +1,14 @@
 """What a downloaded run folder must be before anything in it is loaded, and what its figures must agree on.
 
-A run folder from a Hub, a mirror or a disk is hostile until checked. [`pipeline.download`] checks its files
-against the manifest in results.json; this module checks what the files *say*:
+A run folder from a Hub, a mirror or a disk is hostile until checked. This module checks its files and what
+they *say*, and imports no torch, transformers or peft: `attncard verify --predictions` runs without them.
 
-- [`check_run_files`]: the folder holds only files a run folder defines (no `.py`, no pickle, nothing a
-  loader would pick up by name), and `config.json` / `tokenizer_config.json` name no remote code
-  (`auto_map`) and a model type attncard knows. No code from a repository ever runs.
-- [`lora_config`]: `adapter_config.json` is the LoRA config publish writes, field by field; a field that
-  makes peft import a module (`megatron_core`, `auto_mapping`) or changes what it loads is refused.
+- [`read_checked_files`]: results.json (against an expected sha256, when given) field by field, no pickle,
+  every file against the manifest in results.json ([`check_files`]), and [`check_run_files`]: the folder
+  holds only files a run folder defines (no `.py`, nothing a loader would pick up by name), and
+  `config.json` / `tokenizer_config.json` name no remote code (`auto_map`) and a model family attncard
+  loads. No code from a repository ever runs. ([`pipeline.download`] checks `adapter_config.json` with
+  peft's `LoraConfig` before it loads the weights.)
 - [`recorded_figure_problems`]: the verification is recomputed from the recorded class counts, correct rows
   and parameter counts (p0, SE, threshold, p-value, Wilson interval, status, reasons), and the metrics from
   the recorded confusion matrix. A recorded figure is never taken on trust: the status gate uses the
@@ -26,13 +27,16 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from peft import LoraConfig
-from peft.utils.constants import DUMMY_TARGET_MODULES
-from transformers import CONFIG_MAPPING
-
 from ..modules.base import FAMILIES
-from .errors import IncompatibleRunError, IntegrityError
-from .evaluate import label_metrics
+from .errors import (
+    DownloadError,
+    IncompatibleRunError,
+    IntegrityError,
+    ResultsError,
+    UnknownSchemaError,
+    UnsafeFormatError,
+)
+from .metrics import LOSS_REL_TOL, label_metrics
 from .paired import comparison_problems
 from .render import (
     EVAL_RESULTS_DIR,
@@ -50,10 +54,14 @@ from .results import (
     MAX_CONFIG_BYTES,
     PREDICTIONS_FILE,
     RESULTS_FILE,
+    RUN_TAG_DIGEST_HEX,
     SIGNATURE_FILE,
     Metrics,
     Results,
     Verification,
+    check_manifest,
+    is_transport_path,
+    sha256_file,
     training_log,
 )
 from .verify import all_finite, verification_from_counts
@@ -83,23 +91,15 @@ RUN_FILES = frozenset(
 )
 # Plots at the top (scaling.png, spans.png, …) and the Hub's evaluation results, .eval_results/<task>.yaml.
 RUN_FILE_PATTERNS = (re.compile(r"^[a-z0-9_]+\.png$"), re.compile(r"^\.eval_results/[a-z0-9_]+\.yaml$"))
+# The files every run folder must list in its manifest: without them there is nothing to rebuild or check.
+REQUIRED_FILES = (ADAPTER_WEIGHTS_FILE, ADAPTER_CONFIG_FILE, CONFIG_FILE, CARD_FILE)
+# Pickle-based weight formats: torch.load on them can run arbitrary code. They are refused unopened.
+UNSAFE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+SHA_PREFIX = 12  # characters of a sha256 shown in messages
+# An expected results.json digest: its full sha256, or at least the 128 bits a run tag carries.
+_EXPECTED_SHA256_RE = re.compile(rf"^[0-9a-f]{{{RUN_TAG_DIGEST_HEX},64}}$")
 # Keys that make transformers import code named by the repository.
 REMOTE_CODE_KEYS = ("auto_map", "custom_pipelines")
-# adapter_config.json fields that publish sets; every other field must hold LoraConfig's default.
-_LORA_FIELDS: dict[str, tuple[type, ...]] = {
-    "peft_type": (str,),
-    "task_type": (str,),
-    "r": (int,),
-    "lora_alpha": (int, float),
-    "lora_dropout": (int, float),
-    "target_modules": (list, str),  # a list, or peft's DUMMY_TARGET_MODULES when LoRA adapts nothing
-    "modules_to_save": (list, type(None)),
-    "fan_in_fan_out": (bool,),
-    "base_model_name_or_path": (str, type(None)),
-    "revision": (str, type(None)),
-    "inference_mode": (bool,),
-    "peft_version": (str,),
-}
 # More rows than any GLUE validation split has by far: a larger count is a forged record, not a run.
 MAX_ROWS = 10_000_000
 # Recomputed figures may differ from recorded ones in the last bits when another scipy computed them.
@@ -115,7 +115,8 @@ def check_run_files(folder: Path, names: list[str], where: str) -> None:
         where: the run, for messages.
 
     Raises:
-        [`IntegrityError`]: an unknown file, `auto_map`, or a model type attncard does not support.
+        [`IntegrityError`]: an unknown file, or `auto_map`.
+        [`IncompatibleRunError`]: a model type outside [`FAMILIES`].
     """
     unknown = sorted(
         name for name in names if name not in RUN_FILES and not any(p.match(name) for p in RUN_FILE_PATTERNS)
@@ -131,22 +132,24 @@ def check_run_files(folder: Path, names: list[str], where: str) -> None:
         path = folder / name
         if not path.is_file():
             continue
-        config = _json_object(path, where)
+        config = read_json_object(path, where)
         remote = [key for key in REMOTE_CODE_KEYS if key in config]
         if remote:
             raise IntegrityError(
                 f"{where}: {name} has '{remote[0]}', which makes transformers import code from the "
                 "repository; attncard never runs repository code: do not use this checkpoint"
             )
-    model_type = _json_object(folder / CONFIG_FILE, where).get("model_type")
-    if model_type not in FAMILIES or model_type not in CONFIG_MAPPING:
+    model_type = read_json_object(folder / CONFIG_FILE, where).get("model_type")
+    if model_type not in FAMILIES:
         raise IncompatibleRunError(
             f"{where}: {CONFIG_FILE} has model_type {model_type!r}; attncard loads only the families "
             f"{', '.join(FAMILIES)}, with transformers' own code"
         )
 
 
-def _json_object(path: Path, where: str) -> dict[str, Any]:
+def read_json_object(path: Path, where: str) -> dict[str, Any]:
+    """A run's JSON config file as a dict, refused in one line ([`IntegrityError`]) when it is larger than
+    any config attncard writes, not JSON, nested too deep or not an object."""
     with path.open("rb") as handle:
         raw = handle.read(MAX_CONFIG_BYTES + 1)
     if len(raw) > MAX_CONFIG_BYTES:
@@ -168,70 +171,161 @@ def _json_object(path: Path, where: str) -> dict[str, Any]:
     return value
 
 
-def lora_config(
-    folder: Path, where: str, target_modules: list[str], trained_modules: list[str]
-) -> LoraConfig:
-    """The run's `adapter_config.json` as a [`peft.LoraConfig`], checked field by field.
+def read_checked_files(
+    folder: Path,
+    expected_sha256: str | None,
+    where: str,
+    *,
+    hub: bool = False,
+    weights_optional: bool = False,
+) -> Results:
+    """The checks of a run folder's files that come before anything reads them, and its results.json: the
+    results sha256 when one is expected, results.json field by field, no unsafe format, every file against
+    the manifest (only the weights may be absent with `weights_optional`), and only files a run holds."""
+    check_results_sha256(folder, expected_sha256, where)
+    results = read_results(folder, where)
+    check_safe_formats(folder, where)
+    check_files(folder, results.manifest, where, hub, weights_optional=weights_optional)
+    check_run_files(folder, [*results.manifest, RESULTS_FILE], where)
+    return results
 
-    The fields publish sets are checked for their types and for agreeing with results.json (the LoRA
-    targets, the module's trained submodules); every other field must hold LoraConfig's default, so no
-    field can make peft import a module (`megatron_core`), pick a class (`auto_mapping`) or load anything
-    else.
 
-    Args:
-        folder: the run folder.
-        where: the run, for messages.
-        target_modules: the LoRA targets results.json records.
-        trained_modules: the module's trained submodules, which `modules_to_save` must list.
+def refuse_contradictions(problems: list[str], where: str) -> None:
+    """Raises [`IntegrityError`] naming the first of results.json's figures that disagree with their
+    recomputation from its own counts (and how many more), when there are any."""
+    if problems:
+        raise IntegrityError(
+            f"{where}: {RESULTS_FILE} contradicts itself: {problems[0]}"
+            + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+            + "; its figures were edited after they were measured: do not use this checkpoint"
+        )
 
-    Returns:
-        The config, to pass to `PeftModel.from_pretrained(config=...)` instead of letting peft read the file.
 
-    Raises:
-        [`IncompatibleRunError`]: a field is unknown, of the wrong type, or not what publish writes.
+def read_results(folder: Path, where: str | None = None) -> Results:
+    """Reads a run folder's results.json, refusing an unknown schema version with [`UnknownSchemaError`]."""
+    where = where or str(folder)
+    path = Path(folder) / RESULTS_FILE
+    if not path.is_file():
+        raise ResultsError(f"{where}: no {RESULTS_FILE}; this is not a run folder written by publish")
+    try:
+        return Results.load(path)
+    except UnknownSchemaError as error:
+        raise UnknownSchemaError(f"{where}: {error}") from error
+    except ResultsError as error:
+        raise ResultsError(
+            f"{where}: {error}: the file is malformed, do not use this checkpoint (if another attncard "
+            "version wrote it, read it with that version)"
+        ) from error
+
+
+def check_safe_formats(folder: Path, where: str | None = None) -> None:
+    """Refuses a run folder holding pickle files ([`UnsafeFormatError`]); nothing is opened."""
+    where = where or str(folder)
+    for path in sorted(Path(folder).rglob("*")):
+        relative = path.relative_to(folder).as_posix()
+        if path.suffix.lower() in UNSAFE_SUFFIXES and not is_transport_path(relative):
+            raise UnsafeFormatError(
+                f"{where}: {relative} is a pickle file, which can run code when loaded; attncard loads only "
+                f"safetensors and did not open it: ask the publisher for {ADAPTER_WEIGHTS_FILE} (peft's "
+                "save_pretrained writes it by default)"
+            )
+
+
+def check_files(
+    folder: Path,
+    manifest: dict[str, str],
+    where: str | None = None,
+    hub: bool = False,
+    weights_optional: bool = False,
+) -> None:
+    """Checks a run folder against its manifest, raising [`IntegrityError`] on the first difference.
+
+    Every file listed must be there with its sha256; any other file is an error, except results.json and
+    the transport's bookkeeping (the top `.gitattributes`, `.git/`, `.cache/huggingface/`). With
+    `weights_optional`, a listed weight file (`*.safetensors`) may be absent, as in a `cards/` copy; every
+    file that is there is still checked.
+
+    Example:
+        >>> import shutil
+        >>> copy = Path("cards-copy")
+        >>> weights = shutil.ignore_patterns("*.safetensors")
+        >>> _ = shutil.copytree("runs/tiny-gpt2-none-sst2", copy, ignore=weights)
+        >>> check_files(copy, read_results(copy).manifest, weights_optional=True)
+        >>> check_files(copy, read_results(copy).manifest)
+        Traceback (most recent call last):
+        ...
+        attncard.pipeline.errors.IntegrityError: cards-copy: adapter_model.safetensors is missing ...
     """
-    adapter = _json_object(folder / ADAPTER_CONFIG_FILE, where)
-    defaults = json.loads(json.dumps(LoraConfig().to_dict(), default=str))
-
-    def refuse(detail: str) -> IncompatibleRunError:
-        return IncompatibleRunError(
-            f"{where}: {ADAPTER_CONFIG_FILE} {detail}; attncard loads only the LoRA config publish writes: "
-            "do not use this checkpoint"
+    where = where or str(folder)
+    folder = Path(folder)
+    missing_required = [name for name in REQUIRED_FILES if name not in manifest]
+    if missing_required:
+        raise IntegrityError(
+            f"{where}: the manifest in {RESULTS_FILE} does not list {', '.join(missing_required)}; this is "
+            "not a run folder written by publish"
+        )
+    differences = [
+        difference
+        for difference in check_manifest(folder, manifest, ignore_transport=True)
+        if not (
+            weights_optional and difference.kind == "missing" and difference.path.endswith(WEIGHTS_SUFFIX)
+        )
+    ]
+    redownload = (
+        "; if only your copy is damaged, download it again into a new cache_dir"
+        if hub
+        else "; get the run folder again from where it was published"
+    )
+    for difference in differences:
+        name, expected = difference.path, (difference.expected or "")[:SHA_PREFIX]
+        if difference.kind == "missing":
+            raise IntegrityError(
+                f"{where}: {name} is missing (the manifest expects sha256 {expected}…); the run is "
+                f"incomplete{redownload}"
+            )
+        if difference.kind == "changed":
+            raise IntegrityError(
+                f"{where}: {name} has sha256 {difference.actual[:SHA_PREFIX]}… but the manifest expects "
+                f"{expected}…: the file changed after publishing; do not use this checkpoint{redownload}"
+            )
+    extra = [difference.path for difference in differences]
+    if extra:
+        raise IntegrityError(
+            f"{where}: {', '.join(extra)} {'is' if len(extra) == 1 else 'are'} not in the manifest of "
+            f"{RESULTS_FILE}: files were added after publishing, and loaders may read them; remove "
+            f"{'it' if len(extra) == 1 else 'them'} (or ask the publisher to) before loading"
         )
 
-    for key, value in adapter.items():
-        if key in _LORA_FIELDS:
-            if not isinstance(value, _LORA_FIELDS[key]) or (
-                isinstance(value, bool) and bool not in _LORA_FIELDS[key]
-            ):
-                raise refuse(f"has {key} = {value!r}, of the wrong type")
-        elif key not in defaults:
-            raise refuse(f"has the unknown field '{key}'")
-        elif value != defaults[key]:
-            raise refuse(f"sets '{key}' to {value!r} (publish leaves it at {defaults[key]!r})")
-    if (adapter.get("peft_type"), adapter.get("task_type")) != ("LORA", "SEQ_CLS"):
-        raise refuse(
-            f"describes a {adapter.get('peft_type')!r}/{adapter.get('task_type')!r} adapter, not LORA for "
-            "SEQ_CLS"
+
+def check_expected_sha256(expected: str | None) -> None:
+    """Refuses an expected results.json digest that is not 32 to 64 lowercase hex digits (no check when None).
+
+    Example:
+        >>> check_expected_sha256("3f1c2a9e")
+        Traceback (most recent call last):
+        ...
+        attncard.pipeline.errors.DownloadError: expected sha256 '3f1c2a9e' is not 32 to 64 lowercase hex ...
+    """
+    if expected is not None and not _EXPECTED_SHA256_RE.match(expected):
+        raise DownloadError(
+            f"expected sha256 '{expected}' is not {RUN_TAG_DIGEST_HEX} to 64 lowercase hex digits; "
+            "pass the sha256 of the run's results.json (cards/<run>/results.json, or its run tag's digest)"
         )
-    targets = adapter.get("target_modules") or []
-    if targets == DUMMY_TARGET_MODULES and not target_modules:
-        targets = []
-    if (
-        not isinstance(targets, list)
-        or not all(isinstance(name, str) for name in targets)
-        or sorted(targets) != sorted(target_modules)
-    ):
-        raise refuse(f"targets {targets!r}, but {RESULTS_FILE} records {target_modules!r}")
-    saved = adapter.get("modules_to_save") or []
-    if not all(isinstance(name, str) for name in saved):
-        raise refuse(f"has modules_to_save = {saved!r}")
-    unsaved = [name for name in trained_modules if name not in saved]
-    if unsaved:
-        raise refuse(f"does not save {', '.join(unsaved)}, the trained parameters of the module")
-    if not 0 <= adapter.get("lora_dropout", 0) < 1 or adapter.get("r", 1) < 1:
-        raise refuse(f"has r = {adapter.get('r')!r} and lora_dropout = {adapter.get('lora_dropout')!r}")
-    return LoraConfig(**{key: value for key, value in adapter.items() if key != "peft_version"})
+
+
+def check_results_sha256(folder: Path, expected: str | None, where: str) -> None:
+    """Refuses a results.json whose sha256 does not start with `expected` (no check when None)."""
+    if expected is None:
+        return
+    if not (folder / RESULTS_FILE).is_file():
+        raise ResultsError(f"{where}: no {RESULTS_FILE}; this is not a run folder written by publish")
+    actual = sha256_file(folder / RESULTS_FILE)
+    if not actual.startswith(expected):
+        raise IntegrityError(
+            f"{where}: results.json has sha256 {actual[:RUN_TAG_DIGEST_HEX]}…, not the expected "
+            f"{expected[:RUN_TAG_DIGEST_HEX]}…: it is another run, or was changed after publishing; do not "
+            "use this checkpoint"
+        )
 
 
 # --- the figures --------------------------------------------------------------------------------------------
@@ -245,16 +339,20 @@ class Figure:
         name: where it is in results.json, e.g. `verification.p_value`, `metrics.per_class[0].f1`.
         recorded: the value results.json holds.
         recomputed: the value computed again.
+        rel_tol: how far, relatively, a recomputed float may be from the recorded one: 0, bit for bit, for
+            every figure but the loss ([`metrics_figures`]).
     """
 
     name: str
     recorded: Any
     recomputed: Any
+    rel_tol: float = 0.0
 
     def equal(self, rel_tol: float = 0.0) -> bool:
-        """Whether the two agree: exactly, or for floats within `rel_tol`."""
+        """Whether the two agree: exactly, or for floats within `rel_tol` or the figure's own, the larger."""
+        tolerance = max(rel_tol, self.rel_tol)
         if isinstance(self.recorded, float) and isinstance(self.recomputed, float):
-            return math.isclose(self.recorded, self.recomputed, rel_tol=rel_tol, abs_tol=rel_tol * 1e-3)
+            return math.isclose(self.recorded, self.recomputed, rel_tol=tolerance, abs_tol=tolerance * 1e-3)
         return self.recorded == self.recomputed
 
 
@@ -284,6 +382,20 @@ def figures(prefix: str, recorded: Any, recomputed: Any) -> list[Figure]:
     if hasattr(recorded, "value") and hasattr(recomputed, "value"):  # Status
         return [Figure(prefix, recorded.value, recomputed.value)]
     return [Figure(prefix, recorded, recomputed)]
+
+
+def metrics_figures(recorded: Metrics, recomputed: Metrics) -> list[Figure]:
+    """Every quality figure of a run, recorded against recomputed ([`figures`]): bit for bit, but the loss
+    within [`pipeline.metrics.LOSS_REL_TOL`] (it may have been recorded in float32).
+
+    Example:
+        >>> [f.rel_tol for f in metrics_figures(results.metrics, results.metrics) if f.name == "metrics.loss"]
+        [1e-06]
+    """
+    return [
+        dataclasses.replace(figure, rel_tol=LOSS_REL_TOL) if figure.name == "metrics.loss" else figure
+        for figure in figures("metrics", recorded, recomputed)
+    ]
 
 
 def recomputed_verification(results: Results) -> Verification:
@@ -515,12 +627,19 @@ __all__ = [
     "WEIGHTS_SUFFIX",
     "Figure",
     "card_problems",
+    "check_expected_sha256",
+    "check_files",
     "check_run_files",
+    "check_safe_formats",
     "eval_results_problems",
     "figures",
-    "lora_config",
+    "metrics_figures",
     "metrics_from_confusion",
+    "read_checked_files",
+    "read_json_object",
+    "read_results",
     "recomputed_verification",
     "recorded_figure_problems",
+    "refuse_contradictions",
     "stock_problems",
 ]

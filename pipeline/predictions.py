@@ -10,14 +10,15 @@ in split order:
 
 - `index`: the row's position in the split, 0 to n − 1;
 - `label`: its gold label id; `prediction`: the predicted label id, the first maximum of the logits (as
-  `torch.argmax`);
+  numpy's and torch's `argmax`);
 - `logit_<i>`: the float32 logit of label i, written as Python writes that value as a float (`repr`), so it
   reads back bit for bit.
 
 [`write_predictions`] writes it at publish time. [`read_predictions`] reads a run's file as hostile input:
 every line must be exactly what the writer writes, and the rows must be the run's (row count, class counts,
 predictions hash, as results.json records them). [`prediction_figures`] recomputes every
-quality figure and the verification from the rows, for `attncard verify --predictions`.
+quality figure and the verification from the rows, for `attncard verify --predictions`. Nothing here imports
+torch: a run's figures are checked without it.
 """
 
 from __future__ import annotations
@@ -30,12 +31,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from .errors import IntegrityError
-from .evaluate import predictions_sha256, quality_metrics
-from .integrity import Figure, figures
-from .results import MAX_PREDICTIONS_BYTES, PREDICTIONS_FILE, RESULTS_FILE, Metrics, Results, Verification
+from .integrity import Figure, figures, metrics_figures
+from .metrics import predictions_sha256, quality_metrics
+from .results import (
+    MAX_PREDICTIONS_BYTES,
+    PREDICTIONS_FILE,
+    RESULTS_FILE,
+    Metrics,
+    Results,
+    Verification,
+    sha256_file,
+)
 from .verify import all_finite, verification_from_counts
 
 # Bytes one line may take: three whole numbers of at most 20 digits and their commas, then per label a comma
@@ -59,7 +67,7 @@ class Predictions:
 
     labels: list[int]
     predictions: list[int]
-    logits: torch.Tensor
+    logits: np.ndarray
 
 
 def header(label_count: int) -> str:
@@ -72,43 +80,44 @@ def header(label_count: int) -> str:
     return ",".join(["index", "label", "prediction", *(f"logit_{i}" for i in range(label_count))])
 
 
-def predictions_text(labels: Sequence[int], logits: torch.Tensor) -> str:
+def predictions_text(labels: Sequence[int], logits: np.ndarray) -> str:
     """The text of a predictions file: the header, then one line per row (see the module's docstring).
 
     Args:
         labels: the gold label ids of the evaluated split, in order.
-        logits: `(rows, labels)` logits of the same rows; written as float32.
+        logits: `(rows, labels)` logits of the same rows (a CPU tensor converts too); written as float32.
 
     Raises:
         `ValueError`: the shapes disagree, a label is not a label id, or a logit is not finite (a run with
             such logits has a non-finite loss, which results.json cannot hold either).
 
     Example:
-        >>> print(predictions_text([0, 1], torch.tensor([[0.5, -1.25], [0.1, 0.2]])), end="")
+        >>> print(predictions_text([0, 1], np.array([[0.5, -1.25], [0.1, 0.2]], dtype=np.float32)), end="")
         index,label,prediction,logit_0,logit_1
         0,0,0,0.5,-1.25
         1,1,1,0.10000000149011612,0.20000000298023224
     """
-    values = logits.detach().to("cpu", torch.float32)
+    values = np.asarray(logits, dtype=np.float32)
     if values.ndim != 2 or values.shape[0] != len(labels) or values.shape[1] < 1:
         raise ValueError(f"logits of shape {tuple(values.shape)} do not fit {len(labels)} labelled rows")
     count = values.shape[1]
     if not all(isinstance(label, int) and 0 <= label < count for label in labels):
         raise ValueError(f"the gold labels must be label ids 0 to {count - 1}")
-    if not bool(torch.isfinite(values).all()):
+    if not np.isfinite(values).all():
         raise ValueError("a logit is not finite; the run is broken")
-    predicted = values.argmax(dim=-1).tolist()
+    predicted = values.argmax(axis=-1).tolist()
     lines = [header(count)]
     for index, (label, prediction, row) in enumerate(zip(labels, predicted, values.tolist(), strict=True)):
         lines.append(",".join([str(index), str(label), str(prediction), *map(repr, row)]))
     return "\n".join(lines) + "\n"
 
 
-def write_predictions(path: str | Path, labels: Sequence[int], logits: torch.Tensor) -> Path:
+def write_predictions(path: str | Path, labels: Sequence[int], logits: np.ndarray) -> Path:
     """Writes a predictions file ([`predictions_text`]); returns its path.
 
     Example:
-        >>> path = write_predictions(Path("predictions.csv"), [1, 0], torch.tensor([[0.0, 2.0], [3.0, 3.0]]))
+        >>> logits = np.array([[0.0, 2.0], [3.0, 3.0]], dtype=np.float32)
+        >>> path = write_predictions(Path("predictions.csv"), [1, 0], logits)
         >>> path.read_text().splitlines()[1:]
         ['0,1,1,0.0,2.0', '1,0,0,3.0,3.0']
     """
@@ -158,7 +167,7 @@ def read_predictions(folder: str | Path, results: Results, where: str | None = N
     Example:
         >>> predictions = read_predictions("runs/tiny-gpt2-none-sst2", results)
         >>> len(predictions.labels), predictions.logits.dtype, tuple(predictions.logits.shape)
-        (40, torch.float32, (40, 2))
+        (40, dtype('float32'), (40, 2))
         >>> predictions_sha256(predictions.predictions) == results.metrics.predictions_sha256
         True
     """
@@ -243,8 +252,24 @@ def read_predictions(folder: str | Path, results: Results, where: str | None = N
     return Predictions(
         labels=labels.tolist(),
         predictions=predicted.tolist(),
-        logits=torch.from_numpy(np.concatenate(logit_blocks)),
+        logits=np.concatenate(logit_blocks),
     )
+
+
+def baseline_predictions(folder: Path, results: Results) -> Predictions:
+    """The per-row predictions of a dense run, checked: listed in its manifest with the sha256 of the file
+    read, and consistent with its results.json ([`read_predictions`]). The paired verdict reads nothing else
+    of the baseline."""
+    path = Path(folder) / PREDICTIONS_FILE
+    recorded = results.manifest.get(PREDICTIONS_FILE)
+    if recorded is None or not path.is_file():
+        raise IntegrityError(
+            f"{folder}: no {PREDICTIONS_FILE} in its manifest and folder; it was published before per-row "
+            "predictions were kept"
+        )
+    if sha256_file(path) != recorded:
+        raise IntegrityError(f"{path}: its sha256 is not the one its results.json manifest records")
+    return read_predictions(folder, results)
 
 
 def _check_block(
@@ -337,7 +362,7 @@ def _logits(
 def recompute(predictions: Predictions, results: Results) -> tuple[Metrics, Verification]:
     """Every quality figure and the verification, computed again from a run's predictions.
 
-    The metrics are [`pipeline.evaluate.quality_metrics`] of the logits and gold labels, as evaluation
+    The metrics are [`pipeline.metrics.quality_metrics`] of the logits and gold labels, as evaluation
     computed them; the verification is [`pipeline.verify.verification_from_counts`] of the gold labels'
     counts and the rows predicted right. The compression factor needs the model: it is results.json's
     parameters before / after (which a download checks against its recorded factor).
@@ -371,7 +396,7 @@ def recompute(predictions: Predictions, results: Results) -> tuple[Metrics, Veri
 
 def prediction_figures(predictions: Predictions, results: Results) -> list[Figure]:
     """Each recorded quality figure and verification figure of a run against the same figure recomputed from
-    its predictions ([`recompute`]).
+    its predictions ([`recompute`]); the loss is compared within [`pipeline.metrics.LOSS_REL_TOL`].
 
     Example:
         >>> pairs = prediction_figures(read_predictions("runs/tiny-gpt2-none-sst2", results), results)
@@ -380,7 +405,7 @@ def prediction_figures(predictions: Predictions, results: Results) -> list[Figur
     """
     metrics, verification = recompute(predictions, results)
     return [
-        *figures("metrics", results.metrics, metrics),
+        *metrics_figures(results.metrics, metrics),
         *figures("verification", results.verification, verification),
     ]
 
@@ -388,6 +413,7 @@ def prediction_figures(predictions: Predictions, results: Results) -> list[Figur
 __all__ = [
     "MAX_PREDICTIONS_BYTES",
     "Predictions",
+    "baseline_predictions",
     "header",
     "max_predictions_bytes",
     "prediction_figures",

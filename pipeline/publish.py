@@ -19,7 +19,9 @@ then pushes it (`pipeline.push`).
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import json
 import logging
 import os
@@ -28,6 +30,7 @@ import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import torch
 import transformers
 
 from ..modules import get_module, module_provenance
@@ -37,7 +40,6 @@ from .errors import (
     AttncardError,
     BaselineError,
     CardLintError,
-    IntegrityError,
     first_line,
 )
 from .evaluate import EvalResult, evaluate
@@ -53,13 +55,12 @@ from .paired import (
     paired_comparison,
     setup_differences,
 )
-from .predictions import Predictions, read_predictions, write_predictions
+from .predictions import baseline_predictions, write_predictions
 from .push import sign_and_push
 from .render import (
     LICENSE_FILE,
     render_card,
     render_license,
-    run_usage_snippet,
     usage_location_problem,
     usage_snippet,
     write_eval_results,
@@ -173,6 +174,14 @@ def model_dimensions(config) -> dict[str, int | None]:
     }
 
 
+def run_usage_snippet(code: str) -> str:
+    """Runs a usage snippet and returns what it printed; an exception propagates, failing the render."""
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output), torch.no_grad():
+        exec(compile(code, "<model card usage snippet>", "exec"), {"__name__": "__usage__"})
+    return output.getvalue()
+
+
 def write_run_folder(evaluation: EvalResult, results: Results, run_dir: str | os.PathLike) -> Path:
     """Writes the run folder: adapter, config, tokenizer, predictions.csv, model card and results.json, all or
     nothing.
@@ -209,7 +218,7 @@ def write_run_folder(evaluation: EvalResult, results: Results, run_dir: str | os
         if evaluation.logits is None:
             raise ValueError("the evaluation holds no logits; publish needs them for predictions.csv")
         # Every row's labels and logits, covered by the manifest: the quality figures, without the weights.
-        write_predictions(partial / PREDICTIONS_FILE, evaluation.labels, evaluation.logits)
+        write_predictions(partial / PREDICTIONS_FILE, evaluation.labels, evaluation.logits.numpy())
         write_eval_results(results, partial)
         licence = render_license(results)
         if licence is not None:
@@ -483,22 +492,6 @@ def baseline_candidate(options: PublishOptions) -> Path | None:
             ) from None
         return folder
     return None
-
-
-def baseline_predictions(folder: Path, results: Results) -> Predictions:
-    """The per-row predictions of a dense run, checked: listed in its manifest with the sha256 of the file
-    read, and consistent with its results.json (`pipeline.predictions.read_predictions`). The paired verdict
-    reads nothing else of the baseline."""
-    path = Path(folder) / PREDICTIONS_FILE
-    recorded = results.manifest.get(PREDICTIONS_FILE)
-    if recorded is None or not path.is_file():
-        raise IntegrityError(
-            f"{folder}: no {PREDICTIONS_FILE} in its manifest and folder; it was published before per-row "
-            "predictions were kept"
-        )
-    if sha256_file(path) != recorded:
-        raise IntegrityError(f"{path}: its sha256 is not the one its results.json manifest records")
-    return read_predictions(folder, results)
 
 
 def dense_comparison(

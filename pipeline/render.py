@@ -7,16 +7,13 @@ with huggingface_hub's `ModelCardData` and `EvalResult`, so the Hub parses it as
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
 import json
 import math
 import re
 from pathlib import Path
 
 import jinja2
-import torch
 import yaml
 from huggingface_hub import EvalResult, EvalResultEntry, ModelCard, ModelCardData, eval_result_entries_to_yaml
 
@@ -688,14 +685,6 @@ def module_install_line(results: Results) -> str:
     if module.package in ("", "attncard"):
         return ""
     return f'pip install "{module.package}=={module.package_version}"  # the attention module {module.name}'
-
-
-def run_usage_snippet(code: str) -> str:
-    """Runs a usage snippet and returns what it printed; an exception propagates, failing the render."""
-    output = io.StringIO()
-    with contextlib.redirect_stdout(output), torch.no_grad():
-        exec(compile(code, "<model card usage snippet>", "exec"), {"__name__": "__usage__"})
-    return output.getvalue()
 
 
 def bibtex(results: Results) -> str:

@@ -4,8 +4,9 @@ A self-consistent run — figures, card and manifest all agreeing — can still 
 access. [`reverify`] catches it: it loads the run with [`pipeline.download.load_verified`] (every check of a
 download), evaluates it on the recorded task's validation split (never data from the repository, and only
 the recorded data: their sha256 or Hub commit must match), and compares every figure the card shows.
-[`reverify_predictions`] recomputes the quality figures from the run's predictions.csv instead, in seconds and
-without the model or its weights (a `cards/` copy will do): it checks the figures, not the model.
+[`pipeline.reverify_predictions.reverify_predictions`] recomputes the quality figures from the run's
+predictions.csv instead, in seconds, without the model or its weights (a `cards/` copy will do) and without
+torch: it checks the figures, not the model.
 """
 
 from __future__ import annotations
@@ -13,113 +14,19 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import re
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from .data import (
-    HUB_DATASET_ID,
-    TaskData,
-    get_task,
-    load_task,
-    load_task_from_hub,
-    sample_rows,
-    task_statistics,
-)
-
-# The files every run folder must list in its manifest: without them there is nothing to rebuild or check.
-from .download import (
-    SHA_PREFIX,
-    check_expected_sha256,
-    download_verified,
-    load_files,
-    predict_logits,
-    read_checked_files,
-    read_results,
-    refuse_contradictions,
-    stock_load_files,
-)
-from .errors import (
-    DataError,
-    DownloadError,
-    IntegrityError,
-)
-from .evaluate import count_deployed_parameters, predictions_sha256, quality_metrics
-from .integrity import (
-    Figure,
-    figures,
-    recorded_figure_problems,
-)
-from .paired import paired_comparison
-from .predictions import Predictions, read_predictions, recompute
-from .publish import baseline_predictions
-from .results import (
-    COMMIT_RE,
-    PREDICTIONS_FILE,
-    RESULTS_FILE,
-    Metrics,
-    Results,
-    Status,
-    Verification,
-    sha256_file,
-)
+from .data import TaskData, get_task, load_task, load_task_from_hub, sample_rows, task_statistics
+from .download import download_verified, load_files, predict_logits, stock_load_files
+from .evaluate import count_deployed_parameters
+from .integrity import Figure, figures, metrics_figures
+from .metrics import quality_metrics
+from .results import Results
+from .reverify_predictions import Reverification, check_recorded_data, recorded_data_dir, reverification
 from .verify import all_finite, verification_from_counts
-
-
-@dataclass
-class Reverification:
-    """A run's recorded figures against the same figures recomputed from its files.
-
-    Attributes:
-        source: the run, as `org/name@<commit>` or its folder.
-        repo_id: the Hub repository, or `None` for a local folder.
-        revision: the commit sha evaluated, or `None` for a local folder.
-        recorded_accuracy, recomputed_accuracy: on the task's validation split.
-        recorded_status, recomputed_status: the verification status.
-        recorded_predictions_sha256, recomputed_predictions_sha256: sha256 of the predicted label ids,
-            int64 little-endian, in split order (as [`pipeline.evaluate.evaluate`] hashes them).
-        recorded_compression_factor, recomputed_compression_factor: parameters before / after (LoRA merged).
-        recorded_data_revision, data_revision: `results.dataset.revision` and that of the data evaluated now
-            (`sha256:<hex>` of the validation file, or the Hub commit of nyu-mll/glue).
-        recorded_rows, rows: rows of the evaluated split.
-        threshold: the recomputed majority share + 3 SE the accuracy is held against.
-        reasons: the reasons for the recomputed status, as [`pipeline.verify.decide_status`] gives them.
-        figures: every figure the card shows that can be recomputed (metrics, per-class scores, confusion
-            matrix, verification, the accuracy with stock attention), recorded against recomputed.
-        problems: one sentence per difference; empty when everything matches.
-        matches: every figure equal.
-        note: when the run was evaluated on another device than this check (a GPU), a sentence saying that
-            float rounding may differ; empty otherwise.
-    """
-
-    source: str
-    repo_id: str | None
-    revision: str | None
-    recorded_accuracy: float
-    recomputed_accuracy: float
-    recorded_status: Status
-    recomputed_status: Status
-    recorded_predictions_sha256: str
-    recomputed_predictions_sha256: str
-    recorded_compression_factor: float
-    recomputed_compression_factor: float
-    recorded_data_revision: str
-    data_revision: str
-    recorded_rows: int
-    rows: int
-    threshold: float
-    reasons: list[str] = field(default_factory=list)
-    figures: list[Figure] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-    matches: bool = False
-    note: str = ""
-
-    @property
-    def data_matches(self) -> bool:
-        return self.recorded_data_revision == self.data_revision and self.recorded_rows == self.rows
 
 
 def reverify(
@@ -202,7 +109,7 @@ def reverify(
             deadline=deadline,
         )
         # The data first: they are checked against the record before any weight is loaded.
-        data = _recorded_task(files.results, data_dir, files.source)
+        data = recorded_task(files.results, data_dir, files.source)
         verified = load_files(files, base_model)
         results = verified.results
         # The stock-loader line of the card: the adapter with the model's own attention, measured again.
@@ -213,7 +120,7 @@ def reverify(
         )
     labels = list(data.validation["label"])
     logits = predict_logits(verified, data, batch_size=results.efficiency.batch_size)
-    metrics = quality_metrics(logits, labels, data.spec.label_names)
+    metrics = quality_metrics(logits.numpy(), labels, data.spec.label_names)
     counts = [labels.count(i) for i in range(len(data.spec.label_names))]
     compression = verified.base_parameters / count_deployed_parameters(verified.model)
     correct = int((logits.argmax(dim=-1) == torch.tensor(labels)).sum())
@@ -221,16 +128,17 @@ def reverify(
         counts, correct, data.spec.label_names, compression, all_finite(dataclasses.asdict(metrics))
     )
     device = results.efficiency.device
-    check = _reverification(
+    return reverification(
         results,
         metrics,
         verification,
-        data,
+        data.source,
+        len(data.validation),
         source=verified.source,
         repo_id=verified.repo_id,
         revision=verified.revision,
         compared=[
-            *figures("metrics", results.metrics, metrics),
+            *metrics_figures(results.metrics, metrics),
             *figures("verification", results.verification, verification),
             Figure("parameters.compression_factor", results.parameters.compression_factor, compression),
             Figure("dataset.revision", results.dataset.revision, data.source.revision),
@@ -244,202 +152,6 @@ def reverify(
             "CPU: float rounding differs between them, which can move a borderline prediction"
         ),
     )
-    return settled(check)
-
-
-def _reverification(
-    results: Results,
-    metrics: Metrics,
-    verification: Verification,
-    data: TaskData,
-    *,
-    source: str,
-    repo_id: str | None,
-    revision: str | None,
-    compared: list[Figure],
-    note: str = "",
-) -> Reverification:
-    """The check of a run's recorded figures against those recomputed now (`metrics` and `verification`,
-    on `data`'s validation split), before [`settled`] compares them."""
-    return Reverification(
-        source=source,
-        repo_id=repo_id,
-        revision=revision,
-        recorded_accuracy=results.metrics.accuracy,
-        recomputed_accuracy=metrics.accuracy,
-        recorded_status=results.verification.status,
-        recomputed_status=verification.status,
-        recorded_predictions_sha256=results.metrics.predictions_sha256,
-        recomputed_predictions_sha256=metrics.predictions_sha256,
-        recorded_compression_factor=results.parameters.compression_factor,
-        recomputed_compression_factor=verification.compression_factor,
-        recorded_data_revision=results.dataset.revision,
-        data_revision=data.source.revision,
-        recorded_rows=results.verification.n,
-        rows=len(data.validation),
-        threshold=verification.threshold,
-        reasons=verification.reasons,
-        figures=compared,
-        note=note,
-    )
-
-
-def settled(check: Reverification) -> Reverification:
-    """`check` with `problems` (each figure that differs, recomputed then recorded) and `matches` set."""
-    check.problems = [
-        f"{figure.name} {shown(figure.recomputed)} recomputed, {shown(figure.recorded)} recorded"
-        for figure in check.figures
-        if not figure.equal()
-    ]
-    check.matches = not check.problems
-    return check
-
-
-def reverify_predictions(
-    run_dir: str | os.PathLike,
-    *,
-    data_dir: str | os.PathLike | None = None,
-    expected_sha256: str | None = None,
-    baselines: list[str | os.PathLike] | None = None,
-) -> Reverification:
-    """Recomputes every quality figure of a run from its predictions.csv, without its model or weights.
-
-    For a local run folder, or its `cards/` copy (every file but the weights). The folder is checked as a
-    download checks it, except that the weight files (`*.safetensors`) may be absent: results.json field by
-    field (against `expected_sha256` when given) and its figures against each other, no pickle, every file
-    that is there listed in the manifest with its sha256, only files a run folder holds, no remote code.
-    Then predictions.csv is read line by line ([`pipeline.predictions.read_predictions`]) and its gold labels
-    compared with the recorded task's evaluated split, read as [`reverify`] reads it (never from the
-    repository). From the logits every quality figure is recomputed as evaluation computes it (accuracy, F1,
-    precision, recall, loss, confusion matrix, per-class scores, predictions hash) and the verification as
-    [`pipeline.verify.verify`] decides it (p0, SE, threshold, p-value, Wilson interval, status, reasons),
-    with results.json's parameter counts (the deployed parameters need the model); also the dataset revision
-    and sample rows. The paired verdict against the dense model, when the run records one, is recomputed
-    from this predictions.csv and the dense run's ([`comparison_figures`]). It takes seconds.
-
-    What it cannot tell: whether the model predicts these logits; [`reverify`] evaluates the model again.
-
-    Args:
-        run_dir: a local run folder, or its copy in `cards/`.
-        data_dir: a folder of GLUE TSV files (default: `GLUE_DIR`, else the recorded Hub dataset).
-        expected_sha256: the sha256 of the run's results.json (at least 32 hex digits), e.g. from git.
-        baselines: folders holding the dense runs the verdict names (default: the run folder's parent, where
-            a sweep or `cards/` puts them).
-
-    Returns:
-        A [`Reverification`]; its `matches` says whether everything is equal, `problems` what is not.
-
-    Raises:
-        DownloadError: `run_dir` is not a folder.
-        IntegrityError: a file is missing, differs from its manifest sha256 or is not part of the run, a
-            figure of results.json contradicts the others, or the manifest lists no predictions.csv (a run
-            written before they were recorded: verify it with its model).
-        ResultsError: its results.json cannot be read.
-        UnsafeFormatError: the folder holds pickle weights, which attncard never loads.
-        IncompatibleRunError: attncard has no such module, or the installed one has another source sha256.
-        DataError: the task's data cannot be had or are not the recorded data.
-
-    Example:
-        >>> check = reverify_predictions("runs/tiny-gpt2-none-sst2", data_dir="glue")
-        >>> check.matches, check.recomputed_status, check.problems
-        (True, <Status.PASS_NO_COMPRESSION: 'PASS_NO_COMPRESSION'>, [])
-    """
-    check_expected_sha256(expected_sha256)
-    folder = Path(os.fspath(run_dir)).expanduser()
-    if not os.fspath(run_dir).strip():  # Path("") is the current folder, which nobody means by an empty name
-        raise DownloadError(
-            f"{os.fspath(run_dir)!r} names no run folder; pass a local run folder or its cards/ copy"
-        )
-    if not folder.is_dir():
-        raise DownloadError(
-            f"{run_dir}: no such run folder; --predictions checks a local run folder or its cards/ copy "
-            "(download a Hub run first: attncard download ORG/NAME --output DIR)"
-        )
-    where = str(folder)
-    results = read_checked_files(folder, expected_sha256, where, weights_optional=True)
-    refuse_contradictions(recorded_figure_problems(results), where)
-    if PREDICTIONS_FILE not in results.manifest:
-        raise IntegrityError(
-            f"{where}: the manifest in {RESULTS_FILE} lists no {PREDICTIONS_FILE} (the run was written "
-            "before attncard recorded predictions); verify it with its model: attncard verify RUN"
-        )
-    predictions = read_predictions(folder, results, where)
-    data = _recorded_task(results, data_dir, where)
-    metrics, verification = recompute(predictions, results)
-    labels = list(data.validation["label"])
-    # The file's gold labels against the data's (their hashes, as the predictions are hashed), first row off.
-    pairs = zip(predictions.labels, labels, strict=True)
-    differing = [row for row, (written, read) in enumerate(pairs) if written != read]
-    label_check = Figure(
-        f"{PREDICTIONS_FILE} gold labels" + (f" (first differing: row {differing[0]})" if differing else ""),
-        predictions_sha256(predictions.labels),
-        predictions_sha256(labels),
-    )
-    samples = sample_rows(data.validation, data.spec, count=len(results.dataset.samples))
-    check = _reverification(
-        results,
-        metrics,
-        verification,
-        data,
-        source=where,
-        repo_id=None,
-        revision=None,
-        compared=[
-            label_check,
-            *figures("metrics", results.metrics, metrics),
-            *figures("verification", results.verification, verification),
-            Figure("dataset.revision", results.dataset.revision, data.source.revision),
-            *figures("dataset.samples", results.dataset.samples, samples),
-            *comparison_figures(results, predictions, [folder.parent] if baselines is None else baselines),
-        ],
-    )
-    return settled(check)
-
-
-def comparison_figures(
-    results: Results, predictions: Predictions, folders: list[str | os.PathLike]
-) -> list[Figure]:
-    """The run's paired verdict recomputed from its predictions and its dense baselines' predictions.csv.
-
-    Each baseline the verdict names is looked for by its folder name in `folders`; its results.json must
-    have the recorded sha256, and its predictions.csv must check against it. With several baselines (pooled
-    seeds) their predictions are compared in the recorded order, each against this run's rows.
-
-    Raises:
-        [`IntegrityError`]: a named baseline is missing, is not the recorded one, or its predictions do not
-            check.
-    """
-    recorded = results.comparison
-    if recorded is None or not recorded.baselines:
-        return []
-    module_predictions, dense_predictions, labels = [], [], []
-    for baseline in recorded.baselines:
-        candidates = [Path(os.fspath(root)) / baseline.repo_name for root in folders]
-        found = [candidate for candidate in candidates if (candidate / RESULTS_FILE).is_file()]
-        if not found:
-            raise IntegrityError(
-                f"the dense baseline {baseline.repo_name} of the paired verdict is not in "
-                f"{', '.join(str(root) for root in folders)}; put its run folder or cards copy there, or "
-                "pass --baseline DIR"
-            )
-        if sha256_file(found[0] / RESULTS_FILE) != baseline.results_sha256:
-            raise IntegrityError(
-                f"{found[0]}: its {RESULTS_FILE} is not the one the paired verdict names (sha256 "
-                f"{baseline.results_sha256[:SHA_PREFIX]}…)"
-            )
-        dense = baseline_predictions(found[0], read_results(found[0], str(found[0])))
-        labels += predictions.labels
-        module_predictions += predictions.predictions
-        dense_predictions += dense.predictions
-    recomputed = paired_comparison(
-        labels,
-        module_predictions,
-        dense_predictions,
-        baselines=recorded.baselines,
-        margin=recorded.margin,
-        confidence=recorded.confidence,
-    )
-    return figures("comparison", recorded, recomputed)
 
 
 def _data_figures(results: Results, data: TaskData, tokenizer) -> list[Figure]:
@@ -455,32 +167,13 @@ def _data_figures(results: Results, data: TaskData, tokenizer) -> list[Figure]:
     ]
 
 
-def shown(value: object) -> str:
-    """A figure as messages show it: hashes shortened, floats in full."""
-    if isinstance(value, str) and re.fullmatch(r"[0-9a-f]{64}", value):
-        return f"{value[:SHA_PREFIX]}…"
-    return repr(value) if isinstance(value, float) else str(value)
-
-
-def _recorded_task(results: Results, data_dir: str | os.PathLike | None, where: str) -> TaskData:
-    """The recorded task's data, never from the repository, and only when they are the recorded data."""
-    record = results.dataset
-    data_dir = data_dir or os.environ.get("GLUE_DIR") or None
+def recorded_task(results: Results, data_dir: str | os.PathLike | None, where: str) -> TaskData:
+    """The recorded task's data ([`pipeline.reverify_predictions.recorded_data_dir`]), when they are the
+    recorded data ([`pipeline.reverify_predictions.check_recorded_data`])."""
+    data_dir = recorded_data_dir(results, data_dir, where)
     if data_dir:
-        data = load_task(record.task, data_dir)
-    elif record.dataset_id == HUB_DATASET_ID and COMMIT_RE.fullmatch(record.revision):
-        data = load_task_from_hub(get_task(record.task), revision=record.revision)
+        data = load_task(results.dataset.task, data_dir)
     else:
-        raise DataError(
-            f"{where}: the run was evaluated on GLUE TSV files ({record.task}, validation "
-            f"{record.revision[: 7 + SHA_PREFIX]}…); pass --data-dir (data_dir=) or set GLUE_DIR to a folder "
-            "with the same files"
-        )
-    if data.source.revision != record.revision or len(data.validation) != results.verification.n:
-        raise DataError(
-            f"{where}: the {record.task} validation data here ({data.source.revision[: 7 + SHA_PREFIX]}…, "
-            f"{len(data.validation)} rows) are not the data the run was evaluated on "
-            f"({record.revision[: 7 + SHA_PREFIX]}…, {results.verification.n} rows); pass --data-dir with "
-            "the same GLUE files"
-        )
+        data = load_task_from_hub(get_task(results.dataset.task), revision=results.dataset.revision)
+    check_recorded_data(results, data.source.revision, len(data.validation), where)
     return data

@@ -15,11 +15,15 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 from scipy.stats import binomtest
 
-from .evaluate import EvalResult
 from .results import Status, Verification
+
+# The arithmetic imports no torch: `attncard verify --predictions` recomputes the verification without it.
+if TYPE_CHECKING:
+    from .evaluate import EvalResult
 
 
 def majority_threshold(class_counts: list[int]) -> tuple[float, float, float]:

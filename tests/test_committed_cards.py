@@ -12,7 +12,7 @@ import pytest
 from attncard.pipeline.cli import main
 from attncard.pipeline.lint import lint_folder
 from attncard.pipeline.results import Results
-from attncard.pipeline.reverify import reverify_predictions
+from attncard.pipeline.reverify_predictions import reverify_predictions
 from attncard.pipeline.sweep import read_matrix
 from conftest import REPO_ROOT
 

@@ -4,7 +4,7 @@ import hashlib
 
 import pytest
 
-from attncard.pipeline.data import TASKS, check_data_dir, load_task, read_glue_tsv
+from attncard.pipeline.data import TASKS, check_data_dir, load_task, load_validation, read_glue_tsv
 from attncard.pipeline.errors import DataError, UnknownNameError
 
 MNLI_HEADER = (
@@ -39,6 +39,17 @@ def test_other_glue_tasks(glue, task, train_rows, validation_rows, label_counts)
     labels = data.validation["label"]
     assert {label: labels.count(label) for label in label_counts} == label_counts
     assert set(data.validation.column_names) == {*TASKS[task].text_columns, "label"}
+
+
+@pytest.mark.parametrize("task", ["sst2", "mrpc", "rte"])
+def test_the_validation_split_alone_is_load_tasks(glue, task):
+    """What `attncard verify --predictions` reads, without `datasets`: the rows, labels and revision of the
+    evaluated split that `load_task` gives."""
+    data, split = load_task(task, glue), load_validation(task, glue)
+    assert split.rows == list(data.validation)
+    assert split.labels == list(data.validation["label"])
+    assert split.source.revision == data.source.revision
+    assert split.source.files == {"validation": data.source.files["validation"]}
 
 
 def test_quoting_is_off(glue):

@@ -33,7 +33,7 @@ from attncard.pipeline.errors import (
     UnknownSchemaError,
     UnsafeFormatError,
 )
-from attncard.pipeline.evaluate import predictions_sha256
+from attncard.pipeline.metrics import predictions_sha256
 from attncard.pipeline.push import push_tag
 from attncard.pipeline.results import Results, sha256_file
 from attncard.pipeline.reverify import reverify

@@ -33,7 +33,7 @@ from attncard.pipeline.errors import (
     ResultsError,
     SignatureError,
 )
-from attncard.pipeline.evaluate import label_metrics
+from attncard.pipeline.metrics import label_metrics
 from attncard.pipeline.predictions import read_predictions, write_predictions
 from attncard.pipeline.push import push_tag
 from attncard.pipeline.render import card_usage_code, render_card, write_eval_results, write_plots

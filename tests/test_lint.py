@@ -213,12 +213,12 @@ def test_invalid_config_json(run):
     assert finding == Finding("config.json", 2, "not valid JSON: Expecting value (column 14)")
 
 
-def test_config_json_that_transformers_cannot_load(run):
+def test_config_json_of_a_family_attncard_does_not_load(run):
     (run / "config.json").write_text('{"model_type": "no-such-model"}\n')
     _reseal(run)
     [finding] = lint_run_folder(run)
     assert (finding.path, finding.line) == ("config.json", None)
-    assert finding.message.startswith("transformers cannot load it: ")
+    assert finding.message.startswith("model_type 'no-such-model' is not a model family attncard loads (bert")
 
 
 def test_adapter_config_must_be_an_object(run):

@@ -24,7 +24,7 @@ from attncard.pipeline.cli import main
 from attncard.pipeline.data import load_task
 from attncard.pipeline.download import load_verified, predict
 from attncard.pipeline.errors import IntegrityError, RepoNotFoundError, RevisionNotFoundError
-from attncard.pipeline.evaluate import predictions_sha256
+from attncard.pipeline.metrics import predictions_sha256
 from attncard.pipeline.push import push_run_folder
 from attncard.pipeline.results import Results
 from conftest import HUB_USER, LFS_THRESHOLD, MINILM_REPO, TINY_GPT2_REPO, serve

@@ -16,15 +16,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from test_hostile_runs import reseal
 
 from attncard.pipeline.cli import main
 from attncard.pipeline.data import load_task
-from attncard.pipeline.download import check_safe_formats, download_verified
+from attncard.pipeline.download import download_verified
 from attncard.pipeline.errors import IntegrityError
-from attncard.pipeline.evaluate import label_metrics, predictions_sha256, quality_metrics
+from attncard.pipeline.integrity import check_safe_formats
+from attncard.pipeline.metrics import label_metrics, predictions_sha256, quality_metrics
 from attncard.pipeline.predictions import (
     MAX_PREDICTIONS_BYTES,
     header,
@@ -45,7 +47,7 @@ from attncard.pipeline.results import (
     build_manifest,
     sha256_file,
 )
-from attncard.pipeline.reverify import reverify_predictions
+from attncard.pipeline.reverify_predictions import reverify_predictions
 from attncard.pipeline.verify import verification_from_counts
 
 
@@ -128,8 +130,8 @@ def test_the_file_round_trips_bit_for_bit(tiny_gpt2_run, tmp_path: Path) -> None
     results = consistent_results(Results.load(tiny_gpt2_run[0]), labels, logits, ["a", "b", "c"])
 
     read = read_predictions(run_dir, results)
-    assert read.logits.dtype == torch.float32
-    assert torch.equal(read.logits.view(torch.int32), logits.view(torch.int32))  # every bit, -0.0 included
+    assert read.logits.dtype == np.float32
+    assert np.array_equal(read.logits.view(np.int32), logits.numpy().view(np.int32))  # every bit, -0.0 too
     assert read.labels == labels
     assert read.predictions == logits.argmax(dim=-1).tolist()
     assert read.predictions[-5:-3] == [0, 0]  # first maximum on ties
@@ -203,7 +205,6 @@ def test_verify_predictions_matches_without_the_model_in_seconds(
     def no_model(*args, **kwargs):
         raise AssertionError("verify --predictions loaded a model")
 
-    monkeypatch.setattr("attncard.pipeline.reverify.load_files", no_model)
     monkeypatch.setattr("attncard.pipeline.download._load_base_model", no_model)
     started = time.perf_counter()
     assert verify_predictions(run_dir, glue) == 0

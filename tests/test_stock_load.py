@@ -17,8 +17,9 @@ from attncard.pipeline.cli import publish_main
 from attncard.pipeline.data import load_task
 from attncard.pipeline.download import load_verified
 from attncard.pipeline.errors import IntegrityError, ResultsError
-from attncard.pipeline.evaluate import classify, label_metrics
+from attncard.pipeline.evaluate import classify
 from attncard.pipeline.lint import lint_run_folder
+from attncard.pipeline.metrics import label_metrics
 from attncard.pipeline.models import load_model
 from attncard.pipeline.render import render_card, write_plots
 from attncard.pipeline.results import CARD_FILE, Results, StockLoad, build_manifest

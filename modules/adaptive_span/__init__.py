@@ -1,23 +1,20 @@
 """`adaptive_span`: each head learns its attention span (Sukhbaatar et al., 2019)."""
 
+import importlib
 from pathlib import Path
 
-from ..base import AttentionModule
+from ..base import AttentionModule, imported_on_call
 from .config import AdaptiveSpanConfig
-from .model import (
-    apply,
-    attention_flops,
-    calibrate_crossover,
-    mean_span,
-    module_stats,
-    plot_spans,
-    span_penalty,
-)
+from .plots import plot_spans
+
+# model.py and attention.py import torch: the hooks import them when first called, so that this folder (and
+# `MODULE`, which the registry and the card read) imports without torch.
+_TORCH_NAMES = {"mean_span": "model", "module_stats": "model", "span_penalty": "model"}
 
 MODULE = AttentionModule(
     name="adaptive_span",
     config_class=AdaptiveSpanConfig,
-    apply=apply,
+    apply=imported_on_call(f"{__name__}.model", "apply"),
     folder=Path(__file__).parent,
     causal=True,
     bidirectional=True,
@@ -36,12 +33,19 @@ MODULE = AttentionModule(
 }""",
     trainable_modules=("adaptive_span",),
     learning_rates=lambda config: {"span_logits": config.span_lr},
-    penalty=span_penalty,
-    stats=module_stats,
-    calibrate=calibrate_crossover,
-    flops=attention_flops,
+    penalty=imported_on_call(f"{__name__}.model", "span_penalty"),
+    stats=imported_on_call(f"{__name__}.model", "module_stats"),
+    calibrate=imported_on_call(f"{__name__}.model", "calibrate_crossover"),
+    flops=imported_on_call(f"{__name__}.model", "attention_flops"),
     plots=plot_spans,
     changes_parameter_count=True,  # the span logits, one per head and layer
 )
 
 __all__ = ["MODULE", "AdaptiveSpanConfig", "mean_span", "module_stats", "span_penalty"]
+
+
+def __getattr__(name: str) -> object:
+    """A name of `_TORCH_NAMES`, imported from its file when first read."""
+    if name in _TORCH_NAMES:
+        return getattr(importlib.import_module(f"{__name__}.{_TORCH_NAMES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,16 +1,25 @@
 """`adaptive_sparse`: exact top-k attention, each query attending only to its k highest-scoring keys."""
 
+import importlib
 from pathlib import Path
 
-from ..base import AttentionModule
-from .attention import AdaptiveSparseState, adaptive_sparse_attention, kept_bias
+from ..base import AttentionModule, imported_on_call
 from .config import AdaptiveSparseConfig
-from .model import apply, attention_flops, module_stats
+
+# model.py and attention.py import torch: the hooks import them when first called, so that this folder (and
+# `MODULE`, which the registry and the card read) imports without torch.
+_TORCH_NAMES = {
+    "AdaptiveSparseState": "attention",
+    "adaptive_sparse_attention": "attention",
+    "kept_bias": "attention",
+    "module_stats": "model",
+}
+_module_stats = imported_on_call(f"{__name__}.model", "module_stats")
 
 MODULE = AttentionModule(
     name="adaptive_sparse",
     config_class=AdaptiveSparseConfig,
-    apply=apply,
+    apply=imported_on_call(f"{__name__}.model", "apply"),
     folder=Path(__file__).parent,
     causal=True,
     bidirectional=True,
@@ -27,8 +36,8 @@ MODULE = AttentionModule(
   year = {2019},
   url = {https://arxiv.org/abs/1912.11637}
 }""",
-    stats=lambda model, lengths: module_stats(model),
-    flops=attention_flops,
+    stats=lambda model, lengths: _module_stats(model),
+    flops=imported_on_call(f"{__name__}.model", "attention_flops"),
 )
 
 __all__ = [
@@ -39,3 +48,10 @@ __all__ = [
     "kept_bias",
     "module_stats",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """A name of `_TORCH_NAMES`, imported from its file when first read."""
+    if name in _TORCH_NAMES:
+        return getattr(importlib.import_module(f"{__name__}.{_TORCH_NAMES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,16 +2,21 @@
 L_span earlier positions, empty for single sentences) plus the parallel low-rank HyLoRA branch X·A·B added
 before the output projection."""
 
+import importlib
 from pathlib import Path
 
-from ..base import AttentionModule
+from ..base import AttentionModule, imported_on_call
 from .config import SpanExpandedConfig
-from .model import apply, attention_flops, dense_reference, layer_attention, module_stats, segment_memory
+
+# model.py and attention.py import torch: the hooks import them when first called, so that this folder (and
+# `MODULE`, which the registry and the card read) imports without torch.
+_TORCH_NAMES = {"apply": "model", "module_stats": "model", "segment_memory": "model"}
+_module_stats = imported_on_call(f"{__name__}.model", "module_stats")
 
 MODULE = AttentionModule(
     name="span_expanded",
     config_class=SpanExpandedConfig,
-    apply=apply,
+    apply=imported_on_call(f"{__name__}.model", "apply"),
     folder=Path(__file__).parent,
     causal=True,
     bidirectional=True,
@@ -39,11 +44,18 @@ MODULE = AttentionModule(
   url = {https://arxiv.org/abs/2106.09685}
 }""",
     trainable_modules=("span_expanded",),
-    stats=lambda model, lengths: module_stats(model),
-    flops=attention_flops,
-    dense_reference=dense_reference,
-    layer_attention=layer_attention,
+    stats=lambda model, lengths: _module_stats(model),
+    flops=imported_on_call(f"{__name__}.model", "attention_flops"),
+    dense_reference=imported_on_call(f"{__name__}.model", "dense_reference"),
+    layer_attention=imported_on_call(f"{__name__}.model", "layer_attention"),
     changes_parameter_count=True,  # the HyLoRA branch of every layer
 )
 
 __all__ = ["MODULE", "SpanExpandedConfig", "apply", "module_stats", "segment_memory"]
+
+
+def __getattr__(name: str) -> object:
+    """A name of `_TORCH_NAMES`, imported from its file when first read."""
+    if name in _TORCH_NAMES:
+        return getattr(importlib.import_module(f"{__name__}.{_TORCH_NAMES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,16 +1,26 @@
 """`svd_lowrank`: the q/k/v/o projections replaced by their truncated SVD, the factors trained in full."""
 
+import importlib
 from pathlib import Path
 
-from ..base import AttentionModule
-from .attention import LowRankLinear, factorised_parameter_count, rank_for_energy
+from ..base import AttentionModule, imported_on_call
 from .config import SvdLowRankConfig
-from .model import apply, dense_reference, lora_target_modules, module_stats, projection_flops
+
+# model.py and attention.py import torch: the hooks import them when first called, so that this folder (and
+# `MODULE`, which the registry and the card read) imports without torch.
+_TORCH_NAMES = {
+    "LowRankLinear": "attention",
+    "factorised_parameter_count": "attention",
+    "rank_for_energy": "attention",
+    "lora_target_modules": "model",
+    "module_stats": "model",
+}
+_module_stats = imported_on_call(f"{__name__}.model", "module_stats")
 
 MODULE = AttentionModule(
     name="svd_lowrank",
     config_class=SvdLowRankConfig,
-    apply=apply,
+    apply=imported_on_call(f"{__name__}.model", "apply"),
     folder=Path(__file__).parent,
     causal=True,
     bidirectional=True,
@@ -28,10 +38,10 @@ MODULE = AttentionModule(
   url = {https://arxiv.org/abs/1404.0736}
 }""",
     trainable_modules=("svd_down", "svd_up"),
-    stats=lambda model, lengths: module_stats(model),
-    lora_targets=lora_target_modules,
-    projection_flops=projection_flops,
-    dense_reference=dense_reference,
+    stats=lambda model, lengths: _module_stats(model),
+    lora_targets=imported_on_call(f"{__name__}.model", "lora_target_modules"),
+    projection_flops=imported_on_call(f"{__name__}.model", "projection_flops"),
+    dense_reference=imported_on_call(f"{__name__}.model", "dense_reference"),
     changes_parameter_count=True,  # the factors replace the projections
 )
 
@@ -44,3 +54,10 @@ __all__ = [
     "module_stats",
     "rank_for_energy",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """A name of `_TORCH_NAMES`, imported from its file when first read."""
+    if name in _TORCH_NAMES:
+        return getattr(importlib.import_module(f"{__name__}.{_TORCH_NAMES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -91,8 +91,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    # The stage is imported when the command runs: --help and argument errors need no torch.
-    from ..reverify import reverify, reverify_predictions, shown
+    # The stages are imported when the command runs: --help and argument errors need no torch, and neither
+    # does --predictions (pipeline.reverify_predictions imports none).
+    from ..reverify_predictions import reverify_predictions, shown
 
     if args.baseline and not args.predictions:
         raise AttncardError("--baseline applies with --predictions; add --predictions, or drop --baseline")
@@ -107,17 +108,25 @@ def _verify(args: argparse.Namespace) -> int:
             args.repo, data_dir=args.data_dir, expected_sha256=args.expect_sha256, baselines=args.baseline
         )
     else:
+        from ..reverify import reverify
+
         options = run_options(args)
         check = reverify(
             args.repo, args.revision, data_dir=args.data_dir, base_model=args.base_model, **options
         )
     print(f"{check.source}")
+    within = []  # figures equal within their tolerance, not bit for bit (a loss recorded in float32)
     for figure in check.figures:
-        mark = "  " if figure.equal() else "≠ "
+        mark = "  " if figure.recorded == figure.recomputed else "≈ " if figure.equal() else "≠ "
+        if mark == "≈ ":
+            within.append(f"{figure.name} within a relative {figure.rel_tol:g}")
         recorded, recomputed = shown(figure.recorded), shown(figure.recomputed)
         print(f"{mark}{figure.name:<40}recorded {recorded}  recomputed {recomputed}")
     if check.matches:
-        print(f"MATCH: {check.source} reproduces all {len(check.figures)} recorded figures")
+        print(
+            f"MATCH: {check.source} reproduces all {len(check.figures)} recorded figures"
+            + (f" ({'; '.join(within)})" if within else "")
+        )
         return EXIT_OK
     print(f"MISMATCH: {'; '.join(check.problems)}" + (f" ({check.note})" if check.note else ""))
     return EXIT_MISMATCH

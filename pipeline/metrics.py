@@ -1,0 +1,123 @@
+"""The arithmetic of a run's quality figures, from its logits and gold labels, with numpy alone.
+
+Evaluation records these figures ([`pipeline.evaluate`] passes its logits as a numpy array), and
+`attncard verify` recomputes them, from the model's logits or from predictions.csv alone, with the same
+functions: accuracy, F1 (macro and weighted), precision and recall (macro), the confusion matrix and per-class
+scores, the cross-entropy loss, and the sha256 of the predicted label ids. The scores are scikit-learn's
+(`precision_recall_fscore_support` with `zero_division=0`), computed from the confusion matrix as it computes
+them, bit for bit (tests/test_metrics.py holds them to it), without its import, which takes longer than
+recomputing a run. The verification ([`pipeline.verify`]) and the paired verdict ([`pipeline.paired`]) import
+no torch either.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import numpy as np
+
+from .results import ClassScores, Metrics
+
+# How far a recomputed loss may be from the recorded one, relatively. The loss is computed here in float64;
+# runs published before it was recorded torch's float32 cross-entropy, which differs in the last bits (up to
+# 1.4 parts in 10⁷ on the committed cards), and float64 exp and log may differ in the last bit between
+# machines. Every other figure is compared bit for bit; the card shows the loss to 4 decimals.
+LOSS_REL_TOL = 1e-6
+
+
+def cross_entropy(logits: np.ndarray, labels: Sequence[int]) -> float:
+    """The mean cross-entropy of `(rows, labels)` logits against the gold labels, in float64.
+
+    Example:
+        >>> round(cross_entropy(np.array([[2.0, 0.0], [0.0, 1.0]], dtype=np.float32), [0, 0]), 6)
+        0.720095
+    """
+    values = np.asarray(logits, dtype=np.float64)
+    shifted = values - values.max(axis=-1, keepdims=True)  # exp of a large logit would overflow
+    log_sums = np.log(np.exp(shifted).sum(axis=-1))
+    picked = shifted[np.arange(len(values)), np.asarray(labels, dtype=np.int64)]
+    return float(np.mean(log_sums - picked))
+
+
+def quality_metrics(logits: np.ndarray, labels: Sequence[int], label_names: Sequence[str]) -> Metrics:
+    """Every quality figure of a run, from the logits of the evaluated split and its gold labels, in order.
+
+    The one place these figures are computed: evaluation records them, and `attncard verify` recomputes
+    them from a downloaded run's model, or its predictions.csv, and compares.
+
+    Args:
+        logits: `(rows, labels)` float logits, in split order (evaluation's are float32).
+        labels: the gold label ids, in split order.
+        label_names: the task's label names, in label-id order.
+
+    Returns:
+        [`Metrics`]: accuracy, F1, precision, recall, loss ([`cross_entropy`]), confusion matrix, per-class
+        scores and the sha256 of the predicted label ids (the first maximum of each row's logits).
+
+    Example:
+        >>> logits = np.array([[2.0, 0.0], [0.0, 1.0]], dtype=np.float32)
+        >>> quality_metrics(logits, [0, 0], ["negative", "positive"]).accuracy
+        0.5
+    """
+    metrics = label_metrics(labels, np.asarray(logits).argmax(axis=-1).tolist(), label_names)
+    metrics.loss = cross_entropy(logits, labels)
+    return metrics
+
+
+def label_metrics(labels: Sequence[int], predictions: Sequence[int], label_names: Sequence[str]) -> Metrics:
+    """The figures of [`quality_metrics`] that depend on the labels and predictions alone (`loss` is NaN).
+
+    Example:
+        >>> label_metrics([0, 0, 1], [0, 1, 1], ["negative", "positive"]).confusion_matrix
+        [[1, 1], [0, 1]]
+    """
+    y_true, y_pred = np.asarray(labels, dtype="<i8"), np.asarray(predictions, dtype="<i8")
+    size = len(label_names)
+    ids = np.concatenate([y_true, y_pred])
+    if len(y_true) != len(y_pred) or not ((ids >= 0) & (ids < size)).all():
+        raise ValueError(
+            f"{len(y_true)} labels and {len(y_pred)} predictions: give as many of each, each a label id 0 to "
+            f"{size - 1}"
+        )
+    matrix = np.zeros((size, size), dtype=np.int64)  # rows: the gold label; columns: the prediction
+    np.add.at(matrix, (y_true, y_pred), 1)
+    correct, support, predicted = np.diagonal(matrix), matrix.sum(axis=1), matrix.sum(axis=0)
+    precision, recall = _ratio(correct, predicted), _ratio(correct, support)
+    f1 = _ratio(2.0 * correct, 1.0 * support + predicted)  # 2·tp / (2·tp + fn + fp), as scikit-learn has it
+    return Metrics(
+        accuracy=float(np.mean(y_true == y_pred)),
+        f1_macro=float(np.mean(f1)),
+        # Weighted by support; with no rows at all, scikit-learn drops the weights.
+        f1_weighted=float(np.average(f1, weights=support) if support.sum() else np.mean(f1)),
+        precision_macro=float(np.mean(precision)),
+        recall_macro=float(np.mean(recall)),
+        loss=float("nan"),
+        confusion_matrix=matrix.tolist(),
+        per_class=[
+            ClassScores(name, float(p), float(r), float(f), int(s))
+            for name, p, r, f, s in zip(label_names, precision, recall, f1, support, strict=True)
+        ],
+        predictions_sha256=predictions_sha256(predictions),
+    )
+
+
+def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    """`numerator / denominator` in float64, and 0 where the denominator is 0 (scikit-learn's
+    `zero_division=0`)."""
+    return np.divide(
+        numerator, denominator, out=np.zeros(len(denominator)), where=denominator != 0, dtype=np.float64
+    )
+
+
+def predictions_sha256(predictions: Sequence[int] | np.ndarray) -> str:
+    """sha256 of predicted label ids, int64 little-endian, in split order: `Metrics.predictions_sha256`.
+
+    Example:
+        >>> predictions_sha256([1, 0])[:12]
+        '4cbbd8ca5215'
+    """
+    return hashlib.sha256(np.asarray(predictions, dtype="<i8").tobytes()).hexdigest()
+
+
+__all__ = ["LOSS_REL_TOL", "cross_entropy", "label_metrics", "predictions_sha256", "quality_metrics"]

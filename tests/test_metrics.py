@@ -1,0 +1,91 @@
+"""The arithmetic of the quality figures (pipeline/metrics.py), held to what it replaces: scikit-learn's
+scores bit for bit, and torch's cross-entropy to float32 rounding (`LOSS_REL_TOL`), the tolerance a loss
+recorded by torch is compared with."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import (
+    confusion_matrix,
+    f1_score,
+    precision_recall_fscore_support,
+    precision_score,
+    recall_score,
+)
+
+from attncard.pipeline.metrics import LOSS_REL_TOL, cross_entropy, label_metrics, quality_metrics
+
+
+def scikit_learn_figures(labels: np.ndarray, predictions: np.ndarray, count: int) -> dict:
+    """The figures `label_metrics` computes, as scikit-learn computes them (what evaluation called before)."""
+    ids = list(range(count))
+    options = {"labels": ids, "zero_division": 0}
+    precision, recall, f1, support = precision_recall_fscore_support(labels, predictions, **options)
+    per_class = zip(precision, recall, f1, support, strict=True)
+    return {
+        "f1_macro": float(f1_score(labels, predictions, average="macro", **options)),
+        "f1_weighted": float(f1_score(labels, predictions, average="weighted", **options)),
+        "precision_macro": float(precision_score(labels, predictions, average="macro", **options)),
+        "recall_macro": float(recall_score(labels, predictions, average="macro", **options)),
+        "confusion_matrix": confusion_matrix(labels, predictions, labels=ids).tolist(),
+        "per_class": [(float(p), float(r), float(f), int(s)) for p, r, f, s in per_class],
+    }
+
+
+def test_the_scores_are_scikit_learns_bit_for_bit():
+    generator = np.random.default_rng(0)
+    for case in range(400):
+        count, rows = int(generator.integers(2, 5)), int(generator.integers(1, 1000))
+        labels = generator.integers(0, count, rows)
+        right = generator.random(rows) < generator.random()  # anywhere from chance to perfect
+        predictions = np.where(right, labels, generator.integers(0, count, rows))
+        if case % 5 == 0:  # one label never predicted: its precision divides by zero
+            predictions[predictions == count - 1] = 0
+        if case % 7 == 0:  # one label never true: its recall divides by zero
+            labels[labels == count - 1] = 0
+        names = [f"label {i}" for i in range(count)]
+        metrics = label_metrics(labels.tolist(), predictions.tolist(), names)
+        expected = scikit_learn_figures(labels, predictions, count)
+        per_class = [(c.precision, c.recall, c.f1, c.support) for c in metrics.per_class]
+        assert {
+            "f1_macro": metrics.f1_macro,
+            "f1_weighted": metrics.f1_weighted,
+            "precision_macro": metrics.precision_macro,
+            "recall_macro": metrics.recall_macro,
+            "confusion_matrix": metrics.confusion_matrix,
+            "per_class": per_class,
+        } == expected, f"case {case}"
+        assert metrics.accuracy == float(np.mean(labels == predictions))
+
+
+def test_the_loss_is_torchs_cross_entropy_within_its_tolerance():
+    generator = torch.Generator().manual_seed(0)
+    for scale in (1e-3, 1.0, 10.0, 1e3):
+        logits = torch.randn(5000, 3, generator=generator) * scale
+        labels = torch.randint(0, 3, (5000,), generator=generator)
+        ours = cross_entropy(logits.numpy(), labels.tolist())
+        in_float64 = torch.nn.functional.cross_entropy(logits.double(), labels).item()
+        in_float32 = torch.nn.functional.cross_entropy(logits, labels).item()  # as runs recorded it
+        assert ours == pytest.approx(in_float64, rel=1e-12, abs=1e-300)
+        assert ours == pytest.approx(in_float32, rel=LOSS_REL_TOL, abs=1e-300), scale
+    # The largest logits do not overflow.
+    assert cross_entropy(np.array([[3e38, -3e38]], dtype=np.float32), [1]) == pytest.approx(6e38, rel=1e-6)
+
+
+def test_quality_metrics_predict_the_first_maximum():
+    logits = np.array([[1.0, 1.0], [0.0, 2.0], [3.0, -1.0]], dtype=np.float32)
+    metrics = quality_metrics(logits, [1, 1, 0], ["negative", "positive"])
+    assert metrics.confusion_matrix == [[1, 0], [1, 1]]  # the tie is label 0
+    assert metrics.predictions_sha256 == label_metrics([1, 1, 0], [0, 1, 0], ["a", "b"]).predictions_sha256
+
+
+@pytest.mark.parametrize(
+    ("labels", "predictions"),
+    [([0, 1], [0]), ([0, 2], [0, 1]), ([0, 1], [-1, 1])],
+    ids=["fewer predictions", "a label out of range", "a negative prediction"],
+)
+def test_labels_that_are_not_label_ids_are_refused(labels, predictions):
+    with pytest.raises(ValueError, match="give as many of each, each a label id 0 to 1"):
+        label_metrics(labels, predictions, ["negative", "positive"])
