@@ -13,8 +13,8 @@ import pytest
 from huggingface_hub import constants
 from huggingface_hub.utils import close_session
 
+from attncard.testing import session_tiny_models
 from hub_server import LoopbackHub, client_settings
-from tiny_models import save_tiny_model
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HUB_TOKEN = "hf_loopback_test_token"  # the token the `hub` fixture's server accepts, unless overridden
@@ -69,17 +69,10 @@ def glue() -> Path:
 
 
 @pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory):
-    """`tiny_model_dir(family)`: the folder of a tiny random model of that family, built once a session."""
-    root = tmp_path_factory.mktemp("tiny-models")
-    built: dict[str, Path] = {}
-
-    def get(family: str) -> Path:
-        if family not in built:
-            built[family] = save_tiny_model(family, root / family)
-        return built[family]
-
-    return get
+def tiny_model_dir(pytestconfig, tmp_path_factory) -> Callable[[str], Path]:
+    """`tiny_model_dir(family)`: the folder of a tiny random model of that family, built once a session (the
+    same folders `attncard.testing.ModuleContract` uses)."""
+    return session_tiny_models(pytestconfig, tmp_path_factory).folder
 
 
 SST2_ROWS = [
