@@ -459,7 +459,7 @@ def check_training_and_reload(case: ContractCase, folder: Path, workdir: Path) -
 
     Every parameter of the module's own submodules (`trainable_modules`) and every LoRA B must have moved
     (only a gradient moves them), every saved weight must be loaded, and the reloaded model must give the
-    trained model's logits.
+    trained model's outputs ([`model_outputs`]).
 
     Args:
         case: the module and its `config`.
@@ -526,7 +526,8 @@ def check_training_and_reload(case: ContractCase, folder: Path, workdir: Path) -
     module.apply(fresh.model, config)
     reloaded = PeftModel.from_pretrained(
         fresh.model, str(adapter), config=adapter_config, is_trainable=False, torch_device="cpu"
-    ).eval()
+    )
+    reloaded.to(next(trained.model.parameters()).device).eval()  # where training ran: a GPU, if there is one
     with safe_open(adapter / "adapter_model.safetensors", framework="pt") as handle:
         stored = set(handle.keys())
     ignored = stored - set(get_peft_model_state_dict(reloaded, save_embedding_layers=False))
