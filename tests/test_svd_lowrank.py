@@ -11,7 +11,7 @@ from peft.utils import get_peft_model_state_dict
 from peft.utils.constants import DUMMY_TARGET_MODULES
 from transformers.pytorch_utils import Conv1D
 
-from attncard.modules.base import attention_layers, implementation_name
+from attncard.modules.base import attention_layers
 from attncard.modules.svd_lowrank import (
     MODULE,
     LowRankLinear,
@@ -98,21 +98,6 @@ def test_conv1d_is_factorised_as_the_matrix_it_applies():
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_full_rank_reproduces_original_logits(tiny_model_dir, family):
-    loaded, batch = load_with_padded_batch(tiny_model_dir(family))
-    with torch.no_grad():
-        expected = loaded.model(**batch).logits
-    MODULE.apply(loaded.model, SvdLowRankConfig(rank=32))  # every tiny projection has min(in, out) ≤ 32
-    assert loaded.model.config._attn_implementation == implementation_name("svd_lowrank")
-    for projection in _unique_projections(loaded.model):
-        assert isinstance(projection, LowRankLinear)
-        assert projection.rank == min(projection.in_features, projection.out_features)
-    with torch.no_grad():
-        got = loaded.model(**batch).logits
-    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
-
-
-@pytest.mark.parametrize("family", FAMILIES)
 def test_parameter_count_is_the_formulas(tiny_model_dir, family):
     loaded, _ = load_with_padded_batch(tiny_model_dir(family))
     model = loaded.model
@@ -157,7 +142,11 @@ def test_lora_targets():
     ("family", "projections"),
     [("bert", ("q", "k", "v", "o")), ("bert", ("k", "o")), ("gpt2", ("q", "k", "v", "o"))],
 )
-def test_peft_trains_the_factors_and_lora(tiny_model_dir, family, projections):
+def test_peft_saves_every_factor_and_adapts_the_projections_left_unfactorised(
+    tiny_model_dir, family, projections
+):
+    """How peft holds the module (that it trains and reloads is the module contract's, in
+    tests/test_module_contract.py): the factors as modules_to_save, LoRA on the q and v left unfactorised."""
     loaded, batch = load_with_padded_batch(tiny_model_dir(family))
     config = SvdLowRankConfig(rank=8, projections=projections)
     MODULE.apply(loaded.model, config)
@@ -173,21 +162,18 @@ def test_peft_trains_the_factors_and_lora(tiny_model_dir, family, projections):
     with torch.no_grad():
         torch.testing.assert_close(model(**batch).logits, expected)  # LoRA starts at zero
 
-    model.train()
-    model(**batch, labels=torch.tensor([1, 0, 0])).loss.backward()
     factorised = [p for p in _unique_projections(model.get_base_model()) if isinstance(p, LowRankLinear)]
     per_layer = 2 if family == "gpt2" else len(projections)  # GPT-2: c_attn and c_proj
     assert len(factorised) == 2 * per_layer  # two layers
     factors = [module for projection in factorised for module in (projection.svd_down, projection.svd_up)]
     for wrapper in factors:
-        trained = wrapper.modules_to_save["default"].weight
-        assert trained.requires_grad and trained.grad is not None and trained.grad.abs().sum() > 0
+        assert wrapper.modules_to_save["default"].weight.requires_grad
         assert not wrapper.original_module.weight.requires_grad
-    lora_b = [p for name, p in model.named_parameters() if "lora_B" in name]
+    lora_b = [name for name, _ in model.named_parameters() if "lora_B" in name]
     if "q" in projections and "v" in projections:
         assert lora_b == []  # the factors are the trained attention projections
     else:
-        assert lora_b and all(p.grad is not None and p.grad.abs().sum() > 0 for p in lora_b)
+        assert {name.split(".")[-4] for name in lora_b} == {"query", "value"}
 
     saved = get_peft_model_state_dict(model, save_embedding_layers=False)
     # The adapter carries every trained factor: a reader's fresh SVD is only where training started.

@@ -1,0 +1,53 @@
+"""The module contract (`attncard.testing`), from one table, over every built-in module and the example
+plugin `examples/sliding_window` (installed with pip, as `tests/test_plugins.py` installs it): dense
+attention where the module claims it, training through peft and loading back, the tensor trace, causal,
+padded and grouped-query attention on the tiny models of every family.
+
+A module's own tests (`tests/test_<module>.py`) test what only it does; what every module must do is here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from attncard.modules import BUILTIN_MODULE_NAMES
+from attncard.testing import ContractCase, ModuleContract
+from conftest import plugin_installed
+
+# Modules of other packages in the table, installed for their tests (the `plugin_site` fixture).
+PLUGINS = ("sliding_window",)
+
+# `config`: how each module runs in the checks, small enough to change attention on rows of 4 to 50 tokens
+# (the checks move the module's own parameters off their initial values, so span_expanded's branch, which
+# starts at zero, adds to attention); `dense_config`: where it claims the model's own attention.
+CASES = [
+    ContractCase("none", dense_config={}),
+    ContractCase(
+        "adaptive_span",
+        config={"max_span": 4, "ramp": 2},
+        dense_config={"max_span": 512},  # every span far beyond the longest row
+    ),
+    ContractCase("adaptive_sparse", config={"top_k": 2}, dense_config={"top_k": 512}),  # k beyond every row
+    ContractCase("span_expanded", dense_config={}),  # the branch's B starts at zero; no memory for one row
+    ContractCase("svd_lowrank", config={"rank": 4}, dense_config={"rank": 4096}),  # capped at full rank
+    ContractCase("sliding_window", config={"window": 2}, dense_config={"window": 512}),
+]
+
+
+def test_the_table_holds_every_module():
+    assert sorted(case.name for case in CASES) == sorted([*BUILTIN_MODULE_NAMES, *PLUGINS])
+
+
+class TestModuleContract(ModuleContract):
+    cases = CASES
+
+    @pytest.fixture(autouse=True)
+    def plugin_of_the_case(self, case: ContractCase, request: pytest.FixtureRequest) -> Iterator[None]:
+        """The plugin installed while a test of its module runs (and pip run only when one does)."""
+        if case.name not in PLUGINS:
+            yield
+            return
+        with plugin_installed(request.getfixturevalue("plugin_site")):
+            yield
