@@ -478,7 +478,7 @@ def check_training_and_reload(case: ContractCase, folder: Path, workdir: Path) -
     from safetensors import safe_open
 
     from .pipeline.data import DataSource, TaskData, get_task
-    from .pipeline.integrity import lora_config
+    from .pipeline.download import lora_config
     from .pipeline.results import TrainConfig
     from .pipeline.train import train
 

@@ -133,28 +133,39 @@ def plugin_site(tmp_path_factory) -> Path:
 
 
 @contextlib.contextmanager
-def plugin_installed(site: Path) -> Iterator[None]:
-    """The plugin in `site` installed in this process for the block, then gone as if it never was: off
-    `sys.path`, out of `sys.modules`, the registry rescanned each time."""
+def plugin_installed(site: Path, import_name: str = PLUGIN_IMPORT) -> Iterator[None]:
+    """The plugin in `site` (its package imported as `import_name`) installed in this process for the block,
+    then gone as if it never was: off `sys.path`, out of `sys.modules`, the registry rescanned each time."""
     sys.path.insert(0, str(site))
     rescan_modules()
     try:
         yield
     finally:
         sys.path.remove(str(site))
-        for name in [name for name in sys.modules if name.split(".")[0] == PLUGIN_IMPORT]:
+        for name in [name for name in sys.modules if name.split(".")[0] == import_name]:
             del sys.modules[name]
         rescan_modules()
 
 
+# What `pip install .` builds attncard from: its metadata and the folders packaged under `attncard`.
+PACKAGE_SOURCES = ("pyproject.toml", "README.md", "attncard", "pipeline", "modules", "templates")
+
+
 def install_attncard(target: Path) -> Path:
     """`pip install .` into `target` as a wheel, without dependencies (the test's own are used): no editable
-    finder, every subpackage under `target/attncard/`. Returns `target`."""
-    subprocess.run(
-        [*PIP_INSTALL, "--target", str(target), str(REPO_ROOT)],
-        check=True,
-        capture_output=True,
-    )
+    finder, every subpackage under `target/attncard/`. Returns `target`.
+
+    It builds from a copy of the checkout's sources next to `target`: setuptools writes build/ and *.egg-info
+    into the folder it builds, and test workers building the checkout itself at once would collide there."""
+    source = target.parent / f"{target.name}-source"
+    ignore = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
+    for name in PACKAGE_SOURCES:
+        if (REPO_ROOT / name).is_dir():
+            shutil.copytree(REPO_ROOT / name, source / name, ignore=ignore)
+        else:
+            source.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO_ROOT / name, source / name)
+    subprocess.run([*PIP_INSTALL, "--target", str(target), str(source)], check=True, capture_output=True)
     return target
 
 

@@ -8,11 +8,9 @@ by its formula.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,12 +18,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attncard.modules import contract_problems, get_module, module_provenance, rescan_modules
+from attncard.modules import contract_problems, get_module, module_provenance
 from attncard.modules.checks import untraced_attention_warning
 from attncard.modules.trace import PROJECTION_STAGES, record_trace
 from attncard.pipeline.scaling import attention_flops
 from attncard.testing import ModuleContract
-from conftest import PIP_INSTALL, REPO_ROOT
+from conftest import PIP_INSTALL, REPO_ROOT, plugin_installed
 from tiny_models import ENCODERS, FAMILIES, TEXTS, load_with_padded_batch
 
 GUIDE = REPO_ROOT / "docs" / "modules.md"
@@ -58,25 +56,10 @@ def guide_site(tmp_path_factory) -> Path:
     return site
 
 
-@contextlib.contextmanager
-def installed(site: Path) -> Iterator[None]:
-    """The package in `site` installed in this process for the block, then gone: off `sys.path`, out of
-    `sys.modules`, the registry rescanned each time."""
-    sys.path.insert(0, str(site))
-    rescan_modules()
-    try:
-        yield
-    finally:
-        sys.path.remove(str(site))
-        for name in [name for name in sys.modules if name.split(".")[0] == IMPORT]:
-            del sys.modules[name]
-        rescan_modules()
-
-
 @pytest.fixture
 def guide_module(guide_site):
     """The guide's module, found through its entry point with the package installed for the test."""
-    with installed(guide_site):
+    with plugin_installed(guide_site, IMPORT):
         yield get_module(NAME)
 
 
@@ -156,5 +139,5 @@ class TestTheGuideModuleKeepsTheModuleContract(ModuleContract):
 
     @pytest.fixture(autouse=True)
     def package_installed(self, guide_site: Path) -> Iterator[None]:
-        with installed(guide_site):
+        with plugin_installed(guide_site, IMPORT):
             yield

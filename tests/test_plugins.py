@@ -304,7 +304,7 @@ def test_without_the_plugin_loading_names_the_package_and_installs_nothing(
     assert main(["download", REPO, "--hub-endpoint", server.endpoint]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and INSTALL in err, err
-    assert_the_plugin_is_not_plugin_installed()
+    assert_the_plugin_is_not_installed()
 
 
 @pytest.mark.slow  # a process of its own, which imports torch and transformers again
@@ -320,10 +320,10 @@ def test_the_download_command_without_the_plugin_names_the_package_and_installs_
     )
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr[-2000:]
     assert result.stderr.startswith("error: ") and INSTALL in result.stderr
-    assert_the_plugin_is_not_plugin_installed()
+    assert_the_plugin_is_not_installed()
 
 
-def assert_the_plugin_is_not_plugin_installed() -> None:
+def assert_the_plugin_is_not_installed() -> None:
     """A refusal installs nothing: not in this process, not in the environment."""
     assert importlib.util.find_spec(PLUGIN_IMPORT) is None
     with pytest.raises(metadata.PackageNotFoundError):
