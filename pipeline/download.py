@@ -90,7 +90,7 @@ from .errors import (
     first_line,
 )
 from .evaluate import classify, evaluate_stock
-from .hub_io import fetch_run, hub_endpoint
+from .hub_io import HubOptions, check_options, fetch_run, hub_endpoint
 from .integrity import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,
@@ -231,32 +231,12 @@ def _source(folder: Path, repo_id: str | None, revision: str | None) -> str:
 # Fetching and checking
 
 
-def download_verified(
-    repo_or_path: str | os.PathLike,
-    revision: str | None = None,
-    allow_failed: bool = False,
-    *,
-    endpoint: str | None = None,
-    token: str | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    expected_sha256: str | None = None,
-    require_signer: str | None = None,
-    signer_issuer: str | None = None,
-    require_key: str | os.PathLike | None = None,
-    timeout: float | None = None,
-    deadline: float | None = None,
-) -> VerifiedFiles:
-    """Fetches a run and checks its files, without loading any weights.
+class DownloadOptions(HubOptions, total=False):
+    """Where a run is fetched from and what it must be: the keyword arguments that [`download_verified`],
+    [`load_verified`] and [`pipeline.reverify.reverify`] share. Each defaults to None. The keys of
+    [`HubOptions`] (endpoint, token, cache_dir, timeout, deadline), and:
 
-    Args:
-        repo_or_path: a local run folder, or a Hub model repository `org/name`. An existing folder wins over
-            a repository of the same name.
-        revision: a branch, tag or commit sha of the Hub repository (default: `main`). Not for a folder.
-        allow_failed: accept a run whose status is FAIL.
-        endpoint: the Hub to download from (default: `HF_ENDPOINT`, else https://huggingface.co).
-        token: a Hub token for private or gated repositories (default: the logged-in token, or `HF_TOKEN`).
-        cache_dir: the folder attncard downloads runs into (default: `attncard/` under `HF_HOME`). Pass a
-            new folder to check what the server holds now rather than a copy cached earlier.
+    Keys:
         expected_sha256: the sha256 of the run's results.json (at least its first 32 hex digits), as a run
             tag or `cards/` gives it: any other results.json is refused. By `main` or a commit sha nothing
             else can tell who wrote results.json (see SECURITY.md).
@@ -265,8 +245,40 @@ def download_verified(
         signer_issuer: the OIDC issuer of `require_signer` (default: GitHub Actions').
         require_key: refuse the run unless model.sig is a signature by this public key (PEM). Without
             `require_signer` or `require_key`, a signature that is there is reported, not verified.
-        timeout: seconds each network operation (connect, one read, one write) may take (default 60).
-        deadline: seconds the whole download may take, however the server trickles (default 1800).
+
+    Example:
+        >>> options: DownloadOptions = {"timeout": 30, "require_signer": None}
+        >>> download_verified("loopback-user/tiny-gpt2-none-sst2", "v1", **options).results.repo_name
+        'tiny-gpt2-none-sst2'
+    """
+
+    expected_sha256: str | None
+    require_signer: str | None
+    signer_issuer: str | None
+    require_key: str | os.PathLike | None
+
+
+def _hub_options(options: DownloadOptions) -> HubOptions:
+    """The keys of `options` that say where from and how long."""
+    hub_keys = typing.get_type_hints(HubOptions)
+    return typing.cast(HubOptions, {key: value for key, value in options.items() if key in hub_keys})
+
+
+def download_verified(
+    repo_or_path: str | os.PathLike,
+    revision: str | None = None,
+    allow_failed: bool = False,
+    **options: typing.Unpack[DownloadOptions],
+) -> VerifiedFiles:
+    """Fetches a run and checks its files, without loading any weights.
+
+    Args:
+        repo_or_path: a local run folder, or a Hub model repository `org/name`. An existing folder wins over
+            a repository of the same name.
+        revision: a branch, tag or commit sha of the Hub repository (default: `main`). Not for a folder.
+        allow_failed: accept a run whose status is FAIL.
+        **options: where the run comes from and what it must be: the keys of [`DownloadOptions`] (endpoint,
+            token, cache_dir, timeout, deadline, expected_sha256, require_signer, signer_issuer, require_key).
 
     Returns:
         [`VerifiedFiles`]: the folder, its results, for a Hub repository the commit sha, and its signature.
@@ -292,8 +304,10 @@ def download_verified(
         >>> files.results.verification.status, len(files.revision)
         (<Status.PASS_NO_COMPRESSION: 'PASS_NO_COMPRESSION'>, 40)
     """
+    check_options(options, DownloadOptions, "download_verified")
+    expected_sha256 = options.get("expected_sha256")
     check_expected_sha256(expected_sha256)
-    folder, repo_id, commit = _fetch(repo_or_path, revision, endpoint, token, cache_dir, timeout, deadline)
+    folder, repo_id, commit = _fetch(repo_or_path, revision, _hub_options(options))
     where = _source(folder, repo_id, commit)
     check_run_tag(folder, revision, where)
     results = read_checked_files(folder, expected_sha256, where, hub=repo_id is not None)
@@ -313,7 +327,10 @@ def download_verified(
             "do not use this checkpoint"
         )
     signature = verify_run_signature(
-        folder, public_key=require_key, identity=require_signer, oidc_issuer=signer_issuer
+        folder,
+        public_key=options.get("require_key"),
+        identity=options.get("require_signer"),
+        oidc_issuer=options.get("signer_issuer"),
     )
     # The recorded status agreed with the one recomputed from the counts just above.
     verification = results.verification
@@ -329,13 +346,7 @@ def download_verified(
 
 
 def _fetch(
-    repo_or_path: str | os.PathLike,
-    revision: str | None,
-    endpoint: str | None,
-    token: str | None,
-    cache_dir: str | os.PathLike | None,
-    timeout: float | None = None,
-    deadline: float | None = None,
+    repo_or_path: str | os.PathLike, revision: str | None, options: HubOptions
 ) -> tuple[Path, str | None, str | None]:
     """`(folder, repo_id, commit)`: a local folder as is, or the snapshot of a Hub repository."""
     text = os.fspath(repo_or_path)
@@ -363,15 +374,7 @@ def _fetch(
         raise DownloadError(
             f"'{text}' is not a folder here, nor a Hub repository id ORG/NAME (it has no ORG)"
         )
-    fetched = fetch_run(
-        text,
-        revision,
-        endpoint=endpoint,
-        token=token,
-        cache_dir=cache_dir,
-        timeout=timeout,
-        deadline=deadline,
-    )
+    fetched = fetch_run(text, revision, **options)
     return fetched.folder, text, fetched.commit
 
 
@@ -410,16 +413,8 @@ def load_verified(
     revision: str | None = None,
     allow_failed: bool = False,
     *,
-    endpoint: str | None = None,
-    token: str | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    expected_sha256: str | None = None,
     base_model: str | os.PathLike | None = None,
-    require_signer: str | None = None,
-    signer_issuer: str | None = None,
-    require_key: str | os.PathLike | None = None,
-    timeout: float | None = None,
-    deadline: float | None = None,
+    **options: typing.Unpack[DownloadOptions],
 ) -> VerifiedModel:
     """Downloads a published run, checks it, and rebuilds its model, ready to predict.
 
@@ -433,20 +428,10 @@ def load_verified(
         repo_or_path: a local run folder, or a Hub model repository `org/name`.
         revision: a branch, tag or commit sha of the Hub repository (default: `main`).
         allow_failed: load a run whose status is FAIL.
-        endpoint: the Hub to download the run from (default: `HF_ENDPOINT`, else https://huggingface.co). A
-            base model on the Hub is always read from the default endpoint.
-        token: a Hub token for a private or gated repository.
-        cache_dir: the folder to download the run into; a new folder makes sure the files are the server's
-            current copy.
-        expected_sha256: the sha256 of the run's results.json (at least 32 hex digits): see
-            [`download_verified`].
         base_model: the base model's folder, for a run trained on a local folder (results.json records it by
             name and weights sha256 only); its weights must have the recorded sha256.
-        require_signer: the identity the run must be signed by: see [`download_verified`].
-        signer_issuer: the OIDC issuer of `require_signer`: see [`download_verified`].
-        require_key: the public key (PEM) the run must be signed with: see [`download_verified`].
-        timeout: seconds each network operation may take: see [`download_verified`].
-        deadline: seconds the whole download may take: see [`download_verified`].
+        **options: where the run comes from and what it must be: the keys of [`DownloadOptions`]. A base
+            model on the Hub is always read from the default endpoint, not `endpoint`.
 
     Returns:
         A [`VerifiedModel`]: the model in eval mode, its tokenizer, its results and where it came from.
@@ -469,21 +454,8 @@ def load_verified(
         >>> predictions_sha256(predictions) == verified.results.metrics.predictions_sha256
         True
     """
-    files = download_verified(
-        repo_or_path,
-        revision,
-        allow_failed,
-        endpoint=endpoint,
-        token=token,
-        cache_dir=cache_dir,
-        expected_sha256=expected_sha256,
-        require_signer=require_signer,
-        signer_issuer=signer_issuer,
-        require_key=require_key,
-        timeout=timeout,
-        deadline=deadline,
-    )
-    return load_files(files, base_model)
+    check_options(options, DownloadOptions, "load_verified")
+    return load_files(download_verified(repo_or_path, revision, allow_failed, **options), base_model)
 
 
 def load_files(files: VerifiedFiles, base_model: str | os.PathLike | None) -> VerifiedModel:
@@ -1056,7 +1028,7 @@ def check_output_folder(output: Path) -> None:
 
 
 def download_to(
-    repo: str, revision: str | None, allow_failed: bool, output: Path, options: dict
+    repo: str, revision: str | None, allow_failed: bool, output: Path, options: DownloadOptions
 ) -> tuple[VerifiedFiles, Path]:
     """[`download_verified`] into a new temporary folder, then the run's checked files copied into `output`,
     a new (or empty) folder, and checked again there.
@@ -1066,7 +1038,7 @@ def download_to(
         revision: branch, tag or commit sha (default: main).
         allow_failed: accept a run whose status is FAIL.
         output: the folder to create.
-        options: further keyword arguments of [`download_verified`] (endpoint, expected_sha256, …).
+        options: the [`DownloadOptions`] of the download; its `cache_dir` is the temporary folder.
 
     Returns:
         The checked files, with `folder` set to `output`, and `output`.
@@ -1082,7 +1054,7 @@ def download_to(
     output = output.expanduser()
     check_output_folder(output)
     with tempfile.TemporaryDirectory(prefix="attncard-download-") as cache:
-        files = download_verified(repo, revision, allow_failed, cache_dir=cache, **options)
+        files = download_verified(repo, revision, allow_failed, **{**options, "cache_dir": cache})
         output.parent.mkdir(parents=True, exist_ok=True)
         partial = output.parent / f".{output.name}.partial-{os.getpid()}"
         shutil.rmtree(partial, ignore_errors=True)

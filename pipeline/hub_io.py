@@ -31,6 +31,7 @@ import re
 import tempfile
 import time
 import traceback
+import typing
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -641,16 +642,47 @@ class _File:
         return self.sha256 if self.sha256 is not None else self.blob_id
 
 
+class HubOptions(typing.TypedDict, total=False):
+    """Where a run is fetched from, and how long that may take: the keyword arguments of [`fetch_run`], and
+    part of those of the download family ([`pipeline.download.DownloadOptions`]). Each defaults to None.
+
+    Keys:
+        endpoint: the Hub (default: `HF_ENDPOINT`, else https://huggingface.co); see [`hub_endpoint`].
+        token: a token for a private or gated repository (default: `HF_TOKEN`, else the login's).
+        cache_dir: the cache folder (default: `attncard` under huggingface_hub's `HF_HOME`). A new folder
+            makes sure the files are the server's current copy rather than one cached earlier.
+        timeout: seconds each network operation (connect, one read, one write) may take (default
+            `DEFAULT_TIMEOUT_S`, 60).
+        deadline: seconds the whole download may take, however the server trickles (default
+            `DEFAULT_DEADLINE_S`, 1800).
+
+    Example:
+        >>> options: HubOptions = {"timeout": 30, "deadline": 300}
+        >>> fetch_run("loopback-user/tiny-gpt2-none-sst2", "v1", **options).commit
+        '...'
+    """
+
+    endpoint: str | None
+    token: str | None
+    cache_dir: str | os.PathLike | None
+    timeout: float | None
+    deadline: float | None
+
+
+def check_options(options: typing.Mapping[str, object], kind: type, function: str) -> None:
+    """Raises `TypeError` for a keyword of `function` that the TypedDict `kind` does not name, as Python does
+    for a misspelt keyword argument."""
+    unknown = sorted(set(options) - set(typing.get_type_hints(kind)))
+    if unknown:
+        raise TypeError(f"{function}() got an unexpected keyword argument {unknown[0]!r}")
+
+
 def fetch_run(
     repo_id: str,
     revision: str | None = None,
     *,
-    endpoint: str | None = None,
-    token: str | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    timeout: float | None = None,
-    deadline: float | None = None,
     max_bytes: int | None = None,
+    **options: typing.Unpack[HubOptions],
 ) -> FetchedRun:
     """Downloads a Hub model repository's snapshot into a folder attncard owns, checking every file.
 
@@ -679,12 +711,9 @@ def fetch_run(
     Args:
         repo_id: the model repository, `ORG/NAME`.
         revision: a branch, tag or commit sha (default: `main`).
-        endpoint: the Hub (default: `HF_ENDPOINT`, else https://huggingface.co); see [`hub_endpoint`].
-        token: a token for a private or gated repository (default: `HF_TOKEN`, else the login's).
-        cache_dir: the cache folder (default: `attncard` under huggingface_hub's `HF_HOME`).
-        timeout: seconds each network operation may take (default `DEFAULT_TIMEOUT_S`).
-        deadline: seconds the whole download may take (default `DEFAULT_DEADLINE_S`).
         max_bytes: bytes the whole download may write (default `DEFAULT_MAX_DOWNLOAD_BYTES`).
+        **options: where from and how long: the keys of [`HubOptions`] (endpoint, token, cache_dir, timeout,
+            deadline).
 
     Returns:
         [`FetchedRun`]: the folder and the commit.
@@ -705,6 +734,9 @@ def fetch_run(
         >>> run.folder.name == run.commit, (run.folder / "results.json").is_file()
         (True, True)
     """
+    check_options(options, HubOptions, "fetch_run")
+    endpoint, token, cache_dir = options.get("endpoint"), options.get("token"), options.get("cache_dir")
+    timeout, deadline = options.get("timeout"), options.get("deadline")
     hub = hub_endpoint(endpoint)
     try:
         validate_repo_id(repo_id)
@@ -1097,6 +1129,8 @@ __all__ = [
     "Deadline",
     "FetchedRun",
     "HubAnswers",
+    "HubOptions",
+    "check_options",
     "endpoint_key",
     "fetch_run",
     "hub_client_timeout",

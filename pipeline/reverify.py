@@ -15,13 +15,15 @@ import contextlib
 import dataclasses
 import os
 import tempfile
+import typing
 from pathlib import Path
 
 import torch
 
 from .data import TaskData, get_task, load_task, load_task_from_hub, sample_rows, task_statistics
-from .download import download_verified, load_files, predict_logits, stock_load_files
+from .download import DownloadOptions, download_verified, load_files, predict_logits, stock_load_files
 from .evaluate import count_deployed_parameters
+from .hub_io import check_options
 from .integrity import Figure, figures, metrics_figures
 from .metrics import quality_metrics
 from .results import Results
@@ -34,16 +36,8 @@ def reverify(
     revision: str | None = None,
     *,
     data_dir: str | os.PathLike | None = None,
-    endpoint: str | None = None,
-    token: str | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    expected_sha256: str | None = None,
     base_model: str | os.PathLike | None = None,
-    require_signer: str | None = None,
-    signer_issuer: str | None = None,
-    require_key: str | os.PathLike | None = None,
-    timeout: float | None = None,
-    deadline: float | None = None,
+    **options: typing.Unpack[DownloadOptions],
 ) -> Reverification:
     """Reloads a published run, evaluates it again, and compares every figure its card shows.
 
@@ -67,17 +61,10 @@ def reverify(
         repo_or_path: a local run folder, or a Hub model repository `org/name`.
         revision: a branch, tag or commit sha of the Hub repository (default: `main`).
         data_dir: a folder of GLUE TSV files.
-        endpoint: the Hub to download the run from.
-        token: a Hub token for a private or gated repository.
-        cache_dir: the folder to download into. By default a Hub run is downloaded into a new temporary
-            folder, so the server's current files are the ones checked.
-        expected_sha256: the sha256 of the run's results.json: see [`download_verified`].
         base_model: the base model's folder, for a run trained on a local folder: see [`load_verified`].
-        require_signer: the identity the run must be signed by: see [`download_verified`].
-        signer_issuer: the OIDC issuer of `require_signer`: see [`download_verified`].
-        require_key: the public key (PEM) the run must be signed with: see [`download_verified`].
-        timeout: seconds each network operation may take: see [`download_verified`].
-        deadline: seconds the whole download may take: see [`download_verified`].
+        **options: where the run comes from and what it must be: the keys of [`DownloadOptions`]. Without
+            `cache_dir` a Hub run is downloaded into a new temporary folder, so the server's current files
+            are the ones checked.
 
     Returns:
         A [`Reverification`]; its `matches` says whether everything is equal, `problems` what is not.
@@ -91,23 +78,12 @@ def reverify(
         >>> check.matches, check.recomputed_status, check.problems
         (True, <Status.PASS_NO_COMPRESSION: 'PASS_NO_COMPRESSION'>, [])
     """
+    check_options(options, DownloadOptions, "reverify")
     with contextlib.ExitStack() as stack:
-        if cache_dir is None and not Path(os.fspath(repo_or_path)).expanduser().is_dir():
-            cache_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="attncard-verify-"))
-        files = download_verified(
-            repo_or_path,
-            revision,
-            allow_failed=True,
-            endpoint=endpoint,
-            token=token,
-            cache_dir=cache_dir,
-            expected_sha256=expected_sha256,
-            require_signer=require_signer,
-            signer_issuer=signer_issuer,
-            require_key=require_key,
-            timeout=timeout,
-            deadline=deadline,
-        )
+        if options.get("cache_dir") is None and not Path(os.fspath(repo_or_path)).expanduser().is_dir():
+            scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="attncard-verify-"))
+            options = {**options, "cache_dir": scratch}
+        files = download_verified(repo_or_path, revision, allow_failed=True, **options)
         # The data first: they are checked against the record before any weight is loaded.
         data = recorded_task(files.results, data_dir, files.source)
         verified = load_files(files, base_model)

@@ -11,6 +11,7 @@ import hashlib
 import json
 import pickle
 import shutil
+import typing
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from huggingface_hub import HfApi, constants
 from attncard.modules import module_provenance
 from attncard.pipeline.cli import main
 from attncard.pipeline.data import load_task
-from attncard.pipeline.download import load_verified, predict
+from attncard.pipeline.download import DownloadOptions, download_verified, load_verified, predict
 from attncard.pipeline.errors import (
     DataError,
     HubUnreachableError,
@@ -343,3 +344,20 @@ def test_download_command(gpt2_base, hub, published: str, tiny_gpt2_run, tmp_pat
     assert "no repository" in one_line_error(capsys)
     assert main(["download", REPO, "--hub-endpoint", hub.endpoint, "--output", str(output)]) == 2
     assert "is not an empty folder" in one_line_error(capsys)
+
+
+def test_the_download_family_shares_one_options_type_and_refuses_a_misspelt_key(tiny_gpt2_run) -> None:
+    """download_verified, load_verified and reverify take the keys of DownloadOptions, fetch_run those of
+    HubOptions; a misspelt one is a TypeError, as for any keyword argument, before anything is fetched."""
+    from attncard.pipeline.hub_io import HubOptions, fetch_run
+    from attncard.pipeline.reverify import reverify
+
+    assert set(typing.get_type_hints(HubOptions)) < set(typing.get_type_hints(DownloadOptions))
+    for function in (download_verified, load_verified, reverify):
+        unexpected = rf"{function.__name__}\(\) got an unexpected keyword argument 'endpont'"
+        with pytest.raises(TypeError, match=unexpected):
+            function(tiny_gpt2_run[0], endpont="http://127.0.0.1:9")
+    with pytest.raises(
+        TypeError, match=r"fetch_run\(\) got an unexpected keyword argument 'expected_sha256'"
+    ):
+        fetch_run("org/name", expected_sha256="0" * 64)

@@ -6,8 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .common import EXIT_OK, positive_float, run_command
+
+if TYPE_CHECKING:  # the stage imports torch: the command imports it when it runs
+    from ..download import DownloadOptions
 
 DESCRIPTION = (
     "Download a published run from the Hub and check it: every file against its manifest "
@@ -83,8 +87,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run_options(args: argparse.Namespace) -> dict:
-    """The keyword arguments of download_verified / reverify that `add_run_arguments` parsed."""
+def run_options(args: argparse.Namespace) -> DownloadOptions:
+    """The [`DownloadOptions`] of download_verified / reverify that `add_run_arguments` parsed."""
     return {
         "endpoint": args.hub_endpoint,
         "expected_sha256": args.expect_sha256,
