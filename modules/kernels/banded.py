@@ -36,19 +36,17 @@ _FLASH_CPU_OP = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for
 # of NaN; such rows are found by their max and zeroed. exp(MASKED - s) is exactly 0 next to any real score s.
 MASKED = -1e30
 
-# Queries per block. Smaller blocks waste less of the (block + 2W) key span on pairs outside the band; below
-# 32 rows the matmuls get inefficient. On CPU, 16 to 64 measure within a few percent for W in 16..256.
+# Queries per block. Smaller blocks waste less of the (block + 2W) key span on pairs outside the band; too
+# small a block makes the matmuls inefficient (docs/benchmarks.md, "Kernel constants").
 DEFAULT_BLOCK_SIZE = 32
 
 # Queries per block of the fused path. Every block computes (block + 2W) scores per query for the 2W + 1 of
-# its band, so small blocks waste less: with W = 64 on CPU, 32 measured 10% faster than 64 and 30% faster
-# than 128; 16 is slower again (the fused kernel's per-block overhead).
+# its band, so small blocks waste less, down to where the fused kernel's per-block overhead wins
+# (docs/benchmarks.md).
 SDPA_BLOCK_SIZE = 32
 # Query rows per fused call. Each call's (H, rows, D) result (and, with padding, its (H, rows, span) mask) is
-# the temporary on top of the output it is copied into, so the peak is the output plus one call's share. On
-# a quiet CPU (B = 1, H = 12, D = 64, W = 64) 64-row calls peaked below unmasked fused SDPA at N = 1024, 4096
-# and 16384 (4.15, 12.9, 48.8 MB against 4.18, 13.3, 49.6); 128 rows went over at 1024 and 4096, 512 rows
-# everywhere (6.2, 15.6, 51.3 MB). 64 rows cost 0% at 4096 and 8–10% at 1024 and 16384 against 512.
+# the temporary on top of the output it is copied into, so the peak is the output plus one call's share:
+# the largest number of rows whose peak stays below unmasked fused SDPA's (docs/benchmarks.md).
 SDPA_CHUNK_ROWS = 64
 
 

@@ -4,7 +4,7 @@ The kernels (`top_k_attention.cpp`, `banded_attention.cpp`) are the CPU implemen
 `torch.ops.attncard`, which Python defines ([`define_operator`]): each once a process, with a fake
 implementation, so that `torch.compile` can trace a model that calls one, and so that loading a second build
 of a kernel only replaces its CPU implementation (two C++ definitions of one operator abort the process).
-They are compiled by `torch.utils.cpp_extension` (15–20 s each, once per machine and torch version, into
+They are compiled by `torch.utils.cpp_extension` (once per machine and torch version, into
 torch's extension cache: `TORCH_EXTENSIONS_DIR`, by default `~/.cache/torch_extensions`), with AVX2 and FMA,
 so only on a CPU that has them; a kernel with an AVX-512 form (`avx512=True`) gets it, as an extension of
 its own name, where torch's own CPU capability is AVX512 (so `ATEN_CPU_CAPABILITY=avx2` builds and runs the

@@ -528,8 +528,8 @@ std::tuple<at::Tensor, at::Tensor> top_k_attention(const at::Tensor& query, cons
 
 // scores (..., N) float32 on the CPU: each row's k largest and their indices (..., k), largest first, as
 // torch.topk gives them (ties to the lower index; NaN first). For adaptive_sparse's training, whose masked
-// softmax needs the selection over scores autograd already holds: 0.31 ms for 1536 rows of 128 where
-// torch.topk took 1.3 ms.
+// softmax needs the selection over scores autograd already holds, faster than torch.topk on short rows
+// (docs/benchmarks.md, "Kernel constants").
 std::tuple<at::Tensor, at::Tensor> top_k_rows(const at::Tensor& scores, int64_t k) {
   TORCH_CHECK(scores.scalar_type() == at::kFloat && scores.device().is_cpu() && scores.dim() >= 1,
               "top_k_rows takes a float32 CPU tensor of rows");
