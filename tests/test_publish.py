@@ -330,10 +330,10 @@ def test_every_module_publishes_a_lint_clean_run(tiny_model_dir, small_glue, tmp
     # Every long stage shows its progress: training, evaluation, stock peft and the two scaling tables.
     shown = capsys.readouterr().err
     stages = ["train", "evaluate"]
-    if get_module(module_name).changes_attention:
+    if get_module(module_name).claims.changes_attention:
         stages += ["stock peft", "scaling: whole model", "scaling: attention layer 0"]
     assert [stage for stage in stages if f"{stage}: " not in shown] == []
-    if get_module(module_name).changes_attention:
+    if get_module(module_name).claims.changes_attention:
         assert efficiency.scaling and efficiency.layer_scaling and (run_dir / "scaling.png").is_file()
         assert {row.repeats for row in efficiency.scaling} == {MODEL_REPEATS}
         assert {row.repeats for row in efficiency.layer_scaling} == {REPEATS}
