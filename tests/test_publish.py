@@ -322,7 +322,9 @@ def test_every_module_publishes_a_lint_clean_run(tiny_model_dir, small_glue, tmp
     results = Results.load(run_dir)
     assert results.module.name == module_name
     assert results.module.trace and results.module.trace[-1].stage == "output projection"
-    assert set(results.module.source) >= {"attention.py", "config.py", "model.py", "__init__.py"}
+    # model.py only where the module has its own apply or hooks (`none` has neither).
+    assert set(results.module.source) == {path.name for path in get_module(module_name).source_files}
+    assert set(results.module.source) >= {"attention.py", "config.py", "__init__.py"}
     provenance = module_provenance(module_name)
     assert (results.module.package, results.module.package_version) == ("attncard", provenance.version)
     assert results.module.source_sha256 == provenance.source_sha256
