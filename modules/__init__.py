@@ -23,7 +23,7 @@ Example:
     >>> from attncard.modules import get_module, module_names, module_provenance
     >>> module_names()
     ['adaptive_span', 'adaptive_sparse', 'none', 'span_expanded', 'svd_lowrank']
-    >>> get_module("none").bidirectional
+    >>> get_module("none").claims.bidirectional
     True
     >>> module_provenance("none").package
     'attncard'
@@ -43,7 +43,7 @@ from pathlib import Path
 
 from ..pipeline.errors import ModulePluginError, UnknownModuleError, first_line
 from ..pipeline.results import sha256_file
-from .base import AttentionModule
+from .base import AttentionModule, Claims, Measurement, Paper, Training
 
 ENTRY_POINT_GROUP = "attncard.modules"
 BUILTIN_PACKAGE = "attncard"  # the package the built-in modules come from
@@ -225,8 +225,9 @@ def contract_problems(module: object) -> list[str]:
 
     The contract: an [`AttentionModule`] whose name is a lowercase name results.json accepts, whose
     `config_class` is a dataclass each of whose fields has a default and `metadata={"help": ...}` (the card's
-    configuration table), whose `apply` is callable, and whose `folder` holds `spec.md` and `attention.py`
-    (both printed in the card).
+    configuration table), whose `function` and `apply` are callable, whose `folder` holds `spec.md` and
+    `attention.py` (both printed in the card), and whose groups are a [`Claims`], a [`Paper`] (or None), a
+    [`Training`] and a [`Measurement`].
 
     Args:
         module: what an entry point loaded (or any module, to test it).
@@ -248,8 +249,23 @@ def contract_problems(module: object) -> list[str]:
     problems = []
     if not isinstance(module.name, str) or not MODULE_NAME_RE.match(module.name):
         problems.append(f"its name {module.name!r} is not a lowercase name of letters, digits and _")
+    if not callable(module.function):
+        problems.append(
+            "its function is not callable; give the attention function, (module, query, key, value, "
+            "attention_mask, *, scaling, dropout, **kwargs) -> (output, None)"
+        )
     if not callable(module.apply):
-        problems.append("its apply is not callable; give apply(model, config) -> model")
+        problems.append("its apply is not callable; give apply(model, config) -> model, or leave it out")
+    for group, kind in (("claims", Claims), ("training", Training), ("measurement", Measurement)):
+        if not isinstance(getattr(module, group), kind):
+            problems.append(
+                f"its {group} is a {type(getattr(module, group)).__name__}, not a {kind.__name__}; give "
+                f"{group}={kind.__name__}(...), or leave it out"
+            )
+    if module.paper is not None and not isinstance(module.paper, Paper):
+        problems.append(
+            f"its paper is a {type(module.paper).__name__}, not a Paper; give paper=Paper(citation, bibtex)"
+        )
     if not (isinstance(module.config_class, type) and dataclasses.is_dataclass(module.config_class)):
         problems.append(f"its config_class {module.config_class!r} is not a dataclass")
     else:
@@ -262,7 +278,10 @@ def contract_problems(module: object) -> list[str]:
     folder = Path(module.folder) if isinstance(module.folder, str | Path) else None
     for file in ("spec.md", "attention.py"):
         if folder is None or not (folder / file).is_file():
-            problems.append(f"its folder {module.folder} has no {file}")
+            problems.append(
+                f"its folder {module.folder} has no {file}; put the attention function in attention.py "
+                "beside spec.md, or give folder=<the folder holding both>"
+            )
     return problems
 
 
@@ -318,7 +337,11 @@ __all__ = [
     "BUILTIN_PACKAGE",
     "ENTRY_POINT_GROUP",
     "AttentionModule",
+    "Claims",
+    "Measurement",
     "ModuleProvenance",
+    "Paper",
+    "Training",
     "contract_problems",
     "get_module",
     "module_names",

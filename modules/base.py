@@ -6,9 +6,9 @@ Each module is a folder `modules/<name>/` of the same shape:
     attention.py   the attention function, `(module, query, key, value, attention_mask, *, scaling, dropout,
                    **kwargs) -> (output, None)` like transformers' `sdpa_attention_forward`, and the small
                    `nn.Module` holding a layer's learnable parameters, if any
-    model.py       `apply(model, config)`: installs the module in place and returns the model; and the
-                   module's own answers to what the pipeline asks (statistics, FLOPs, dense reference,
-                   plots, …), where it does not take [`AttentionModule`]'s defaults
+    model.py       where the module needs them: its own `apply(model, config)`, which installs it in place
+                   and returns the model, and its answers to what the pipeline asks (statistics, FLOPs,
+                   dense reference, plots, …), where it does not take [`AttentionModule`]'s defaults
     spec.md        the module's specification, printed in the card
     __init__.py    `MODULE`, an [`AttentionModule`]
 
@@ -19,14 +19,16 @@ padded batch reaches the function with `attention_mask=None`), and the model is 
 
 The pipeline knows a module only through its [`AttentionModule`]: every hook there has a default here
 (dense FLOPs, a copy of the model on sdpa as the dense reference, the family's LoRA targets, …), so that a
-module outside this package needs only a name, a config, `apply`, its folder, what it supports and a
-citation. [`FAMILIES`] is the one table of the model families attncard supports.
+module that only changes the attention function needs only a name, a config and that function.
+[`FAMILIES`] is the one table of the model families attncard supports.
 """
 
 from __future__ import annotations
 
 import copy
 import importlib
+import importlib.util
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -394,38 +396,82 @@ def family_lora_targets(family: str, config: object) -> list[str]:
 
 
 @dataclass(frozen=True)
-class AttentionModule:
-    """An attention module: everything the pipeline knows about it, and the only way it knows it.
-
-    The first seven fields are required; every other one has a default under which a module that only
-    changes the attention function works with the whole pipeline (train, evaluate, render, publish,
-    download). A hook is a plain function, called as `module.<hook>(...)`.
+class Claims:
+    """What a module says it supports; `attncard.testing.ModuleContract` checks each claim on tiny models.
 
     Attributes:
-        name: the name given to `publish --module`; the attention function is registered as
-            `attncard_<name>` ([`implementation_name`]).
-        config_class: a dataclass whose every field has a default and `metadata={"help": ...}` (the card's
-            configuration table); `config_class()` is the configuration a run uses.
-        apply: `(model, config) -> model`: installs the module into a loaded transformers model, in place,
-            before peft wraps it (usually through [`install_attention`]).
-        folder: the module's folder: its `spec.md` and `attention.py` are printed in the card, and the sha256
-            of each of its `*.py` files recorded.
         causal: works in causal (decoder) models.
         bidirectional: works in bidirectional (encoder) models.
         gqa: works with grouped-query attention (fewer key/value heads than query heads).
-        citation: the paper the module implements (default ""; the card then cites none).
-        bibtex: the BibTeX entries of that paper (default ""), shown in the card's citations.
+        changes_attention: the module changes what every attention layer computes, so each counts among the
+            layers the run changed; False only for a module that keeps the model's own attention (`none`),
+            whose stock load is then the evaluated model itself.
+
+    Example:
+        >>> Claims(gqa=False)
+        Claims(causal=True, bidirectional=True, gqa=False, changes_attention=True)
+    """
+
+    causal: bool = True
+    bidirectional: bool = True
+    gqa: bool = True
+    changes_attention: bool = True
+
+
+@dataclass(frozen=True)
+class Paper:
+    """The paper a module implements, as the card cites it.
+
+    Attributes:
+        citation: one line: authors, title, venue and year, and a link.
+        bibtex: its BibTeX entries (default ""), shown in the card's citations.
+
+    Example:
+        >>> Paper("Beltagy, Peters and Cohan, Longformer, 2020").bibtex
+        ''
+    """
+
+    citation: str
+    bibtex: str = ""
+
+
+@dataclass(frozen=True)
+class Training:
+    """How a module is trained, where it differs from LoRA on the family's query and value projections.
+
+    Attributes:
         trainable_modules: names of the submodules holding the module's own learnable parameters (default
             none); peft's `modules_to_save` trains and saves the submodules of these names.
         learning_rates: `config -> {parameter-name fragment: learning rate}` for parameters that need their
             own rate (default None: every parameter at the run's `lr`).
         penalty: `(model, config, step) -> scalar tensor` added to the training loss at each optimizer step
             (default None: no penalty).
-        stats: `(model, lengths) -> dict` of JSON-ready figures about the trained module, for results.json
-            and the card; `lengths` are the token counts of the evaluated rows (default None: no figures).
         lora_targets: `(family, config) -> target_modules` for peft's `LoraConfig` (default
             [`family_lora_targets`]: the family's query and value projections). A module that replaces
             projections returns the others, or peft's `DUMMY_TARGET_MODULES` when none is left.
+        calibrate: `(model, config) -> dict`: called once after training, on the trained model in eval mode
+            on the training device, for measurements the module's attention needs to dispatch (a crossover
+            length between two kernels, say); the module keeps what it measured in the model (in a buffer
+            of a `trainable_modules` submodule, so that it is saved with the adapter) and reports it in its
+            statistics; the returned figures are kept in the training result (default None).
+
+    Example:
+        >>> Training().lora_targets("gpt2", None)
+        ['c_attn']
+    """
+
+    trainable_modules: tuple[str, ...] = ()
+    learning_rates: Callable[[object], dict[str, float]] | None = None
+    penalty: Callable[[nn.Module, object, int], torch.Tensor] | None = None
+    lora_targets: Callable[[str, object], list[str] | str] = family_lora_targets
+    calibrate: Callable[[nn.Module, object], dict] | None = None
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """How the pipeline measures a module, where dense attention's answers are wrong for it.
+
+    Attributes:
         flops: `(model, n) -> (flops, formula)`: the attention FLOPs of the whole model with the module
             installed at length N (one row, no padding, a multiply-add counting 2), and the text of the
             formula with its numbers, which the card prints after `"<name>: "` (default [`dense_flops`]:
@@ -437,64 +483,117 @@ class AttentionModule:
         dense_reference: `(model, load_base) -> reference`: the model without the module, on transformers'
             sdpa attention and the model's device, that the scaling tables measure against; `load_base()`
             loads the base model again (a new head, in eval mode, on the model's device) for a module whose
-            installed model cannot be turned back into the dense one (default [`sdpa_copy`]: a copy of the
-            model switched to sdpa, LoRA adapters included).
+            installed model cannot be turned back into the dense one (default [`sdpa_copy`]).
         layer_attention: `(attention, module, query, key, value, hidden_states) -> output`: one call of
             `attention` (the module's function, and sdpa for the dense side) on layer 0's attention module,
             for the single-layer scaling table; q (1, H, N, D), k and v (1, H_kv, N, D), the synthetic layer
-            input `hidden_states` (1, N, hidden), output (1, N, H, D) (default [`call_attention`]: the call
-            a layer's forward makes, no mask, dropout 0). A module whose function reads more than q, k and v
-            sets that up here.
+            input `hidden_states` (1, N, hidden), output (1, N, H, D) (default [`call_attention`]). A module
+            whose function reads more than q, k and v sets that up here.
+        stats: `(model, lengths) -> dict` of JSON-ready figures about the trained module, for results.json
+            and the card; `lengths` are the token counts of the evaluated rows (default None: no figures).
         plots: `(stats, folder) -> [{"file", "title"}, …]`: draws figures of the module's `stats` (as
             results.json holds them) as PNG files named `[a-z0-9_]+.png` in `folder`, with matplotlib on
             its Agg backend, and returns them for the card; the same stats must draw the same bytes
             (default None: no figures).
-        calibrate: `(model, config) -> dict`: called once after training, on the trained model in eval mode
-            on the training device, for measurements the module's attention needs to dispatch (a crossover
-            length between two kernels, say); the module keeps what it measured in the model (in a buffer
-            of a `trainable_modules` submodule, so that it is saved with the adapter) and reports it in its
-            `stats`; the returned figures are kept in the training result (default None: nothing to
-            measure).
-        changes_parameter_count: `apply` adds or replaces weights, so the parameter count of the model as
-            deployed may differ from the base model's (default False; training refuses a module that
-            changes the count without saying so).
-        changes_attention: the module changes what every attention layer computes, so each counts among the
-            layers the run changed (default True; False for the identity module `none`).
+
+    Example:
+        >>> Measurement().flops is dense_flops
+        True
+    """
+
+    flops: Callable[[nn.Module, int], tuple[float, str]] = dense_flops
+    projection_flops: Callable[[nn.Module, int], float] = dense_projection_flops
+    dense_reference: Callable[[nn.Module, Callable[[], nn.Module]], nn.Module] = sdpa_copy
+    layer_attention: Callable[..., torch.Tensor] = call_attention
+    stats: Callable[[nn.Module, list[int]], dict] | None = None
+    plots: Callable[[dict, Path], list[dict[str, str]]] | None = None
+
+
+@dataclass(frozen=True)
+class InstallFunction:
+    """The default `AttentionModule.apply`: installs `function` under `name` ([`install_attention`])."""
+
+    name: str
+    function: Callable
+
+    def __call__(self, model: nn.Module, config: object) -> nn.Module:
+        install_attention(model, self.name, self.function)
+        return model
+
+
+def defining_folder(function: Callable) -> Path | None:
+    """The folder of the file that defines `function`, found without importing that file (an
+    [`imported_on_call`] function names its file); None when it has no file (a builtin, `__main__`)."""
+    name = getattr(function, "__module__", None)
+    loaded = sys.modules.get(name) if name else None
+    file = getattr(loaded, "__file__", None)
+    if file is None and name:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        file = spec.origin if spec is not None and spec.has_location else None
+    return Path(file).parent if file else None
+
+
+@dataclass(frozen=True)
+class AttentionModule:
+    """An attention module: everything the pipeline knows about it, and the only way it knows it.
+
+    A module that only changes the attention function gives three fields: `name`, `config_class` and
+    `function`. Everything else has a default under which it works with the whole pipeline (train,
+    evaluate, render, publish, download), in four typed groups: `claims` (what it supports), `paper` (what
+    the card cites), `training` and `measurement` (hooks for a module that trains or costs something dense
+    attention does not). A hook is a plain function. What the pipeline can measure (the parameter count as
+    installed and after training), it measures: nothing declares it.
+
+    Attributes:
+        name: the name given to `publish --module`; the attention function is registered as
+            `attncard_<name>` ([`implementation_name`]).
+        config_class: a dataclass whose every field has a default and `metadata={"help": ...}` (the card's
+            configuration table); `config_class()` is the configuration a run uses.
+        function: the attention function, transformers' `AttentionInterface` signature
+            `(module, query, key, value, attention_mask, *, scaling, dropout, **kwargs) -> (output, None)`.
+        apply: `(model, config) -> model`: installs the module into a loaded transformers model, in place,
+            before peft wraps it (default: [`install_attention`] of `function`). A module that hands the
+            config to its function (an attribute on each layer) or adds submodules gives its own.
+        folder: the module's folder, holding `spec.md` and `attention.py` (printed in the card); the sha256
+            of each of its `*.py` files is recorded (default: the folder of the file defining `function`).
+        claims: [`Claims`], checked by the contract suite (default: everything supported).
+        paper: [`Paper`], the paper it implements (default None: the card cites none).
+        training: [`Training`] (default: LoRA on the family's query and value projections, nothing else).
+        measurement: [`Measurement`] (default: dense attention's FLOPs, a copy on sdpa as the reference).
 
     Example:
         >>> import attncard_sliding_window as plugin  # with examples/sliding_window installed
         >>> from attncard.modules import contract_problems
         >>> module = AttentionModule(
-        ...     name="sliding_window", config_class=plugin.SlidingWindowConfig, apply=plugin.apply,
-        ...     folder=Path("plugins/attncard_sliding_window"), causal=True, bidirectional=True, gqa=True,
-        ...     citation="Beltagy, Peters and Cohan, Longformer, 2020",
+        ...     "sliding_window", plugin.SlidingWindowConfig, plugin.sliding_window_attention, plugin.apply
         ... )
-        >>> contract_problems(module), module.flops(model, 128)[1]  # no `flops` given: the dense count
-        ([], 'the same attention')
+        >>> module.folder.name, contract_problems(module)
+        ('attncard_sliding_window', [])
+        >>> module.measurement.flops(model, 128)[1]  # no `flops` given: the dense count
+        'the same attention'
     """
 
     name: str
     config_class: type
-    apply: Callable[[nn.Module, object], nn.Module]
-    folder: Path
-    causal: bool
-    bidirectional: bool
-    gqa: bool
-    citation: str = ""
-    bibtex: str = ""
-    trainable_modules: tuple[str, ...] = field(default=())
-    learning_rates: Callable[[object], dict[str, float]] | None = None
-    penalty: Callable[[nn.Module, object, int], torch.Tensor] | None = None
-    stats: Callable[[nn.Module, list[int]], dict] | None = None
-    lora_targets: Callable[[str, object], list[str] | str] = family_lora_targets
-    flops: Callable[[nn.Module, int], tuple[float, str]] = dense_flops
-    projection_flops: Callable[[nn.Module, int], float] = dense_projection_flops
-    dense_reference: Callable[[nn.Module, Callable[[], nn.Module]], nn.Module] = sdpa_copy
-    layer_attention: Callable[..., torch.Tensor] = call_attention
-    plots: Callable[[dict, Path], list[dict[str, str]]] | None = None
-    calibrate: Callable[[nn.Module, object], dict] | None = None
-    changes_parameter_count: bool = False
-    changes_attention: bool = True
+    function: Callable
+    apply: Callable[[nn.Module, object], nn.Module] | None = None
+    folder: Path | None = None
+    claims: Claims = field(default_factory=Claims)
+    paper: Paper | None = None
+    training: Training = field(default_factory=Training)
+    measurement: Measurement = field(default_factory=Measurement)
+
+    def __post_init__(self) -> None:
+        # A default `apply` is rebuilt, so that `dataclasses.replace(module, name=...)` installs the new name.
+        if self.apply is None or isinstance(self.apply, InstallFunction):
+            object.__setattr__(self, "apply", InstallFunction(self.name, self.function))
+        if self.folder is None:
+            object.__setattr__(self, "folder", defining_folder(self.function))
+        elif isinstance(self.folder, str):
+            object.__setattr__(self, "folder", Path(self.folder))
 
     @property
     def spec(self) -> str:
@@ -523,10 +622,11 @@ def imported_on_call(module: str, function: str) -> Callable:
 
     Example:
         >>> from attncard.modules.none import NoneConfig
-        >>> apply = imported_on_call("attncard.modules.none.model", "apply")
-        >>> apply.__name__
-        'apply'
-        >>> apply(model, NoneConfig()).config._attn_implementation  # imports the file, and torch, now
+        >>> function = imported_on_call("attncard.modules.none.attention", "none_attention")
+        >>> function.__name__, function.__module__  # the folder of `AttentionModule` is found from the latter
+        ('none_attention', 'attncard.modules.none.attention')
+        >>> module = AttentionModule("none", NoneConfig, function)
+        >>> module.apply(model, NoneConfig()).config._attn_implementation  # imports the file, and torch, now
         'attncard_none'
     """
 
@@ -534,5 +634,6 @@ def imported_on_call(module: str, function: str) -> Callable:
         return getattr(importlib.import_module(module), function)(*args, **kwargs)
 
     call.__name__ = call.__qualname__ = function
+    call.__module__ = module  # where `AttentionModule` finds the module's folder, without importing the file
     call.__doc__ = f"`{module}.{function}`, imported when first called."
     return call

@@ -312,9 +312,9 @@ def download_verified(
     check_run_tag(folder, revision, where)
     results = read_checked_files(folder, expected_sha256, where, hub=repo_id is not None)
     module, _ = _module_and_config(results, where)
-    lora_config(folder, where, results.training.lora_target_modules, list(module.trainable_modules))
+    lora_config(folder, where, results.training.lora_target_modules, list(module.training.trainable_modules))
     refuse_contradictions(
-        recorded_figure_problems(results) + stock_problems(results, module.changes_attention), where
+        recorded_figure_problems(results) + stock_problems(results, module.claims.changes_attention), where
     )
     if PREDICTIONS_FILE in results.manifest:  # none in a run written before predictions were recorded
         read_predictions(folder, results, where)
@@ -499,7 +499,7 @@ def _rebuild(
     labels = list(results.dataset.label_names)
     module, module_config = _module_and_config(results, where)
     adapter_config = lora_config(
-        folder, where, results.training.lora_target_modules, list(module.trainable_modules)
+        folder, where, results.training.lora_target_modules, list(module.training.trainable_modules)
     )
     # No code from the repository: check_run_files refused auto_map and model types outside FAMILIES already.
     model_type = read_json_object(folder / CONFIG_FILE, where).get("model_type")
@@ -750,11 +750,11 @@ def stock_load_files(
     """
     results, folder, where = files.results, files.folder, files.source
     module, _ = _module_and_config(results, where)
-    if not module.changes_attention:
+    if not module.claims.changes_attention:
         return StockLoad(same_model=True)
     # adapter_config.json checked field by field, as the attncard loader reads it; stock peft reads the same.
     adapter_config = lora_config(
-        folder, where, results.training.lora_target_modules, list(module.trainable_modules)
+        folder, where, results.training.lora_target_modules, list(module.training.trainable_modules)
     )
     config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
     with torch.random.fork_rng(devices=[]), _transformers_errors_only():

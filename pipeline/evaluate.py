@@ -102,7 +102,7 @@ def dense_reference(trained: TrainResult) -> torch.nn.Module:
 
     if trained.module is None:
         return sdpa_copy(trained.model, load_base)
-    return trained.module.dense_reference(trained.model, load_base)
+    return trained.module.measurement.dense_reference(trained.model, load_base)
 
 
 def stock_load(trained: TrainResult, data: TaskData, batch_size: int = 64) -> StockLoad:
@@ -112,8 +112,8 @@ def stock_load(trained: TrainResult, data: TaskData, batch_size: int = 64) -> St
     The adapter is saved as publish saves it and loaded by peft ([`evaluate_stock`]) into the base model
     freshly loaded as [`pipeline.models.load_model`] loads it (same labels, transformers' own sdpa
     attention), without the attncard module. For a module that keeps the model's own attention
-    (`changes_attention` False, as `none`) the stock model is the evaluated one: nothing is loaded and the
-    record says `same_model`.
+    (`claims.changes_attention` False, as `none`) the stock model is the evaluated one: nothing is loaded and
+    the record says `same_model`.
 
     Args:
         trained: the result of [`pipeline.train.train`].
@@ -128,7 +128,7 @@ def stock_load(trained: TrainResult, data: TaskData, batch_size: int = 64) -> St
         True
     """
     module = trained.module
-    if module is None or not module.changes_attention:
+    if module is None or not module.claims.changes_attention:
         return StockLoad(same_model=True)
     device = next(trained.model.parameters()).device
     # The base model's new head draws random values (overwritten by the adapter's): the caller's random
@@ -290,7 +290,7 @@ def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> Eval
         timing_method=EVAL_TIMING_METHOD,
     )
     scaling_lengths = default_lengths(model.config, cap=MAX_SCALING_POSITIONS)
-    if trained.module is not None and trained.module.changes_attention:
+    if trained.module is not None and trained.module.claims.changes_attention:
         # A module that keeps the model's own attention would be timed against itself: noise, not a result.
         reference = dense_reference(trained)
         efficiency.scaling = measure_model_scaling(model, reference, lengths=scaling_lengths, progress=True)
@@ -318,7 +318,7 @@ def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> Eval
         parameters=parameters,
         labels=y_true.tolist(),
         predictions=y_pred.tolist(),
-        module_stats=module.stats(model, lengths) if module is not None and module.stats else {},
+        module_stats=module.measurement.stats(model, lengths) if module and module.measurement.stats else {},
         trace=record_trace(model, dict(first_rows)) if module is not None else [],
         example={column: validation[0][column] for column in spec.text_columns},
         stock=stock_load(trained, data, batch_size),

@@ -519,8 +519,9 @@ def stock_problems(results: Results, changes_attention: bool) -> list[str]:
 
     Args:
         results: the run.
-        changes_attention: whether the run's module changes attention (`AttentionModule.changes_attention`):
-            only then is the stock model another model, and measured.
+        changes_attention: whether the run's module changes attention
+            (`AttentionModule.claims.changes_attention`): only then is the stock model another model, and
+            measured.
 
     Example:
         >>> results = Results.load("runs/tiny-gpt2-none-sst2")  # `none`: stock tools build the same model

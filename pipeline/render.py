@@ -380,8 +380,8 @@ def write_plots(results: Results, run_dir: Path) -> list[dict[str, str]]:
         title = "Time (median, bars from the fastest to the slowest pass) and peak memory against N"
         plots.append({"file": SCALING_PLOT, "title": title})
     module = get_module(results.module.name)
-    if module.plots is not None:
-        plots += module.plots(results.module.stats, run_dir)
+    if module.measurement.plots is not None:
+        plots += module.measurement.plots(results.module.stats, run_dir)
     return plots
 
 
@@ -637,8 +637,8 @@ def rendered_card_problems(results: Results, card: str) -> list[str]:
     # the recorded source installed they are the same, so any other is an edit.
     module = get_module(results.module.name)
     installed = {
-        "citation": module.citation,
-        "bibtex": module.bibtex,
+        "citation": module.paper.citation if module.paper else "",
+        "bibtex": module.paper.bibtex if module.paper else "",
         "config_help": {field: help_text for field, _, help_text in module.config_fields()},
     }
     problems += [

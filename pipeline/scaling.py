@@ -27,7 +27,7 @@ Example:
     >>> from attncard.modules import get_module
     >>> module = get_module("none")  # any module: the pipeline asks it, never names it
     >>> model = module.apply(model, module.config_class())  # a tiny BERT of 160 positions
-    >>> reference = module.dense_reference(model, load_base)  # the same model on sdpa
+    >>> reference = module.measurement.dense_reference(model, load_base)  # the same model on sdpa
     >>> rows = measure_model_scaling(model, reference, lengths=[64, 128], repeats=3)
     >>> [row.n for row in rows], [row.repeats for row in rows]
     ([64, 128], [3, 3])
@@ -338,7 +338,7 @@ def measure_model_scaling(
         >>> from attncard.modules import get_module
         >>> module = get_module("none")
         >>> model = module.apply(model, module.config_class())  # a tiny BERT
-        >>> reference = module.dense_reference(model, load_base)
+        >>> reference = module.measurement.dense_reference(model, load_base)
         >>> rows = measure_model_scaling(model, reference, lengths=[64, 128], repeats=3)
         >>> rows[0].n, rows[0].speedup_low <= rows[0].speedup <= rows[0].speedup_high
         (64, True)
@@ -427,7 +427,7 @@ def layer_attention_runs(
     query = synthetic(1, heads, n, head_dim)
     key, value = synthetic(1, kv_heads, n, head_dim), synthetic(1, kv_heads, n, head_dim)
     hidden_states = synthetic(1, n, base.config.hidden_size)
-    layer_attention = module.layer_attention if module is not None else call_attention
+    layer_attention = module.measurement.layer_attention if module is not None else call_attention
     module_run = functools.partial(layer_attention, attention, layer_module, query, key, value, hidden_states)
     dense_run = functools.partial(
         call_attention, sdpa_attention_forward, layer_module, query, key, value, hidden_states
@@ -498,10 +498,10 @@ def attention_flops(model: nn.Module, module: AttentionModule | None, n: int) ->
     - dense: L·H·(2·N²·d for Q·Kᵀ + 2·N²·d for P·V) = L·H·4·N²·d ([`dense_attention_flops`]). Every pair is
       counted, in decoders too (a dense kernel computes the masked triangle). Softmax, scaling and masks are
       not counted.
-    - with the module: the module's own count, `module.flops(model, n)`, which also gives the formula text
-      (with its numbers) that follows `"<name>: "` in `formula`. The default is the dense count.
+    - with the module: the module's own count, `module.measurement.flops(model, n)`, which also gives the
+      formula text (with its numbers) that follows `"<name>: "` in `formula`. The default is the dense count.
     - projections, apart: q, k, v and o 2·N·in·out each (a fused c_attn once) as loaded
-      ([`dense_projection_flops`]), and as installed, `module.projection_flops(model, n)`.
+      ([`dense_projection_flops`]), and as installed, `module.measurement.projection_flops(model, n)`.
 
     Args:
         model: the model with `module` installed (peft-wrapped or not); with `module` None, any model.
@@ -539,8 +539,8 @@ def attention_flops(model: nn.Module, module: AttentionModule | None, n: int) ->
         module_flops, projections_module = dense, projections_dense
         formula += "; the model's own attention: the same attention"
     else:
-        module_flops, module_formula = module.flops(model, n)
-        projections_module = float(module.projection_flops(model, n))
+        module_flops, module_formula = module.measurement.flops(model, n)
+        projections_module = float(module.measurement.projection_flops(model, n))
         formula += f"; {module.name}: {module_formula}"
     formula += (
         f"; projections (separate): q, k, v, o 2·N·in·out each (a fused c_attn once), factorised 2·N·r·(in + "

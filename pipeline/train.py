@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 from transformers import get_scheduler
 
 from ..modules import AttentionModule
-from ..modules.base import attention_layers, family_lora_targets
+from ..modules.base import Training, attention_layers
 from .data import TaskData
 from .models import LoadedModel, tokenize
 from .results import TrainConfig
@@ -66,17 +66,14 @@ def add_lora(
     """Wraps the model with LoRA adapters on the module's `lora_targets` (by default the family's query and
     value projections). peft keeps the classification head trainable (`SEQ_CLS`) and trains and saves the
     installed attention module's own submodules (`modules_to_save`)."""
-    if module is not None:
-        targets = module.lora_targets(loaded.family, module_config)
-    else:
-        targets = family_lora_targets(loaded.family, module_config)
+    training = module.training if module is not None else Training()
     lora_config = LoraConfig(
         task_type=TaskType.SEQ_CLS,
         r=config.lora_r,
         lora_alpha=config.lora_alpha,
         lora_dropout=config.lora_dropout,
-        target_modules=targets,
-        modules_to_save=list(module.trainable_modules) if module and module.trainable_modules else None,
+        target_modules=training.lora_targets(loaded.family, module_config),
+        modules_to_save=list(training.trainable_modules) or None,
     )
     peft_model = get_peft_model(loaded.model, lora_config)
     # peft holds the targets as a set and saves them in its order, which follows the process's string hash
@@ -112,10 +109,6 @@ def train(
     Returns:
         A [`TrainResult`] holding the peft model (in eval mode) and the loss of every step.
 
-    Raises:
-        ValueError: installing the module changed the model's parameter count, but the module does not say
-            so (`AttentionModule.changes_parameter_count`).
-
     Example:
         >>> from attncard.pipeline.data import load_task
         >>> from attncard.pipeline.models import load_model
@@ -125,12 +118,6 @@ def train(
         >>> len(result.losses), result.model.training
         (2, False)
     """
-    installed = sum(p.numel() for p in loaded.model.parameters())
-    if module is not None and not module.changes_parameter_count and installed != loaded.parameters:
-        raise ValueError(
-            f"installing the module '{module.name}' changed the model's parameters from {loaded.parameters} "
-            f"to {installed}, but its AttentionModule has changes_parameter_count=False; set it to True"
-        )
     torch.manual_seed(config.seed)
     # bf16 autocast on GPUs that have it; fp32 on the CPU, where the loop must be bit-for-bit repeatable.
     on_gpu = torch.cuda.is_available()
@@ -138,13 +125,14 @@ def train(
     accelerator = Accelerator(cpu=not on_gpu, mixed_precision=mixed_precision)
     model = add_lora(loaded, config, module, module_config)
     trainable = [p for p in model.parameters() if p.requires_grad]
-    rates = module.learning_rates(module_config) if module and module.learning_rates else {}
+    training = module.training if module else Training()
+    rates = training.learning_rates(module_config) if training.learning_rates else {}
     groups: dict[float, list[torch.nn.Parameter]] = {}
     for name, parameter in model.named_parameters():
         if parameter.requires_grad:
             lr = next((rate for fragment, rate in rates.items() if fragment in name), config.lr)
             groups.setdefault(lr, []).append(parameter)
-    penalty = module.penalty if module else None
+    penalty = training.penalty
 
     text_columns = data.spec.text_columns
 
@@ -202,7 +190,7 @@ def train(
     model = accelerator.unwrap_model(model)
     model.eval()
     # Measured on the trained model, before anything evaluates it: the module dispatches from it.
-    calibration = module.calibrate(model, module_config) if module and module.calibrate else {}
+    calibration = training.calibrate(model, module_config) if training.calibrate else {}
     return TrainResult(
         model=model,
         loaded=loaded,
@@ -214,7 +202,9 @@ def train(
         base_parameters=loaded.parameters,
         trainable_parameters=sum(p.numel() for p in trainable),
         lora_layers=sum(isinstance(layer, LoraLayer) for layer in model.modules()),
-        attention_layers_changed=len(attention_layers(model)) if module and module.changes_attention else 0,
+        attention_layers_changed=(
+            len(attention_layers(model)) if module and module.claims.changes_attention else 0
+        ),
         device=str(accelerator.device),
         mixed_precision=mixed_precision,
         module=module,

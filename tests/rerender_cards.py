@@ -52,7 +52,7 @@ def upgrade(results: Results) -> None:
         return
     assert results.schema_version == 2, results.schema_version
     old = results.parameters
-    changed = results.model.num_layers if get_module(results.module.name).changes_attention else 0
+    changed = results.model.num_layers if get_module(results.module.name).claims.changes_attention else 0
     results.parameters = Parameters(
         before=old.before,
         after=old.after,

@@ -159,7 +159,7 @@ def test_trainable_through_peft(tiny_model_dir):
         LoraConfig(
             task_type=TaskType.SEQ_CLS,
             target_modules=["query", "value"],
-            modules_to_save=list(MODULE.trainable_modules),
+            modules_to_save=list(MODULE.training.trainable_modules),
         ),
     )
     names = [name for name, p in model.named_parameters() if p.requires_grad and "span_logits" in name]
@@ -177,7 +177,7 @@ def test_under_peft_the_trained_copy_is_used(tiny_model_dir):
         LoraConfig(
             task_type=TaskType.SEQ_CLS,
             target_modules=["query", "value"],
-            modules_to_save=list(MODULE.trainable_modules),
+            modules_to_save=list(MODULE.training.trainable_modules),
         ),
     )
     spans = span_modules(model)
@@ -473,10 +473,10 @@ def test_the_crossover_is_the_measured_length_from_which_the_banded_kernel_wins(
     monkeypatch.setattr(span_model, "peak_memory_mb", fake_peak)
     lengths = (16, 32, 64, 128)
     # Faster from N = 64 but ten times the memory: never the better path.
-    measured = MODULE.calibrate(loaded.model, AdaptiveSpanConfig(), lengths=lengths, repeats=1)
+    measured = MODULE.training.calibrate(loaded.model, AdaptiveSpanConfig(), lengths=lengths, repeats=1)
     assert measured["crossover"] == 129
     banded_mb_per_token = 0.0005  # faster from N = 64, and half the memory
-    measured = MODULE.calibrate(loaded.model, AdaptiveSpanConfig(), lengths=lengths, repeats=1)
+    measured = MODULE.training.calibrate(loaded.model, AdaptiveSpanConfig(), lengths=lengths, repeats=1)
     assert measured["crossover"] == 64
     assert [row["n"] for row in measured["crossover_table"]] == [16, 32, 64, 128]
     assert measured["crossover_table"][2] == {
@@ -515,7 +515,7 @@ def test_the_calibration_times_calls_whose_plans_are_already_built(tiny_model_di
         return seconds
 
     monkeypatch.setattr(span_model, "wall_seconds", counting_seconds)
-    measured = MODULE.calibrate(loaded.model, AdaptiveSpanConfig(), lengths=(16, 32), repeats=3)
+    measured = MODULE.training.calibrate(loaded.model, AdaptiveSpanConfig(), lengths=(16, 32), repeats=3)
     assert [row["n"] for row in measured["crossover_table"]] == [16, 32]
     assert len(builds_while_timed) == 2 * 2 * 3 and not any(builds_while_timed)  # lengths × paths × repeats
 
@@ -541,7 +541,7 @@ def test_the_crossover_is_saved_and_restored_with_the_adapter(tiny_model_dir, tm
             task_type=TaskType.SEQ_CLS, target_modules=["query", "value"], modules_to_save=["adaptive_span"]
         ),
     ).eval()
-    measured = MODULE.calibrate(model, AdaptiveSpanConfig(), lengths=(16, 32), repeats=1)
+    measured = MODULE.training.calibrate(model, AdaptiveSpanConfig(), lengths=(16, 32), repeats=1)
     assert measured["crossover"] in (16, 32, 33)
     for span in span_modules(model):
         span.crossover.fill_(37)  # a value no default gives

@@ -200,7 +200,8 @@ def test_the_stats_count_training_passes_through_peft(tiny_model_dir, family):
     loaded, batch = load_with_padded_batch(tiny_model_dir(family))
     config = AdaptiveSparseConfig(top_k=4, warmup_steps=1)
     MODULE.apply(loaded.model, config)
-    lora = LoraConfig(task_type=TaskType.SEQ_CLS, r=4, target_modules=MODULE.lora_targets(family, config))
+    targets = MODULE.training.lora_targets(family, config)
+    lora = LoraConfig(task_type=TaskType.SEQ_CLS, r=4, target_modules=targets)
     model = get_peft_model(loaded.model, lora)
     model.train()
     for _ in range(2):

@@ -1,7 +1,7 @@
-"""The module API: a module that gives only the required fields of `AttentionModule` gets defaults under
-which every pipeline step that asks a module something works, and the family table is the one place the
-pipeline learns about a model family. Figures are worked out by hand for the tiny models (L = 2 layers,
-H = 4 heads, d = 8, hidden 32)."""
+"""The module API: a module that gives only the required fields of `AttentionModule` (a name, a config and an
+attention function) gets defaults under which every pipeline step that asks a module something works, and
+the family table is the one place the pipeline learns about a model family. Figures are worked out by hand
+for the tiny models (L = 2 layers, H = 4 heads, d = 8, hidden 32)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,15 @@ import torch
 from transformers import MistralConfig, RobertaConfig
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+from attncard.modules import contract_problems, get_module
 from attncard.modules.base import (
     FAMILIES,
     AttentionModule,
+    Claims,
+    InstallFunction,
+    Training,
     attention_layers,
+    imported_on_call,
     install_attention,
 )
 from attncard.pipeline.errors import UnsupportedModelError
@@ -39,26 +44,16 @@ class MinimalConfig:
     """A module with nothing to configure."""
 
 
-def _apply_minimal(model: torch.nn.Module, config: MinimalConfig) -> torch.nn.Module:
-    install_attention(model, "minimal_api_test", sdpa_attention_forward)
-    return model
-
-
 def _apply_with_a_hidden_parameter(model: torch.nn.Module, config: MinimalConfig) -> torch.nn.Module:
     for layer in attention_layers(model):
-        layer.module.minimal_gate = torch.nn.Linear(1, 1)  # 2 parameters a layer, and not declared
+        layer.module.minimal_gate = torch.nn.Linear(1, 1)  # 2 parameters a layer, declared nowhere
     install_attention(model, "minimal_api_test_gate", sdpa_attention_forward)
     return model
 
 
+# transformers' own function lives outside this folder: the folder is given, not found from the function.
 MINIMAL = AttentionModule(
-    name="minimal_api_test",
-    config_class=MinimalConfig,
-    apply=_apply_minimal,
-    folder=Path(__file__).parent,
-    causal=True,
-    bidirectional=True,
-    gqa=True,
+    "minimal_api_test", MinimalConfig, sdpa_attention_forward, folder=Path(__file__).parent
 )
 
 
@@ -68,12 +63,35 @@ def _installed(tiny_model_dir, family: str) -> torch.nn.Module:
 
 
 def test_the_defaults_of_a_minimal_module():
-    assert (MINIMAL.citation, MINIMAL.trainable_modules) == ("", ())
-    assert MINIMAL.learning_rates is MINIMAL.penalty is MINIMAL.stats is MINIMAL.plots is None
-    assert MINIMAL.changes_parameter_count is False
-    assert MINIMAL.lora_targets("bert", MinimalConfig()) == ["query", "value"]
-    assert MINIMAL.lora_targets("gpt2", MinimalConfig()) == ["c_attn"]  # q, k and v fused: once
-    assert MINIMAL.lora_targets("distilbert", MinimalConfig()) == ["q_lin", "v_lin"]
+    assert MINIMAL.apply == InstallFunction("minimal_api_test", sdpa_attention_forward)
+    assert MINIMAL.claims == Claims(causal=True, bidirectional=True, gqa=True, changes_attention=True)
+    assert (MINIMAL.paper, MINIMAL.training.trainable_modules) == (None, ())
+    training, measurement = MINIMAL.training, MINIMAL.measurement
+    assert training.learning_rates is training.penalty is training.calibrate is None
+    assert measurement.stats is measurement.plots is None
+    assert training.lora_targets("bert", MinimalConfig()) == ["query", "value"]
+    assert training.lora_targets("gpt2", MinimalConfig()) == ["c_attn"]  # q, k and v fused: once
+    assert training.lora_targets("distilbert", MinimalConfig()) == ["q_lin", "v_lin"]
+    # A replaced name installs under the new name: the default apply follows the module.
+    renamed = dataclasses.replace(MINIMAL, name="minimal_api_renamed")
+    assert renamed.apply == InstallFunction("minimal_api_renamed", sdpa_attention_forward)
+
+
+def test_the_folder_is_found_from_the_function():
+    from attncard.modules.none import NoneConfig
+
+    # An imported_on_call function names its file: the folder is found without importing it.
+    function = imported_on_call("attncard.modules.none.attention", "none_attention")
+    module = AttentionModule("folder_test", NoneConfig, function)
+    assert module.folder == get_module("none").folder
+    assert contract_problems(module) == []
+
+
+def test_contract_problems_say_what_to_give():
+    problems = contract_problems(AttentionModule("bad", MinimalConfig, "not a function", training={}))
+    assert problems[0].startswith("its function is not callable; give the attention function")
+    assert "its training is a dict, not a Training; give training=Training(...), or leave it out" in problems
+    assert any("put the attention function in attention.py" in problem for problem in problems)
 
 
 def test_a_minimal_module_is_counted_as_dense(tiny_model_dir):
@@ -92,7 +110,7 @@ def test_a_minimal_module_is_measured_against_a_copy_on_sdpa(tiny_model_dir):
     def no_reload() -> torch.nn.Module:
         raise AssertionError("the default dense reference is a copy; nothing is loaded again")
 
-    reference = MINIMAL.dense_reference(model, no_reload)
+    reference = MINIMAL.measurement.dense_reference(model, no_reload)
     assert reference is not model
     assert (model.config._attn_implementation, reference.config._attn_implementation) == (
         "attncard_minimal_api_test",
@@ -108,23 +126,19 @@ def test_a_minimal_module_is_measured_against_a_copy_on_sdpa(tiny_model_dir):
     json.dumps([row.speedup for row in rows])
 
 
-def test_training_refuses_an_undeclared_change_of_the_parameter_count(tiny_model_dir):
-    module = AttentionModule(
-        name="minimal_api_test_gate",
-        config_class=MinimalConfig,
-        apply=_apply_with_a_hidden_parameter,
-        folder=Path(__file__).parent,
-        causal=True,
-        bidirectional=True,
-        gqa=True,
-    )
+def test_a_change_of_the_parameter_count_is_measured_not_declared(tiny_model_dir, small_glue):
+    from attncard.pipeline.data import load_task
+    from attncard.pipeline.evaluate import count_deployed_parameters
+
+    module = dataclasses.replace(MINIMAL, name="minimal_api_test_gate", apply=_apply_with_a_hidden_parameter)
+    data = load_task("sst2", small_glue)
     torch.manual_seed(0)
-    loaded = load_model(str(tiny_model_dir("bert")), LABELS)
+    loaded = load_model(str(tiny_model_dir("bert")), data.spec.label_names)
     module.apply(loaded.model, MinimalConfig())
-    # Two layers, a 1 → 1 linear each (weight and bias): 4 parameters more, found before any data is read.
-    message = rf"from {loaded.parameters} to {loaded.parameters + 4}, .*changes_parameter_count=False"
-    with pytest.raises(ValueError, match=message):
-        train(loaded, None, TrainConfig(steps=1), module, MinimalConfig())
+    result = train(loaded, data, TrainConfig(steps=1, batch_size=4), module, MinimalConfig())
+    # Two layers, a 1 → 1 linear each (weight and bias): 4 parameters more than the model as loaded.
+    assert result.base_parameters == loaded.parameters
+    assert count_deployed_parameters(result.model) == loaded.parameters + 4
 
 
 def test_the_family_table_is_the_one_the_pipeline_reads(tiny_model_dir, tmp_path):
@@ -163,14 +177,14 @@ def test_the_pipeline_never_names_a_module():
 def test_the_calibrate_hook_runs_once_on_the_trained_model(tiny_model_dir, small_glue):
     from attncard.pipeline.data import load_task
 
-    assert MINIMAL.calibrate is None  # the default: nothing measured, the training result keeps {}
+    assert MINIMAL.training.calibrate is None  # the default: nothing measured, the training result keeps {}
     seen = []
 
     def calibrate(model: torch.nn.Module, config: MinimalConfig) -> dict:
         seen.append((model.training, isinstance(config, MinimalConfig)))
         return {"crossover": 7}
 
-    module = dataclasses.replace(MINIMAL, calibrate=calibrate)
+    module = dataclasses.replace(MINIMAL, training=Training(calibrate=calibrate))
     data = load_task("sst2", small_glue)
     torch.manual_seed(0)
     loaded = load_model(str(tiny_model_dir("bert")), data.spec.label_names)

@@ -64,7 +64,7 @@ def module_run() -> Results:
     results.repo_name = f"tiny-gpt2-{MODULE}-sst2"
     results.command = results.command.replace("--module none", f"--module {MODULE}")
     module = get_module(MODULE)  # the card shows the installed module's own words
-    results.module.citation, results.module.bibtex = module.citation, module.bibtex
+    results.module.citation, results.module.bibtex = module.paper.citation, module.paper.bibtex
     results.module.config_help = {field: help_text for field, _, help_text in module.config_fields()}
     return results
 

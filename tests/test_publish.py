@@ -322,7 +322,9 @@ def test_every_module_publishes_a_lint_clean_run(tiny_model_dir, small_glue, tmp
     results = Results.load(run_dir)
     assert results.module.name == module_name
     assert results.module.trace and results.module.trace[-1].stage == "output projection"
-    assert set(results.module.source) >= {"attention.py", "config.py", "model.py", "__init__.py"}
+    # model.py only where the module has its own apply or hooks (`none` has neither).
+    assert set(results.module.source) == {path.name for path in get_module(module_name).source_files}
+    assert set(results.module.source) >= {"attention.py", "config.py", "__init__.py"}
     provenance = module_provenance(module_name)
     assert (results.module.package, results.module.package_version) == ("attncard", provenance.version)
     assert results.module.source_sha256 == provenance.source_sha256
@@ -330,10 +332,10 @@ def test_every_module_publishes_a_lint_clean_run(tiny_model_dir, small_glue, tmp
     # Every long stage shows its progress: training, evaluation, stock peft and the two scaling tables.
     shown = capsys.readouterr().err
     stages = ["train", "evaluate"]
-    if get_module(module_name).changes_attention:
+    if get_module(module_name).claims.changes_attention:
         stages += ["stock peft", "scaling: whole model", "scaling: attention layer 0"]
     assert [stage for stage in stages if f"{stage}: " not in shown] == []
-    if get_module(module_name).changes_attention:
+    if get_module(module_name).claims.changes_attention:
         assert efficiency.scaling and efficiency.layer_scaling and (run_dir / "scaling.png").is_file()
         assert {row.repeats for row in efficiency.scaling} == {MODEL_REPEATS}
         assert {row.repeats for row in efficiency.layer_scaling} == {REPEATS}

@@ -228,7 +228,7 @@ def test_roberta_offset_is_respected_in_a_real_model(tiny_model_dir):
     model = _model(tiny_model_dir, "roberta", "none")
     limit = max_positions(model.config)
     assert limit == 160 - model.config.pad_token_id - 1
-    reference = get_module("none").dense_reference(model, _no_reload)
+    reference = get_module("none").measurement.dense_reference(model, _no_reload)
     rows = measure_model_scaling(model, reference, lengths=[limit], repeats=1)  # the longest row fits
     _check_rows(rows, [limit])
     with pytest.raises(ValueError, match="positions"):
@@ -260,10 +260,10 @@ def test_model_scaling_rows(tiny_model_dir, family, module_name):
     module = get_module(module_name)
     if module_name == "svd_lowrank":  # factorised projections: no copy is dense, the base is loaded again
         base = _model(tiny_model_dir, family)
-        reference = module.dense_reference(model, lambda: base)
+        reference = module.measurement.dense_reference(model, lambda: base)
         assert reference is base
     else:
-        reference = module.dense_reference(model, _no_reload)
+        reference = module.measurement.dense_reference(model, _no_reload)
         assert reference is not model
         assert model.config._attn_implementation == "attncard_adaptive_span"
     assert reference.config._attn_implementation == "sdpa"
@@ -278,7 +278,7 @@ def test_model_scaling_rows(tiny_model_dir, family, module_name):
 
 def test_reference_copy_of_span_expanded_keeps_no_layer_input(tiny_model_dir):
     model = _model(tiny_model_dir, "bert", "span_expanded")
-    reference = get_module("span_expanded").dense_reference(model, _no_reload).eval()
+    reference = get_module("span_expanded").measurement.dense_reference(model, _no_reload).eval()
     model.eval()
     input_ids = synthetic_input_ids(model.config, 1, 24)
     with torch.inference_mode():
@@ -296,7 +296,7 @@ def test_peft_wrapped_model(tiny_model_dir):
     )
     peft_model = get_peft_model(model, lora)
     module = get_module("adaptive_span")
-    reference = module.dense_reference(peft_model, _no_reload)
+    reference = module.measurement.dense_reference(peft_model, _no_reload)
     _check_rows(measure_model_scaling(peft_model, reference, lengths=[64], repeats=1), [64])
     _check_rows(measure_layer_scaling(peft_model, module, lengths=(64,), repeats=1), [64])
     assert attention_flops(peft_model, module, 64).ratio < 1

@@ -297,7 +297,7 @@ def test_the_attention_function_sums_peft_s_active_copy_of_the_branch(tiny_model
     lora = LoraConfig(
         task_type=TaskType.SEQ_CLS,
         target_modules=["query", "value"],
-        modules_to_save=list(MODULE.trainable_modules),
+        modules_to_save=list(MODULE.training.trainable_modules),
     )
     model = get_peft_model(loaded.model, lora)
     _set_branches(model.get_base_model())  # the wrapper forwards `.B` to the trained copy only
@@ -339,7 +339,7 @@ def test_copies_capture_into_their_own_layers_and_the_dense_reference_captures_n
     # The copy's forwards stored into (and its function consumed from) the copy's states, not the original's.
     assert all(state.hidden_states is None for state in original_states)
 
-    reference = MODULE.dense_reference(loaded.model, lambda: None)
+    reference = MODULE.measurement.dense_reference(loaded.model, lambda: None)
     for layer in attention_layers(reference):
         assert layer.module.forward.__func__ is type(layer.module).forward  # the model's own forward
     with torch.no_grad():

@@ -156,7 +156,7 @@ def test_peft_saves_every_factor_and_adapts_the_projections_left_unfactorised(
         task_type=TaskType.SEQ_CLS,
         r=4,
         target_modules=lora_target_modules(family, config),
-        modules_to_save=list(MODULE.trainable_modules),
+        modules_to_save=list(MODULE.training.trainable_modules),
     )
     model = get_peft_model(loaded.model, lora)
     with torch.no_grad():

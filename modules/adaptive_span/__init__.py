@@ -1,9 +1,8 @@
 """`adaptive_span`: each head learns its attention span (Sukhbaatar et al., 2019)."""
 
 import importlib
-from pathlib import Path
 
-from ..base import AttentionModule, imported_on_call
+from ..base import AttentionModule, Measurement, Paper, Training, imported_on_call
 from .config import AdaptiveSpanConfig
 from .plots import plot_spans
 
@@ -14,16 +13,14 @@ _TORCH_NAMES = {"mean_span": "model", "module_stats": "model", "span_penalty": "
 MODULE = AttentionModule(
     name="adaptive_span",
     config_class=AdaptiveSpanConfig,
+    function=imported_on_call(f"{__name__}.attention", "adaptive_span_attention"),
     apply=imported_on_call(f"{__name__}.model", "apply"),
-    folder=Path(__file__).parent,
-    causal=True,
-    bidirectional=True,
-    gqa=True,
-    citation=(
-        "Sukhbaatar, Grave, Bojanowski and Joulin, Adaptive Attention Span in Transformers, ACL 2019, "
-        "https://arxiv.org/abs/1905.07799"
-    ),
-    bibtex="""@inproceedings{sukhbaatar2019adaptive,
+    paper=Paper(
+        citation=(
+            "Sukhbaatar, Grave, Bojanowski and Joulin, Adaptive Attention Span in Transformers, ACL 2019, "
+            "https://arxiv.org/abs/1905.07799"
+        ),
+        bibtex="""@inproceedings{sukhbaatar2019adaptive,
   title = {Adaptive Attention Span in Transformers},
   author = {Sukhbaatar, Sainbayar and Grave, Edouard and Bojanowski, Piotr and Joulin, Armand},
   booktitle = {Proceedings of the 57th Annual Meeting of the Association for Computational Linguistics},
@@ -31,14 +28,18 @@ MODULE = AttentionModule(
   year = {2019},
   url = {https://arxiv.org/abs/1905.07799}
 }""",
-    trainable_modules=("adaptive_span",),
-    learning_rates=lambda config: {"span_logits": config.span_lr},
-    penalty=imported_on_call(f"{__name__}.model", "span_penalty"),
-    stats=imported_on_call(f"{__name__}.model", "module_stats"),
-    calibrate=imported_on_call(f"{__name__}.model", "calibrate_crossover"),
-    flops=imported_on_call(f"{__name__}.model", "attention_flops"),
-    plots=plot_spans,
-    changes_parameter_count=True,  # the span logits, one per head and layer
+    ),
+    training=Training(
+        trainable_modules=("adaptive_span",),
+        learning_rates=lambda config: {"span_logits": config.span_lr},
+        penalty=imported_on_call(f"{__name__}.model", "span_penalty"),
+        calibrate=imported_on_call(f"{__name__}.model", "calibrate_crossover"),
+    ),
+    measurement=Measurement(
+        flops=imported_on_call(f"{__name__}.model", "attention_flops"),
+        stats=imported_on_call(f"{__name__}.model", "module_stats"),
+        plots=plot_spans,
+    ),
 )
 
 __all__ = ["MODULE", "AdaptiveSpanConfig", "mean_span", "module_stats", "span_penalty"]

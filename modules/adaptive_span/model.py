@@ -111,9 +111,9 @@ def calibrate_crossover(
     lengths: tuple[int, ...] = CALIBRATION_LENGTHS,
     repeats: int = 7,
 ) -> dict:
-    """`MODULE.calibrate`: measures, on the trained spans, the length from which the banded kernel is faster
-    than the fused path without using more memory, and stores it in every layer's `crossover` (saved with
-    the adapter).
+    """`MODULE.training.calibrate`: measures, on the trained spans, the length from which the banded kernel
+    is faster than the fused path without using more memory, and stores it in every layer's `crossover`
+    (saved with the adapter).
 
     Layer 0's attention function runs on synthetic q, k, v of its shape (one row, no padding) at each length,
     forced once on each path: a warm-up call, `MEMORY_PASSES` calls whose peak memory is measured, then
@@ -215,7 +215,7 @@ def crossover_table(span: AdaptiveSpan) -> list[dict]:
 
 
 def attention_flops(model: nn.Module, n: int) -> tuple[float, str]:
-    """`MODULE.flops`: the attention FLOPs of the whole model at length N over the learned bands.
+    """`MODULE.measurement.flops`: the attention FLOPs of the whole model at length N over the learned bands.
 
     Per layer and head, 4·d·(N·b_h + 2·N): b_h = min(N, 2·w_h + 1) keys per query in encoders, min(N, w_h + 1)
     in decoders (past only), w_h the head's learned window ⌈z_h + R⌉ − 1 at N; 2·N for the global token's

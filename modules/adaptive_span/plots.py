@@ -17,7 +17,7 @@ def _is_matrix(value: object) -> bool:
 
 
 def plot_spans(stats: dict, folder: Path) -> list[dict[str, str]]:
-    """`MODULE.plots`: the learned span of every layer and head as a heat map, `spans.png`.
+    """`MODULE.measurement.plots`: the learned span of every layer and head as a heat map, `spans.png`.
 
     Args:
         stats: the module's statistics as results.json holds them ([`module_stats`]): `spans`, a layer ×

@@ -1,9 +1,8 @@
 """`adaptive_sparse`: exact top-k attention, each query attending only to its k highest-scoring keys."""
 
 import importlib
-from pathlib import Path
 
-from ..base import AttentionModule, imported_on_call
+from ..base import AttentionModule, Measurement, Paper, imported_on_call
 from .config import AdaptiveSparseConfig
 
 # model.py and attention.py import torch: the hooks import them when first called, so that this folder (and
@@ -19,16 +18,14 @@ _module_stats = imported_on_call(f"{__name__}.model", "module_stats")
 MODULE = AttentionModule(
     name="adaptive_sparse",
     config_class=AdaptiveSparseConfig,
+    function=imported_on_call(f"{__name__}.attention", "adaptive_sparse_attention"),
     apply=imported_on_call(f"{__name__}.model", "apply"),
-    folder=Path(__file__).parent,
-    causal=True,
-    bidirectional=True,
-    gqa=True,
-    citation=(
-        "Zhao, Lin, Zhang, Ren, Su and Sun, Explicit Sparse Transformer: Concentrated Attention Through "
-        "Explicit Selection, 2019, https://arxiv.org/abs/1912.11637"
-    ),
-    bibtex="""@article{zhao2019explicit,
+    paper=Paper(
+        citation=(
+            "Zhao, Lin, Zhang, Ren, Su and Sun, Explicit Sparse Transformer: Concentrated Attention Through "
+            "Explicit Selection, 2019, https://arxiv.org/abs/1912.11637"
+        ),
+        bibtex="""@article{zhao2019explicit,
   title = {Explicit Sparse Transformer: Concentrated Attention Through Explicit Selection},
   author = {Zhao, Guangxiang and Lin, Junyang and Zhang, Zhiyuan and Ren, Xuancheng and Su, Qi
     and Sun, Xu},
@@ -36,8 +33,11 @@ MODULE = AttentionModule(
   year = {2019},
   url = {https://arxiv.org/abs/1912.11637}
 }""",
-    stats=lambda model, lengths: _module_stats(model),
-    flops=imported_on_call(f"{__name__}.model", "attention_flops"),
+    ),
+    measurement=Measurement(
+        flops=imported_on_call(f"{__name__}.model", "attention_flops"),
+        stats=lambda model, lengths: _module_stats(model),
+    ),
 )
 
 __all__ = [

@@ -72,7 +72,8 @@ def module_stats(model: nn.Module) -> dict:
 
 
 def attention_flops(model: nn.Module, n: int) -> tuple[float, str]:
-    """`MODULE.flops`: every score, the top-k selection, and P·V over the k kept keys, at inference.
+    """`MODULE.measurement.flops`: every score, the top-k selection, and P·V over the k kept keys, at
+    inference.
 
     Every score Q·Kᵀ is computed (2·N²·d per head; in decoders too, counted in full as for dense attention).
     Without autograd each query multiplies only its k value rows picked by index (2·N·k·d), at every length;

@@ -3,9 +3,8 @@ L_span earlier positions, empty for single sentences) plus the parallel low-rank
 before the output projection."""
 
 import importlib
-from pathlib import Path
 
-from ..base import AttentionModule, imported_on_call
+from ..base import AttentionModule, Measurement, Paper, Training, imported_on_call
 from .config import SpanExpandedConfig
 
 # model.py and attention.py import torch: the hooks import them when first called, so that this folder (and
@@ -16,17 +15,15 @@ _module_stats = imported_on_call(f"{__name__}.model", "module_stats")
 MODULE = AttentionModule(
     name="span_expanded",
     config_class=SpanExpandedConfig,
+    function=imported_on_call(f"{__name__}.attention", "span_expanded_attention"),
     apply=imported_on_call(f"{__name__}.model", "apply"),
-    folder=Path(__file__).parent,
-    causal=True,
-    bidirectional=True,
-    gqa=True,
-    citation=(
-        "Dai et al., Transformer-XL: Attentive Language Models beyond a Fixed-Length Context, ACL 2019, "
-        "https://arxiv.org/abs/1901.02860 (segment memory); Hu et al., LoRA: Low-Rank Adaptation of Large "
-        "Language Models, ICLR 2022, https://arxiv.org/abs/2106.09685 (the low-rank branch)"
-    ),
-    bibtex="""@inproceedings{dai2019transformerxl,
+    paper=Paper(
+        citation=(
+            "Dai et al., Transformer-XL: Attentive Language Models beyond a Fixed-Length Context, ACL 2019, "
+            "https://arxiv.org/abs/1901.02860 (segment memory); Hu et al., LoRA: Low-Rank Adaptation of "
+            "Large Language Models, ICLR 2022, https://arxiv.org/abs/2106.09685 (the low-rank branch)"
+        ),
+        bibtex="""@inproceedings{dai2019transformerxl,
   title = {Transformer-{XL}: Attentive Language Models beyond a Fixed-Length Context},
   author = {Dai, Zihang and Yang, Zhilin and Yang, Yiming and Carbonell, Jaime and Le, Quoc
     and Salakhutdinov, Ruslan},
@@ -43,12 +40,14 @@ MODULE = AttentionModule(
   year = {2022},
   url = {https://arxiv.org/abs/2106.09685}
 }""",
-    trainable_modules=("span_expanded",),
-    stats=lambda model, lengths: _module_stats(model),
-    flops=imported_on_call(f"{__name__}.model", "attention_flops"),
-    dense_reference=imported_on_call(f"{__name__}.model", "dense_reference"),
-    layer_attention=imported_on_call(f"{__name__}.model", "layer_attention"),
-    changes_parameter_count=True,  # the HyLoRA branch of every layer
+    ),
+    training=Training(trainable_modules=("span_expanded",)),
+    measurement=Measurement(
+        flops=imported_on_call(f"{__name__}.model", "attention_flops"),
+        dense_reference=imported_on_call(f"{__name__}.model", "dense_reference"),
+        layer_attention=imported_on_call(f"{__name__}.model", "layer_attention"),
+        stats=lambda model, lengths: _module_stats(model),
+    ),
 )
 
 __all__ = ["MODULE", "SpanExpandedConfig", "apply", "module_stats", "segment_memory"]

@@ -205,8 +205,8 @@ def module_stats(model: nn.Module) -> dict:
 
 
 def attention_flops(model: nn.Module, n: int) -> tuple[float, str]:
-    """`MODULE.flops`: dense attention plus the HyLoRA branch, 2·N·r·(d_in + d_out) per layer (X·A then
-    ·B), at length N. No memory keys: single rows have none (M = 0).
+    """`MODULE.measurement.flops`: dense attention plus the HyLoRA branch, 2·N·r·(d_in + d_out) per layer
+    (X·A then ·B), at length N. No memory keys: single rows have none (M = 0).
 
     Args:
         model: a model with span_expanded installed (peft-wrapped or not).
@@ -232,7 +232,8 @@ def attention_flops(model: nn.Module, n: int) -> tuple[float, str]:
 
 
 def dense_reference(model: nn.Module, load_base: Callable[[], nn.Module]) -> nn.Module:
-    """`MODULE.dense_reference`: a copy of the model on sdpa ([`sdpa_copy`]) whose layers capture no input.
+    """`MODULE.measurement.dense_reference`: a copy of the model on sdpa ([`sdpa_copy`]) whose layers capture
+    no input.
 
     The copy's attention modules get their own `forward` back: sdpa would never consume the layer input that
     `apply`'s forward stores, and the reference runs exactly the dense model's code.
@@ -260,7 +261,7 @@ def layer_attention(
     value: torch.Tensor,
     hidden_states: torch.Tensor | None,
 ) -> torch.Tensor:
-    """`MODULE.layer_attention`: one call of `attention` on one layer, as its forward makes it.
+    """`MODULE.measurement.layer_attention`: one call of `attention` on one layer, as its forward makes it.
 
     span_expanded's function reads the layer input X that the module's forward stores on it for each call
     (and consumes it): called directly, it gets `hidden_states` here, as that forward would give it.

@@ -1,9 +1,8 @@
 """`svd_lowrank`: the q/k/v/o projections replaced by their truncated SVD, the factors trained in full."""
 
 import importlib
-from pathlib import Path
 
-from ..base import AttentionModule, imported_on_call
+from ..base import AttentionModule, Measurement, Paper, Training, imported_on_call
 from .config import SvdLowRankConfig
 
 # model.py and attention.py import torch: the hooks import them when first called, so that this folder (and
@@ -20,16 +19,14 @@ _module_stats = imported_on_call(f"{__name__}.model", "module_stats")
 MODULE = AttentionModule(
     name="svd_lowrank",
     config_class=SvdLowRankConfig,
+    function=imported_on_call(f"{__name__}.attention", "svd_lowrank_attention"),
     apply=imported_on_call(f"{__name__}.model", "apply"),
-    folder=Path(__file__).parent,
-    causal=True,
-    bidirectional=True,
-    gqa=True,
-    citation=(
-        "Denton, Zaremba, Bruna, LeCun and Fergus, Exploiting Linear Structure Within Convolutional Networks "
-        "for Efficient Evaluation, NeurIPS 2014, https://arxiv.org/abs/1404.0736"
-    ),
-    bibtex="""@inproceedings{denton2014exploiting,
+    paper=Paper(
+        citation=(
+            "Denton, Zaremba, Bruna, LeCun and Fergus, Exploiting Linear Structure Within Convolutional "
+            "Networks for Efficient Evaluation, NeurIPS 2014, https://arxiv.org/abs/1404.0736"
+        ),
+        bibtex="""@inproceedings{denton2014exploiting,
   title = {Exploiting Linear Structure Within Convolutional Networks for Efficient Evaluation},
   author = {Denton, Emily L. and Zaremba, Wojciech and Bruna, Joan and LeCun, Yann and Fergus, Rob},
   booktitle = {Advances in Neural Information Processing Systems 27},
@@ -37,12 +34,16 @@ MODULE = AttentionModule(
   year = {2014},
   url = {https://arxiv.org/abs/1404.0736}
 }""",
-    trainable_modules=("svd_down", "svd_up"),
-    stats=lambda model, lengths: _module_stats(model),
-    lora_targets=imported_on_call(f"{__name__}.model", "lora_target_modules"),
-    projection_flops=imported_on_call(f"{__name__}.model", "projection_flops"),
-    dense_reference=imported_on_call(f"{__name__}.model", "dense_reference"),
-    changes_parameter_count=True,  # the factors replace the projections
+    ),
+    training=Training(
+        trainable_modules=("svd_down", "svd_up"),
+        lora_targets=imported_on_call(f"{__name__}.model", "lora_target_modules"),
+    ),
+    measurement=Measurement(
+        projection_flops=imported_on_call(f"{__name__}.model", "projection_flops"),
+        dense_reference=imported_on_call(f"{__name__}.model", "dense_reference"),
+        stats=lambda model, lengths: _module_stats(model),
+    ),
 )
 
 __all__ = [

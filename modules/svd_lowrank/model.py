@@ -82,7 +82,8 @@ def lora_target_modules(family: str, config: SvdLowRankConfig) -> list[str] | st
         config: the installed configuration.
 
     Returns:
-        Names for `LoraConfig(target_modules=...)`; use `MODULE.trainable_modules` as `modules_to_save`.
+        Names for `LoraConfig(target_modules=...)`; use `MODULE.training.trainable_modules` as
+        `modules_to_save`.
 
     Example:
         >>> lora_target_modules("bert", SvdLowRankConfig())
@@ -160,7 +161,7 @@ def module_stats(model: nn.Module) -> dict:
 
 
 def projection_flops(model: nn.Module, n: int) -> float:
-    """`MODULE.projection_flops`: the q, k, v and o projections as installed, at length N.
+    """`MODULE.measurement.projection_flops`: the q, k, v and o projections as installed, at length N.
 
     A factorised projection ([`LowRankLinear`]) costs 2·N·r·(in + out) (x·down then ·up), any other
     2·N·in·out; GPT-2's fused `c_attn` is counted once. Biases and LoRA adapters are not counted.
@@ -183,7 +184,7 @@ def projection_flops(model: nn.Module, n: int) -> float:
 
 
 def dense_reference(model: nn.Module, load_base: Callable[[], nn.Module]) -> nn.Module:
-    """`MODULE.dense_reference`: the base model loaded again.
+    """`MODULE.measurement.dense_reference`: the base model loaded again.
 
     The module replaced the projections themselves by their factors, so no copy of the installed model
     computes the dense model; the reference is the base model reloaded (with a new head, which does not

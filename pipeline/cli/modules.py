@@ -43,7 +43,8 @@ def _print_modules() -> None:
             print(f"warning: {error}", file=sys.stderr)
             continue
         provenance = module_provenance(name)
-        flags = ["yes" if flag else "no" for flag in (module.causal, module.bidirectional, module.gqa)]
+        claims = module.claims
+        flags = ["yes" if flag else "no" for flag in (claims.causal, claims.bidirectional, claims.gqa)]
         rows.append((name, *flags, provenance.package, provenance.version))
     widths = [max(len(row[column]) for row in rows) + 2 for column in range(len(HEADER))]
     for row in rows:

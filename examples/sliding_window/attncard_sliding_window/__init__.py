@@ -4,26 +4,22 @@ An attncard attention module in a package of its own: `pyproject.toml` registers
 group `attncard.modules`, and attncard finds it there.
 """
 
-from pathlib import Path
+from attncard.modules.base import AttentionModule, Measurement, Paper
 
-from attncard.modules.base import AttentionModule
-
+from .attention import sliding_window_attention
 from .config import SlidingWindowConfig
 from .model import apply, attention_flops
 
 MODULE = AttentionModule(
     name="sliding_window",
     config_class=SlidingWindowConfig,
-    apply=apply,
-    folder=Path(__file__).parent,
-    causal=True,
-    bidirectional=True,
-    gqa=True,
-    citation=(
+    function=sliding_window_attention,
+    apply=apply,  # its own: it gives every layer its window before installing the function
+    paper=Paper(
         "Beltagy, Peters and Cohan, Longformer: The Long-Document Transformer, 2020, "
         "https://arxiv.org/abs/2004.05150"
     ),
-    flops=attention_flops,
+    measurement=Measurement(flops=attention_flops),
 )
 
-__all__ = ["MODULE", "SlidingWindowConfig", "apply", "attention_flops"]
+__all__ = ["MODULE", "SlidingWindowConfig", "apply", "attention_flops", "sliding_window_attention"]

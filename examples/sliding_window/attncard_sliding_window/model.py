@@ -28,7 +28,7 @@ def apply(model: nn.Module, config: SlidingWindowConfig) -> nn.Module:
 
 
 def attention_flops(model: nn.Module, n: int) -> tuple[float, str]:
-    """`MODULE.flops`: the attention FLOPs of the whole model at length N over the band.
+    """`MODULE.measurement.flops`: the attention FLOPs of the whole model at length N over the band.
 
     L·H·4·d·N·min(N, b): each of the N queries scores and sums b = 2·w' + 1 keys in encoders, w' + 1 in
     decoders, w' = min(w, N − 1) (window slots past the ends of the sequence included: they are computed,
