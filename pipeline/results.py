@@ -59,7 +59,6 @@ RECORDED_PACKAGES = (
     "huggingface_hub",
     "safetensors",
     "tokenizers",
-    "scikit-learn",
     "scipy",
     "numpy",
     "jinja2",
