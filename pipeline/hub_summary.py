@@ -133,8 +133,8 @@ def list_runs(org: str, **options: typing.Unpack[HubOptions]) -> list[str]:
         [`InsecureEndpointError`]: the endpoint is refused; nothing was sent.
 
     Example:
-        >>> list_runs("loopback-user")
-        ['loopback-user/bert-none-sst2-seed0', 'loopback-user/bert-none-sst2-seed1', ...]
+        >>> list_runs("loopback-user")  # the Hub holds loopback-user/tiny-gpt2-none-sst2, its card tagged
+        ['loopback-user/tiny-gpt2-none-sst2']
     """
     check_options(options, HubOptions, "list_runs")
     hub = hub_endpoint(options.get("endpoint"))
@@ -204,9 +204,11 @@ def write_hub_summary(
         [`AttncardError`]: two verified runs clash in the table (see [`pipeline.summary.read_cards`]).
 
     Example:
+        >>> from attncard.pipeline.push import push_run_folder
+        >>> _ = push_run_folder("runs/tiny-gpt2-none-sst2", "loopback-user/tiny-gpt2-none-sst2")  # run-… tag
         >>> summary = write_hub_summary("loopback-user", "leaderboard", data_dir="glue")
-        >>> summary.readme, [refused.repo_id for refused in summary.refused]
-        (PosixPath('leaderboard/README.md'), ['loopback-user/bert-svd_lowrank-sst2-seed1'])
+        >>> summary.readme, summary.verified, summary.refused
+        (PosixPath('leaderboard/README.md'), ['loopback-user/tiny-gpt2-none-sst2'], [])
     """
     check_options(options, HubSummaryOptions, "write_hub_summary")
     hub_options = typing.cast(
@@ -296,6 +298,11 @@ def _stage(repo_id: str, output: Path, hub: str, options: HubOptions) -> _Staged
     """Fetches the tagged commit of `repo_id` without weights, checks its files as a download does, and copies
     them to `output/<name>/`."""
     name = repo_id.split("/")[1]
+    copy = output / name
+    if name in (LEADERBOARD_FILE, LEADERBOARD_PLOT) or copy.exists():  # on a case-insensitive disk too
+        raise IntegrityError(
+            f"{repo_id}: its name is that of the leaderboard's own file or of another run's copy here"
+        )
     tag = _run_tag(repo_id, hub, options)
     fetched = fetch_run(repo_id, tag, without_weights=True, **options)
     folder, where = fetched.folder, f"{repo_id}@{fetched.commit[:SHA_PREFIX]}"
@@ -310,7 +317,6 @@ def _stage(repo_id: str, output: Path, hub: str, options: HubOptions) -> _Staged
     problems = card_problems(results, folder)
     if problems:
         raise IntegrityError(f"{where}: the card does not show what {RESULTS_FILE} records: {problems[0]}")
-    copy = output / name
     copy.mkdir()
     # Only the files the manifest lists (and results.json, the signature): no transport bookkeeping.
     for path in [*results.manifest, RESULTS_FILE, SIGNATURE_FILE]:
