@@ -337,20 +337,19 @@ def render_leaderboard(
             if refused
             else ["No run failed a check."]
         )
-    lines += [
-        "",
-        f"![The accuracy difference against dense (pooled over seeds, with its interval) against attention "
-        f"layer 0's speed-up at the longest N]({LEADERBOARD_PLOT})",
-        "",
-        "The plot shows each module at its pooled accuracy difference against the dense runs (bars: its "
-        "interval; dashed: the non-inferiority margin) and at the median speed-up of attention layer 0 at "
-        "the longest N, on a log axis. The shaded band spans the whole model's speed-up ranges at the task's "
-        "length that contain 1, the differences its timing cannot tell from none. A module that was not "
-        "timed, or not compared with dense runs, is left out.",
-        "",
-        "## How each column is computed",
-        "",
-    ]
+    if groups:  # `summary --hub` with no verified run draws no plot
+        lines += [
+            "",
+            f"![The accuracy difference against dense (pooled over seeds, with its interval) against "
+            f"attention layer 0's speed-up at the longest N]({LEADERBOARD_PLOT})",
+            "",
+            "The plot shows each module at its pooled accuracy difference against the dense runs (bars: its "
+            "interval; dashed: the non-inferiority margin) and at the median speed-up of attention layer 0 "
+            "at the longest N, on a log axis. The shaded band spans the whole model's speed-up ranges at the "
+            "task's length that contain 1, the differences its timing cannot tell from none. A module that "
+            "was not timed, or not compared with dense runs, is left out.",
+        ]
+    lines += ["", "## How each column is computed", ""]
     lines += [f"- **{header}**: {meaning}" for header, meaning in columns]
     return "\n".join(lines) + "\n"
 

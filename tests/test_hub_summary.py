@@ -26,7 +26,7 @@ from test_signing import make_key
 
 from attncard.pipeline.cli import main
 from attncard.pipeline.results import run_tag, sha256_file
-from conftest import HUB_TOKEN, HUB_USER, quick_scaling, serve, write_sst2_folder
+from conftest import HUB_TOKEN, HUB_USER, commit_run_folder, quick_scaling, serve, write_sst2_folder
 from hub_server import LoopbackHub
 
 MODULE = "svd_lowrank"
@@ -184,3 +184,23 @@ def test_the_output_must_be_a_new_folder_and_a_cards_folder_excludes_hub(
     assert main(["summary", str(tmp_path), "--hub", HUB_USER]) == 2
     assert main(["summary", str(tmp_path), "--require-key", "key.pub"]) == 2
     shutil.rmtree(tmp_path / "used")
+
+
+def test_a_fetch_without_weights_never_serves_one_that_wants_them(
+    hub: LoopbackHub, tiny_gpt2_run, fresh_cache
+) -> None:
+    from attncard.pipeline.hub_io import fetch_run
+
+    run_dir, _ = tiny_gpt2_run
+    repo_id = f"{HUB_USER}/{run_dir.name}"
+    commit_run_folder(hub.endpoint, repo_id, run_dir)
+    cache = fresh_cache()
+    light = fetch_run(repo_id, without_weights=True, cache_dir=cache)
+    assert (light.folder / "results.json").is_file() and not list(light.folder.glob("*.safetensors"))
+    assert not [r.path for r in hub.requests if r.route == "resolve" and r.path.endswith(".safetensors")]
+    full = fetch_run(repo_id, cache_dir=cache)
+    assert full.folder == light.folder and list(full.folder.glob("*.safetensors"))
+    hub.clear_requests()
+    # A complete fetch serves a later one without weights, and the weights stay.
+    assert fetch_run(repo_id, without_weights=True, cache_dir=cache).folder == full.folder
+    assert hub.request_count("resolve") == 0 and list(full.folder.glob("*.safetensors"))
