@@ -280,6 +280,10 @@ def _run_tag(repo_id: str, hub: str, options: HubOptions) -> str:
             raise HubUnreachableError(
                 f"could not list the branches and tags of {repo_id} ({type(error).__name__}); try again"
             ) from None
+        except (KeyError, TypeError, ValueError) as error:  # a ref without its fields, a body not JSON
+            raise DownloadError(
+                f"{hub} gave a malformed list of the branches and tags of {repo_id} ({error}); try again"
+            ) from None
     heads = [branch.target_commit for branch in refs.branches if branch.name == "main"]
     tags = sorted(
         str(tag.name)

@@ -204,3 +204,16 @@ def test_a_fetch_without_weights_never_serves_one_that_wants_them(
     # A complete fetch serves a later one without weights, and the weights stay.
     assert fetch_run(repo_id, without_weights=True, cache_dir=cache).folder == full.folder
     assert hub.request_count("resolve") == 0 and list(full.folder.glob("*.safetensors"))
+
+
+@pytest.mark.parametrize(
+    "listed",
+    ["someone-else/bert-none-sst2-seed0", f"{HUB_USER}/../etc", f"{HUB_USER}/.hidden", 7, f"{HUB_USER}"],
+)
+def test_a_listing_that_names_what_is_not_a_run_of_the_organisation_is_refused(listed: object) -> None:
+    from attncard.pipeline.errors import DownloadError
+    from attncard.pipeline.hub_summary import _listed_id
+
+    with pytest.raises(DownloadError, match="cannot be trusted"):
+        _listed_id(listed, HUB_USER, "http://127.0.0.1:1")
+    assert _listed_id(f"{HUB_USER}/bert-none-sst2-seed0", HUB_USER, "h") == f"{HUB_USER}/bert-none-sst2-seed0"
