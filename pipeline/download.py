@@ -84,7 +84,6 @@ from .errors import (
     IntegrityError,
     ModelLoadError,
     ModuleNotInstalledError,
-    ResultsError,
     UnknownModuleError,
     UnsafeFormatError,
     first_line,
@@ -100,9 +99,9 @@ from .integrity import (
     card_problems,
     check_expected_sha256,
     check_files,
+    check_run_tag,
     read_checked_files,
     read_json_object,
-    read_results,
     recorded_figure_problems,
     refuse_contradictions,
     stock_problems,
@@ -115,13 +114,10 @@ from .results import (
     MAX_TOKENIZER_BYTES,
     PREDICTIONS_FILE,
     RESULTS_FILE,
-    RUN_TAG_DIGEST_HEX,
-    RUN_TAG_RE,
     SIGNATURE_FILE,
     Results,
     Status,
     StockLoad,
-    run_tag,
     sha256_file,
 )
 from .signing import SignatureReport, verify_run_signature
@@ -376,32 +372,6 @@ def _fetch(
         )
     fetched = fetch_run(text, revision, **options)
     return fetched.folder, text, fetched.commit
-
-
-def check_run_tag(folder: Path, revision: str | None, where: str) -> None:
-    """Refuses a results.json that differs from the one a run tag names.
-
-    The manifest in results.json covers every other file, but nothing in the folder covers results.json
-    itself. A push tags its commit `run-<started_at>-<sha256 of results.json>[:32]`
-    ([`pipeline.publish.push_tag`]), so when the revision asked for is such a tag, results.json must still be
-    the file the tag was made for.
-    """
-    if revision is None or not RUN_TAG_RE.match(revision):
-        return
-    if not (folder / RESULTS_FILE).is_file():
-        raise ResultsError(f"{where}: no {RESULTS_FILE}; this is not a run folder written by publish")
-    actual = sha256_file(folder / RESULTS_FILE)
-    if not revision.endswith(f"-{actual[:RUN_TAG_DIGEST_HEX]}"):
-        raise IntegrityError(
-            f"{where}: results.json (sha256 {actual[:RUN_TAG_DIGEST_HEX]}…) is not the file the tag "
-            f"{revision} was made for: it changed after publishing; do not use this checkpoint"
-        )
-    expected = run_tag(read_results(folder, where).started_at, actual)
-    if expected != revision:
-        raise IntegrityError(
-            f"{where}: results.json was started at another time than the tag {revision} says (its tag would "
-            f"be {expected}); do not use this checkpoint"
-        )
 
 
 # ------------------------------------------------------------------------------------------------------------

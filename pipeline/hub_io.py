@@ -66,7 +66,7 @@ from .errors import (
     RevisionNotFoundError,
     first_line,
 )
-from .results import COMMIT_RE, RESULTS_FILE, hash_file, max_file_bytes
+from .results import COMMIT_RE, RESULTS_FILE, WEIGHTS_SUFFIX, hash_file, max_file_bytes
 
 DEFAULT_TIMEOUT_S = 60.0  # each network operation: connecting, one read, one write
 # Until a server has answered once: huggingface_hub's own default, and a server that accepts a connection
@@ -682,6 +682,7 @@ def fetch_run(
     revision: str | None = None,
     *,
     max_bytes: int | None = None,
+    without_weights: bool = False,
     **options: typing.Unpack[HubOptions],
 ) -> FetchedRun:
     """Downloads a Hub model repository's snapshot into a folder attncard owns, checking every file.
@@ -712,6 +713,9 @@ def fetch_run(
         repo_id: the model repository, `ORG/NAME`.
         revision: a branch, tag or commit sha (default: `main`).
         max_bytes: bytes the whole download may write (default `DEFAULT_MAX_DOWNLOAD_BYTES`).
+        without_weights: leave out the weights (`*.safetensors`): the folder is then a cards copy of the
+            run, what `attncard summary --hub` and `verify --predictions` read. A complete fetch of the
+            commit serves it too; a fetch without weights never serves a later one that wants them.
         **options: where from and how long: the keys of [`HubOptions`] (endpoint, token, cache_dir, timeout,
             deadline).
 
@@ -751,7 +755,7 @@ def fetch_run(
     budget = max_bytes if max_bytes is not None else DEFAULT_MAX_DOWNLOAD_BYTES
     with redacted(token or get_token()):
         if constants.is_offline_mode():
-            cached = _cached(root, hub, revision)
+            cached = _cached(root, hub, revision, without_weights)
             if cached is None:
                 raise HubUnreachableError(
                     f"HF_HUB_OFFLINE is set and {where} is not in the local cache: set HF_HUB_OFFLINE=0 to "
@@ -764,7 +768,15 @@ def fetch_run(
                 timeout or DEFAULT_TIMEOUT_S, limit, endpoint=hub, retry_unanswered=False
             ):
                 return _fetch_online(
-                    repo_id, revision, hub, token, root, timeout or DEFAULT_TIMEOUT_S, limit, budget
+                    repo_id,
+                    revision,
+                    hub,
+                    token,
+                    root,
+                    timeout or DEFAULT_TIMEOUT_S,
+                    limit,
+                    budget,
+                    without_weights,
                 )
         except HubDeadlineError:
             raise HubDeadlineError(
@@ -778,7 +790,7 @@ def fetch_run(
             OfflineModeIsEnabled,
         ) as error:
             reason = type(error.__cause__ if isinstance(error, HubNoAnswerError) else error).__name__
-            cached = _cached(root, hub, revision)
+            cached = _cached(root, hub, revision, without_weights)
             if cached is None:
                 raise HubUnreachableError(
                     f"could not reach {hub} ({reason}) and {where} is not in the local cache: "
@@ -842,6 +854,7 @@ def _fetch_online(
     timeout: float,
     limit: Deadline,
     budget: int,
+    without_weights: bool = False,
 ) -> FetchedRun:
     where = f"{repo_id}@{revision}" if revision else repo_id
     api = HfApi(endpoint=hub, token=token)
@@ -852,9 +865,12 @@ def _fetch_online(
     if revision is not None and re.fullmatch(r"[0-9a-fA-F]{40}", revision) and commit != revision.lower():
         raise DownloadError(f"{hub} answered commit {commit} for the commit {revision}; it cannot be trusted")
     folder = root / commit
-    if _complete(root, commit, hub) is None:
+    if _complete(root, commit, hub, without_weights) is None:
         where = f"{repo_id}@{commit[:_SHORT_SHA]} on {hub}"
         files = _listing(api, repo_id, commit, hub)
+        weights = {file.path for file in files if _is_weights(file.path)}
+        if without_weights:
+            files = [file for file in files if file.path not in weights]
         _check_listed_sizes(files, budget, where)
         headers = {**build_hf_headers(token=token), "Accept-Encoding": "identity"}
         manifest: set[str] | None = None  # the paths results.json lists, once it is here
@@ -872,8 +888,12 @@ def _fetch_online(
                 if not _holds(folder / file.path, file):
                     url = f"{hub}/{repo_id}/resolve/{commit}/{quote(file.path)}"
                     _download(client, headers, hub, url, file, folder / file.path)
-        _remove_others(folder, {file.path for file in files})
-        _write_json(root / f"{commit}.complete.json", {"endpoint": hub, "files": [vars(f) for f in files]})
+        # Weights a complete fetch left are kept: a later one that wants them need not fetch them again.
+        _remove_others(folder, {file.path for file in files} | weights)
+        _write_json(
+            root / f"{commit}.complete.json",
+            {"endpoint": hub, "files": [vars(f) for f in files], "weights": not without_weights},
+        )
     refs = _read_json(root / "refs.json")
     _write_json(root / "refs.json", {**refs, revision or "main": commit})
     return FetchedRun(folder=folder, commit=commit)
@@ -1058,11 +1078,17 @@ def _remove_others(folder: Path, paths: set[str]) -> None:
                 path.unlink()
 
 
-def _complete(root: Path, commit: str, hub: str) -> list[_File] | None:
+def _is_weights(path: str) -> bool:
+    return path.endswith(WEIGHTS_SUFFIX)
+
+
+def _complete(root: Path, commit: str, hub: str, without_weights: bool = False) -> list[_File] | None:
     """The files of `commit` when a fetch of it from `hub` completed and they are all still there and
-    intact; else None."""
+    intact (a fetch that left out the weights serves only another that leaves them out); else None."""
     record = _read_json(root / f"{commit}.complete.json")
     if not record or record.get("endpoint") != hub:
+        return None
+    if record.get("weights", True) is not True and not without_weights:
         return None
     try:
         files = [_File(**item) for item in record["files"]]
@@ -1074,14 +1100,18 @@ def _complete(root: Path, commit: str, hub: str) -> list[_File] | None:
     return files
 
 
-def _cached(root: Path, hub: str, revision: str | None) -> FetchedRun | None:
+def _cached(root: Path, hub: str, revision: str | None, without_weights: bool = False) -> FetchedRun | None:
     """A complete snapshot of `revision` fetched from `hub`: a commit sha, or a branch or tag a fetch
     recorded."""
     name = revision or "main"
     commit = (
         name.lower() if re.fullmatch(r"[0-9a-fA-F]{40}", name) else _read_json(root / "refs.json").get(name)
     )
-    if not isinstance(commit, str) or not COMMIT_RE.fullmatch(commit) or _complete(root, commit, hub) is None:
+    if (
+        not isinstance(commit, str)
+        or not COMMIT_RE.fullmatch(commit)
+        or _complete(root, commit, hub, without_weights) is None
+    ):
         return None
     return FetchedRun(folder=root / commit, commit=commit)
 

@@ -55,19 +55,21 @@ from .results import (
     PREDICTIONS_FILE,
     RESULTS_FILE,
     RUN_TAG_DIGEST_HEX,
+    RUN_TAG_RE,
     SIGNATURE_FILE,
+    WEIGHTS_SUFFIX,
     Metrics,
     Results,
     Verification,
     check_manifest,
     is_transport_path,
+    run_tag,
     sha256_file,
     training_log,
 )
 from .verify import all_finite, verification_from_counts
 
 ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
-WEIGHTS_SUFFIX = ".safetensors"  # the weight files, which a `cards/` copy of a run leaves out
 ADAPTER_CONFIG_FILE = "adapter_config.json"
 CONFIG_FILE = "config.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
@@ -188,6 +190,32 @@ def read_checked_files(
     check_files(folder, results.manifest, where, hub, weights_optional=weights_optional)
     check_run_files(folder, [*results.manifest, RESULTS_FILE], where)
     return results
+
+
+def check_run_tag(folder: Path, revision: str | None, where: str) -> None:
+    """Refuses a results.json that differs from the one a run tag names.
+
+    The manifest in results.json covers every other file, but nothing in the folder covers results.json
+    itself. A push tags its commit `run-<started_at>-<sha256 of results.json>[:32]`
+    ([`pipeline.publish.push_tag`]), so when the revision asked for is such a tag, results.json must still be
+    the file the tag was made for.
+    """
+    if revision is None or not RUN_TAG_RE.match(revision):
+        return
+    if not (folder / RESULTS_FILE).is_file():
+        raise ResultsError(f"{where}: no {RESULTS_FILE}; this is not a run folder written by publish")
+    actual = sha256_file(folder / RESULTS_FILE)
+    if not revision.endswith(f"-{actual[:RUN_TAG_DIGEST_HEX]}"):
+        raise IntegrityError(
+            f"{where}: results.json (sha256 {actual[:RUN_TAG_DIGEST_HEX]}…) is not the file the tag "
+            f"{revision} was made for: it changed after publishing; do not use this checkpoint"
+        )
+    expected = run_tag(read_results(folder, where).started_at, actual)
+    if expected != revision:
+        raise IntegrityError(
+            f"{where}: results.json was started at another time than the tag {revision} says (its tag would "
+            f"be {expected}); do not use this checkpoint"
+        )
 
 
 def refuse_contradictions(problems: list[str], where: str) -> None:
@@ -631,6 +659,7 @@ __all__ = [
     "check_expected_sha256",
     "check_files",
     "check_run_files",
+    "check_run_tag",
     "check_safe_formats",
     "eval_results_problems",
     "figures",

@@ -87,13 +87,20 @@ from ..modules.base import FAMILIES
 from .errors import AttncardError, NonFiniteNumberError, ResultsError
 from .paired import comparison_problems
 from .render import template_environment
-from .results import COMMIT_RE, MAX_RESULTS_BYTES, RESULTS_FILE, Results, check_manifest, loads_strict
+from .results import (
+    COMMIT_RE,
+    MAX_RESULTS_BYTES,
+    RESULTS_FILE,
+    WEIGHTS_SUFFIX,
+    Results,
+    check_manifest,
+    loads_strict,
+)
 
 CARD_FILE = "README.md"
 CONFIG_FILE = "config.json"
 ADAPTER_CONFIG_FILE = "adapter_config.json"
 EVAL_RESULTS_DIR = ".eval_results"
-WEIGHTS_SUFFIX = ".safetensors"  # the files a cards copy leaves out
 
 # Table columns that describe rather than measure: their cells may hold any number ("Dropout on 2 of the 4
 # layers"). Compared without case, `*` or backticks.

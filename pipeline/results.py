@@ -37,6 +37,7 @@ CARD_FILE = "README.md"
 # Each evaluated row's index, gold label, predicted label and logits, in split order (pipeline.predictions):
 # every quality figure of the card can be recomputed from it without the model.
 PREDICTIONS_FILE = "predictions.csv"
+WEIGHTS_SUFFIX = ".safetensors"  # the files a cards copy leaves out
 # The OpenSSF model-signing signature of a run folder (see pipeline.signing): it signs every other file,
 # results.json included, so no manifest can list it.
 SIGNATURE_FILE = "model.sig"
@@ -1329,6 +1330,7 @@ __all__ = [
     "TAG_PREFIX",
     "TRANSPORT_FILES",
     "TRANSPORT_FOLDERS",
+    "WEIGHTS_SUFFIX",
     "BaselineRecord",
     "ClassScores",
     "Comparison",

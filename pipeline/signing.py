@@ -24,6 +24,7 @@ import dataclasses
 import hashlib
 import json
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -160,6 +161,7 @@ def verify_run_signature(
     identity: str | None = None,
     oidc_issuer: str | None = None,
     ignore: tuple[str, ...] = TRANSPORT_PATHS,
+    absent: Mapping[str, str] | None = None,
 ) -> SignatureReport:
     """Checks a run folder's model.sig against a public key or a Sigstore identity, and names its signer.
 
@@ -177,6 +179,8 @@ def verify_run_signature(
         oidc_issuer: the issuer of `identity` (default: GitHub Actions', `GITHUB_ACTIONS_ISSUER`).
         ignore: paths, relative to `folder`, that are not part of the run (default: the transport's
             `.gitattributes`, `.git/` and `.cache/huggingface/`).
+        absent: files of the run left out of `folder` (the weights of a cards copy), by path, each with the
+            sha256 the signature must give it: results.json's manifest's, results.json being signed itself.
 
     Returns:
         [`SignatureReport`]: signed or not, how, by whom, and whether that was verified.
@@ -226,7 +230,7 @@ def verify_run_signature(
             "required; do not use this run"
         )
     config = _verifier(public_key, identity, issuer)
-    hashing = model_signing.hashing.Config().set_ignored_paths(
+    hashing = (_AbsentFilesHashing(absent) if absent else model_signing.hashing.Config()).set_ignored_paths(
         paths=[SIGNATURE_FILE, *ignore], ignore_git_paths=False
     )
     with tempfile.TemporaryDirectory() as scratch:
@@ -235,7 +239,8 @@ def verify_run_signature(
         try:  # any failure, whatever raises it, means the signature does not hold
             config.set_hashing_config(hashing.set_allow_symlinks(True)).verify(folder, signature)
         except Exception as error:
-            reason = "; ".join(_differences(folder, signed_files, ignore)[:3]) or first_line(error)
+            differences = _differences(folder, signed_files, ignore, absent or {})
+            reason = "; ".join(differences[:3]) or first_line(error)
             raise SignatureError(
                 f"{folder}: {SIGNATURE_FILE} does not verify against {wanted} ({reason}); do not use this run"
             ) from error
@@ -246,6 +251,30 @@ def verify_run_signature(
             "remove the files if you added them"
         )
     return dataclasses.replace(expected, ignored=tuple(_ignored_files(folder, ignore)))
+
+
+class _AbsentFilesHashing(model_signing.hashing.Config):
+    """model_signing's hashing of a folder, with the files it lacks added at the sha256 given for each: the
+    signature is checked over the whole run while only part of it was fetched. A file that is there is
+    hashed as always."""
+
+    def __init__(self, absent: Mapping[str, str]):
+        super().__init__()
+        self._absent = dict(absent)
+
+    def hash(self, model_path, *, files_to_hash=None) -> model_signing.manifest.Manifest:
+        hashed = super().hash(model_path, files_to_hash=files_to_hash)
+        serialization = model_signing.manifest.SerializationType.from_args(hashed.serialization_type)
+        descriptors = list(hashed.resource_descriptors())
+        items = [serialization.new_item(item.identifier, item.digest) for item in descriptors]
+        if descriptors:  # model_signing does not export its Digest: the type of a digest it made
+            digest = type(descriptors[0].digest)
+            items += [
+                serialization.new_item(path, digest("sha256", bytes.fromhex(sha256)))
+                for path, sha256 in sorted(self._absent.items())
+                if not (Path(model_path) / path).exists()
+            ]
+        return model_signing.manifest.Manifest(hashed.model_name, items, serialization)
 
 
 def key_fingerprint(public_key: str | Path) -> str:
@@ -409,10 +438,20 @@ def _summary(paths: tuple[str, ...]) -> str:
     return ", ".join(names)
 
 
-def _differences(folder: Path, signed: dict[str, str], ignore: tuple[str, ...]) -> list[str]:
-    """How the folder differs from the files a signature lists: missing, added or changed files."""
+def _differences(
+    folder: Path, signed: dict[str, str], ignore: tuple[str, ...], absent: Mapping[str, str]
+) -> list[str]:
+    """How the folder differs from the files a signature lists: missing, added or changed files (a file
+    left out, in `absent`, by its given sha256)."""
     present = _run_files(folder, ignore)
-    problems = [f"{name}: signed but missing" for name in sorted(signed) if name not in present]
+    problems = [
+        f"{name}: signed but missing" for name in sorted(signed) if name not in present and name not in absent
+    ]
+    problems += [
+        f"{name}: sha256 given by {RESULTS_FILE} differs from the signed one"
+        for name, sha256 in sorted(absent.items())
+        if name not in present and signed.get(name) != sha256
+    ]
     problems += [f"{name}: not signed (added after signing)" for name in present if name not in signed]
     problems += [
         f"{name}: sha256 differs from the signed one"

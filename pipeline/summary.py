@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,6 +80,17 @@ COLUMNS = (
     ),
     ("Compression", "`parameters.compression_factor`, parameters before ÷ after; the median over seeds."),
     ("Cards", "each seed's card, `<folder>/README.md` of its cards copy."),
+)
+# The column `attncard summary --hub` adds before Cards: every row of that leaderboard was checked.
+CHECKS_COLUMN = (
+    "Checks passed",
+    "what was checked of each seed's run, fetched from the Hub without its weights: `run tag` (results.json "
+    "is the file the run tag on `main`'s commit was made for), `manifest` (every file has its sha256 in "
+    "results.json, and only files a run holds), `card` (the card and plots are what results.json renders), "
+    "`figures from predictions.csv` (every quality figure and the verification recomputed from the "
+    "predictions and the recorded task's data), `paired verdict from both runs' predictions` (the verdict "
+    "against dense recomputed from this run's and the dense run's predictions.csv), and `signed by …` when "
+    "a signer or key was required.",
 )
 
 
@@ -258,9 +269,22 @@ def pooled_comparison(group: Group) -> tuple[Comparison | None, list[int]]:
     return (pool_comparisons(pooled) if pooled else None), left_out
 
 
-def render_leaderboard(groups: list[Group]) -> str:
+def render_leaderboard(
+    groups: list[Group],
+    *,
+    source: str | None = None,
+    checks: Mapping[str, str] | None = None,
+    refused: Sequence[tuple[str, str]] = (),
+) -> str:
     """The leaderboard, README.md of the cards folder: one table row per group, the plot, and how each column
     is computed.
+
+    Args:
+        groups: the groups, as [`read_cards`] gives them.
+        source: where the cards copies came from, when not from this folder alone (`attncard summary --hub`:
+            the Hub organisation).
+        checks: the checks each cards copy passed, by folder: adds the column "Checks passed".
+        refused: runs left out, each `(name, reason)`, listed below the table.
 
     Example:
         >>> from attncard.pipeline.publish import copy_to_cards
@@ -272,36 +296,61 @@ def render_leaderboard(groups: list[Group]) -> str:
         | [seed 0](tiny-gpt2-none-sst2/README.md) |
     """
     runs = sum(len(group.cards) for group in groups)
+    columns = COLUMNS if checks is None else (*COLUMNS[:-1], CHECKS_COLUMN, COLUMNS[-1])
+    counted = (
+        f"{runs} run{'s' if runs != 1 else ''} in {len(groups)} group{'s' if len(groups) != 1 else ''}: one "
+        "row per (model, module, task), its seeds pooled."
+    )
+    if source is None:
+        written = (
+            f"Written by `attncard summary` from the cards copies of this folder (`*/{RESULTS_FILE}`) alone; "
+            "`attncard lint` on this folder renders it again and reports every figure that differs."
+        )
+    else:
+        written = (
+            f"Written by `attncard summary --hub` from every run of {source} tagged `attncard`; each row's "
+            f"runs passed the checks its column names, and their cards copies are in this folder. "
+            f"{len(refused)} run{'s' if len(refused) != 1 else ''} failed a check and "
+            f"{'is' if len(refused) == 1 else 'are'} listed below the table, not in it."
+        )
     lines = [
         "# Leaderboard",
         "",
-        f"{runs} run{'s' if runs != 1 else ''} in {len(groups)} group{'s' if len(groups) != 1 else ''}: one "
-        "row per (model, module, task), its seeds pooled. Written by `attncard summary` from the cards "
-        f"copies of this folder (`*/{RESULTS_FILE}`) alone; `attncard lint` on this folder renders it again "
-        "and reports every figure that differs.",
+        f"{counted} {written}",
         "",
         *_answer(groups),
         "## Every group",
         "",
-        "| " + " | ".join(header for header, _ in COLUMNS) + " |",
-        "|" + "---|" * len(COLUMNS),
+        "| " + " | ".join(header for header, _ in columns) + " |",
+        "|" + "---|" * len(columns),
     ]
-    lines += ["| " + " | ".join(_cell(text) for text in _row(group)) + " |" for group in groups]
-    lines += [
-        "",
-        f"![The accuracy difference against dense (pooled over seeds, with its interval) against attention "
-        f"layer 0's speed-up at the longest N]({LEADERBOARD_PLOT})",
-        "",
-        "The plot shows each module at its pooled accuracy difference against the dense runs (bars: its "
-        "interval; dashed: the non-inferiority margin) and at the median speed-up of attention layer 0 at "
-        "the longest N, on a log axis. The shaded band spans the whole model's speed-up ranges at the task's "
-        "length that contain 1, the differences its timing cannot tell from none. A module that was not "
-        "timed, or not compared with dense runs, is left out.",
-        "",
-        "## How each column is computed",
-        "",
-    ]
-    lines += [f"- **{header}**: {meaning}" for header, meaning in COLUMNS]
+    for group in groups:
+        cells = _row(group)
+        if checks is not None:
+            passed = sorted({checks.get(card.folder, "") for card in group.cards})
+            cells.insert(len(cells) - 1, "; ".join(passed))
+        lines.append("| " + " | ".join(_cell(text) for text in cells) + " |")
+    if source is not None:
+        lines += ["", "## Refused", ""]
+        lines += (
+            [f"- `{_cell(name)}`: {_cell(reason)}" for name, reason in refused]
+            if refused
+            else ["No run failed a check."]
+        )
+    if groups:  # `summary --hub` with no verified run draws no plot
+        lines += [
+            "",
+            f"![The accuracy difference against dense (pooled over seeds, with its interval) against "
+            f"attention layer 0's speed-up at the longest N]({LEADERBOARD_PLOT})",
+            "",
+            "The plot shows each module at its pooled accuracy difference against the dense runs (bars: its "
+            "interval; dashed: the non-inferiority margin) and at the median speed-up of attention layer 0 "
+            "at the longest N, on a log axis. The shaded band spans the whole model's speed-up ranges at the "
+            "task's length that contain 1, the differences its timing cannot tell from none. A module that "
+            "was not timed, or not compared with dense runs, is left out.",
+        ]
+    lines += ["", "## How each column is computed", ""]
+    lines += [f"- **{header}**: {meaning}" for header, meaning in columns]
     return "\n".join(lines) + "\n"
 
 
@@ -592,6 +641,7 @@ def write_summary(cards_dir: str | Path) -> tuple[Path, Path]:
 
 
 __all__ = [
+    "CHECKS_COLUMN",
     "COLUMNS",
     "LEADERBOARD_FILE",
     "LEADERBOARD_PLOT",

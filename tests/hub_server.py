@@ -438,6 +438,8 @@ def _match_route(method: str, seg: list[str]) -> tuple[str, dict[str, str]]:
         return "create_repo", {}
     if seg == ["api", "repos", "delete"]:
         return "delete_repo", {}
+    if seg == ["api", "models"] and method == "GET":
+        return "list_models", {}
     if len(seg) >= 4 and seg[:2] == ["api", "models"]:
         repo = f"{seg[2]}/{seg[3]}"
         if len(seg) == 4:
@@ -459,6 +461,24 @@ def _match_route(method: str, seg: list[str]) -> tuple[str, dict[str, str]]:
     if len(seg) >= 5 and seg[2] == "resolve" and method in {"GET", "HEAD"}:
         return "resolve", {"repo": f"{seg[0]}/{seg[1]}", "rev": seg[3], "path": "/".join(seg[4:])}
     return "unknown", {}
+
+
+def _card_tags(card: bytes) -> list[str]:
+    """The `tags:` list of a card's YAML front matter, as a block list of plain scalars (`- name`), the form
+    attncard's cards write; [] without front matter or tags."""
+    lines = card.decode("utf-8", "replace").splitlines()
+    if not lines or lines[0].strip() != "---":
+        return []
+    tags: list[str] = []
+    inside = False
+    for line in lines[1:]:
+        if line.strip() == "---":
+            break
+        if inside and line.startswith("- "):
+            tags.append(line[2:].strip().strip("'\""))
+            continue
+        inside = line.rstrip() == "tags:"
+    return tags
 
 
 def _read_body(handler: BaseHTTPRequestHandler) -> bytes:
@@ -572,6 +592,7 @@ class LoopbackHub:
             "create_repo": self._h_create_repo,
             "delete_repo": self._h_delete_repo,
             "repo_info": self._h_repo_info,
+            "list_models": self._h_list_models,
             "preupload": self._h_preupload,
             "commit": self._h_commit,
             "create_tag": self._h_create_tag,
@@ -1128,6 +1149,43 @@ class LoopbackHub:
         if expand:
             info = {key: value for key, value in info.items() if key in {"_id", "id", *expand}}
         return _Response.json(info)
+
+    def _h_list_models(self, req: _Request) -> _Response:
+        """`GET /api/models?author=NS&filter=TAG…`, as `HfApi.list_models` asks it: every model of `author`
+        (all when absent) whose tags hold every `filter`, oldest first, in one page (no `Link: next`). The
+        tags are those of the card's front matter at `main`, as the Hub derives them; a private repository
+        is listed only to an authenticated reader."""
+        authenticated = self._authenticate(req, write=False)
+        author = (req.query.get("author") or [None])[-1]
+        wanted = set(req.query.get("filter") or [])
+        limit = int((req.query.get("limit") or ["0"])[-1]) or None
+        with self._lock:
+            repos = sorted(self._repos.values(), key=lambda repo: (repo.created_at, repo.repo_id))
+            listed = []
+            for repo in repos:
+                if author is not None and repo.repo_id.split("/")[0] != author:
+                    continue
+                if repo.private and not authenticated and self.token is not None:
+                    continue
+                commit = repo.commits[repo.branches["main"]]
+                card = commit.files.get("README.md")
+                tags = _card_tags(self._read_blob(card.sha256)) if card is not None else []
+                if wanted <= set(tags):
+                    listed.append((repo, commit, tags))
+        items = [
+            {
+                "_id": hashlib.sha1(repo.repo_id.encode()).hexdigest()[:24],
+                "id": repo.repo_id,
+                "modelId": repo.repo_id,
+                "private": repo.private,
+                "downloads": 0,
+                "likes": 0,
+                "tags": tags,
+                "createdAt": _iso(repo.created_at),
+            }
+            for repo, commit, tags in listed[:limit]
+        ]
+        return _Response.json(items)
 
     def _h_refs(self, req: _Request) -> _Response:
         with self._lock:

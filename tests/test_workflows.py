@@ -151,6 +151,22 @@ def test_publish_pushes_one_repository_at_a_time_with_the_secret_token() -> None
     assert "runs/${{ matrix.repo }}/" in upload["with"]["path"]
 
 
+def test_publish_ends_with_the_leaderboard_of_every_run_on_the_hub_signed_by_this_workflow() -> None:
+    job = _publish_workflow()["jobs"]["leaderboard"]
+    assert job["needs"] == "publish" and "github.event_name == 'push'" in job["if"]
+    assert job["permissions"] == {"contents": "read"}  # it reads the Hub; it signs nothing
+    (summary,) = [step for step in job["steps"] if "attncard summary" in step.get("run", "")]
+    assert (
+        '.venv/bin/attncard summary --hub "$HF_ORG" --require-signer "$IDENTITY" --output leaderboard'
+        in summary["run"]
+    )
+    assert "unset GLUE_DIR" in summary["run"]
+    # The identity the publish job's signature is checked against, at this tag.
+    assert summary["env"]["IDENTITY"] == "${{ github.server_url }}/${{ github.workflow_ref }}"
+    (upload,) = [step for step in job["steps"] if step.get("uses", "").startswith("actions/upload-artifact@")]
+    assert upload["if"] == "always()" and upload["with"]["path"] == "leaderboard/"
+
+
 def _matrix(tmp_path: Path, event: str, **inputs: str) -> list[dict]:
     """The matrix the workflow's first job writes to GITHUB_OUTPUT, run here on cards/matrix.yaml."""
     (read,) = [step for step in _publish_workflow()["jobs"]["matrix"]["steps"] if step.get("id") == "read"]

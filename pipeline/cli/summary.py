@@ -1,11 +1,16 @@
-"""`attncard summary CARDS_DIR`: writes the leaderboard of a cards folder (`pipeline.summary`)."""
+"""`attncard summary CARDS_DIR`: writes the leaderboard of a cards folder (`pipeline.summary`);
+`attncard summary --hub ORG`: of every run an organisation published on the Hub, each verified
+(`pipeline.hub_summary`)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
+from ..errors import AttncardError
 from ..summary import read_cards, write_summary
-from .common import run_command
+from .common import add_data_dir_argument, positive_float, run_command
 
 DESCRIPTION = (
     "Write the leaderboard of a cards folder (the copies publish --cards and attncard sweep --cards write): "
@@ -13,28 +18,119 @@ DESCRIPTION = (
     "over seeds, each seed's figure and status, the paired verdict against the dense runs pooled over seeds, "
     "the speed-up and memory ratio at the task's length and at the longest N, the compression, and a link "
     "to each seed's card; and CARDS_DIR/leaderboard.png, accuracy against speed-up. `attncard lint "
-    "CARDS_DIR` checks them against the cards."
+    "CARDS_DIR` checks them against the cards. With --hub ORG, the same leaderboard of every run ORG "
+    "published on the Hub (its models tagged attncard), written to --output: each run is fetched without "
+    "its weights and checked as `attncard download` checks it (run tag, manifest, card), its figures and "
+    "paired verdict are recomputed from the predictions, and its signature is verified when --require-signer "
+    "or --require-key is given; a column names the checks each row passed, and a run that fails one is "
+    "listed below the table with the reason."
 )
-EPILOG = "example: attncard summary cards"
+EPILOG = (
+    "examples: attncard summary cards; attncard summary --hub attncard --output leaderboard "
+    "--require-signer https://github.com/ORG/REPO/.github/workflows/publish.yml@refs/tags/v1"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of `attncard summary`."""
-    parser.add_argument("cards_dir", metavar="CARDS_DIR", help="the cards folder, e.g. cards")
+    parser.add_argument(
+        "cards_dir", metavar="CARDS_DIR", nargs="?", default=None, help="the cards folder, e.g. cards"
+    )
+    group = parser.add_argument_group("the leaderboard of a Hub organisation")
+    group.add_argument(
+        "--hub",
+        default=None,
+        metavar="ORG",
+        help="read every run of this Hub user or organisation (its models tagged attncard) instead of a "
+        "cards folder",
+    )
+    group.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="with --hub: the new folder for README.md, leaderboard.png and the verified runs' cards copies "
+        "(default: leaderboard)",
+    )
+    add_data_dir_argument(group)
+    group.add_argument(
+        "--hub-endpoint",
+        default=None,
+        metavar="URL",
+        help="the Hub to read from (default: $HF_ENDPOINT, else https://huggingface.co)",
+    )
+    signer = group.add_mutually_exclusive_group()
+    signer.add_argument(
+        "--require-signer",
+        default=None,
+        metavar="IDENTITY",
+        help="refuse a run unless model.sig is a Sigstore signature by IDENTITY, e.g. "
+        "https://github.com/ORG/REPO/.github/workflows/publish.yml@refs/tags/v1",
+    )
+    signer.add_argument(
+        "--require-key",
+        type=Path,
+        default=None,
+        metavar="PEM",
+        help="refuse a run unless model.sig is a signature by this public key",
+    )
+    group.add_argument(
+        "--signer-issuer",
+        default=None,
+        metavar="URL",
+        help="the OIDC issuer of --require-signer (default: https://token.actions.githubusercontent.com)",
+    )
+    group.add_argument(
+        "--hub-timeout",
+        type=positive_float,
+        default=None,
+        metavar="SECONDS",
+        help="give up a Hub request after this long without progress (default: 60)",
+    )
+    group.add_argument(
+        "--hub-deadline",
+        type=positive_float,
+        default=None,
+        metavar="SECONDS",
+        help="give up the download of one run after this long, however the server trickles (default: 1800)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Writes the two files and says so on stdout; exit 0, or 2 with one line on stderr when the folder holds
-    no cards copy, a results.json does not load, or two copies of a group clash.
+    no cards copy, a results.json does not load, two copies of a group clash, or (--hub) the organisation's
+    models cannot be listed or the output folder is not new. A run of --hub that fails a check is not an
+    error: it is listed below the table, and named on stderr.
 
     Example:
         $ attncard summary cards
         wrote cards/README.md and cards/leaderboard.png: 10 runs in 5 groups
+        $ attncard summary --hub attncard --output leaderboard
+        refused attncard/bert-svd_lowrank-sst2-seed1: its figures differ from their recomputation …
+        wrote leaderboard/README.md and leaderboard/leaderboard.png: 11 runs verified, 1 refused
     """
-    return run_command(lambda: _summary(args))
+    return run_command(lambda: _hub_summary(args) if args.hub is not None else _summary(args))
 
 
 def _summary(args: argparse.Namespace) -> None:
+    if args.cards_dir is None:
+        raise AttncardError("give the cards folder (attncard summary cards), or --hub ORG to read the Hub")
+    hub_only = [
+        option
+        for option, value in (
+            ("--output", args.output),
+            ("--hub-endpoint", args.hub_endpoint),
+            ("--require-signer", args.require_signer),
+            ("--require-key", args.require_key),
+            ("--signer-issuer", args.signer_issuer),
+            ("--data-dir", args.data_dir),
+            ("--hub-timeout", args.hub_timeout),
+            ("--hub-deadline", args.hub_deadline),
+        )
+        if value is not None
+    ]
+    if hub_only:
+        raise AttncardError(f"{hub_only[0]} applies to --hub ORG only; drop it, or pass --hub ORG")
     groups = read_cards(args.cards_dir)
     readme, plot = write_summary(args.cards_dir)
     runs = sum(len(group.cards) for group in groups)
@@ -42,3 +138,29 @@ def _summary(args: argparse.Namespace) -> None:
         f"wrote {readme.as_posix()} and {plot.as_posix()}: {runs} run{'s' if runs != 1 else ''} in "
         f"{len(groups)} group{'s' if len(groups) != 1 else ''}"
     )
+
+
+def _hub_summary(args: argparse.Namespace) -> None:
+    if args.cards_dir is not None:
+        raise AttncardError(
+            f"give a cards folder ({args.cards_dir}) or --hub {args.hub}, not both; --output names the "
+            "folder the Hub's leaderboard is written to"
+        )
+    # Imported when it runs: signature checks load model_signing, which --help does not need.
+    from ..hub_summary import write_hub_summary
+
+    summary = write_hub_summary(
+        args.hub,
+        args.output or Path("leaderboard"),
+        endpoint=args.hub_endpoint,
+        data_dir=args.data_dir,
+        require_signer=args.require_signer,
+        signer_issuer=args.signer_issuer,
+        require_key=args.require_key,
+        timeout=args.hub_timeout,
+        deadline=args.hub_deadline,
+    )
+    for refused in summary.refused:
+        print(f"refused {refused.repo_id}: {refused.reason}", file=sys.stderr)
+    written = summary.readme.as_posix() + (f" and {summary.plot.as_posix()}" if summary.plot else "")
+    print(f"wrote {written}: {len(summary.verified)} runs verified, {len(summary.refused)} refused")

@@ -1,0 +1,371 @@
+"""`attncard summary --hub ORG`: the leaderboard of every attncard run an organisation published, read from
+the Hub, every row verified.
+
+[`write_hub_summary`] lists the organisation's models tagged `attncard` (`HfApi.list_models(author=ORG,
+filter="attncard")`), and for each:
+
+1. takes the run tag (`run-<started_at>-<results.json sha256[:32]>`, [`pipeline.push.push_tag`]) that names
+   the commit `main` is at: a `main` no run tag names changed after its push;
+2. fetches that commit without its weights ([`pipeline.hub_io.fetch_run`] with `without_weights`: the same
+   caps, checks and per-endpoint cache as `attncard download`), and checks it as a download does: results.json
+   against the tag, field by field and against its own counts, every file against the manifest, only files a
+   run holds, and the card and plots against their rendering again;
+3. copies it, a cards copy of the run, to `OUTPUT/<name>/`, then recomputes every quality figure from its
+   predictions.csv and the recorded task's data, and the paired verdict from its predictions.csv and its
+   dense baseline's, found among the other copies ([`pipeline.reverify_predictions.reverify_predictions`]);
+4. verifies its signature, when a signer or key is required.
+
+A run that fails a check is removed from `OUTPUT/` and listed below the table with the reason; the others
+make the leaderboard, `OUTPUT/README.md` and `OUTPUT/leaderboard.png` as `attncard summary` writes them
+([`pipeline.summary`]), with one more column naming the checks each row passed. Every byte from the Hub is
+treated as hostile: nothing in a repository is run or loaded as code, no weights are fetched, and the token
+goes to the endpoint only. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx2
+from huggingface_hub import HfApi, get_token
+from huggingface_hub.errors import HfHubHTTPError, HFValidationError
+from huggingface_hub.utils import validate_repo_id
+
+from .errors import AttncardError, DownloadError, HubUnreachableError, IntegrityError
+from .hub_io import (
+    DEFAULT_DEADLINE_S,
+    DEFAULT_TIMEOUT_S,
+    Deadline,
+    HubOptions,
+    check_options,
+    fetch_run,
+    hub_client_timeout,
+    hub_endpoint,
+    redacted,
+)
+from .integrity import (
+    SHA_PREFIX,
+    card_problems,
+    check_run_tag,
+    read_checked_files,
+    recorded_figure_problems,
+    refuse_contradictions,
+)
+from .results import RESULTS_FILE, RUN_TAG_RE, SIGNATURE_FILE, WEIGHTS_SUFFIX, Results
+from .reverify_predictions import reverify_predictions
+from .signing import verify_run_signature
+from .summary import LEADERBOARD_FILE, LEADERBOARD_PLOT, draw_leaderboard, read_cards, render_leaderboard
+
+HUB_TAG = "attncard"  # every card attncard renders carries it (pipeline.render)
+MAX_LISTED_RUNS = 1000  # more models than any study publishes: a longer listing is refused, not followed
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
+
+
+class HubSummaryOptions(HubOptions, total=False):
+    """What `attncard summary --hub` reads and what each run must be: the keys of [`HubOptions`] (endpoint,
+    token, cache_dir, timeout, deadline: here the deadline of each run's download), and:
+
+    Keys:
+        data_dir: a folder of GLUE TSV files for the runs evaluated on such files (default: `GLUE_DIR`, else
+            the recorded Hub dataset at its recorded commit).
+        require_signer: refuse a run unless model.sig is a Sigstore signature by this identity.
+        signer_issuer: the OIDC issuer of `require_signer` (default: GitHub Actions').
+        require_key: refuse a run unless model.sig is a signature by this public key (PEM).
+
+    Example:
+        >>> options: HubSummaryOptions = {"timeout": 30, "require_key": "signing-key.pub"}
+    """
+
+    data_dir: str | os.PathLike | None
+    require_signer: str | None
+    signer_issuer: str | None
+    require_key: str | os.PathLike | None
+
+
+@dataclass(frozen=True)
+class RefusedRun:
+    """A listed run left out of the leaderboard: its repository and the first check it failed."""
+
+    repo_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class HubSummary:
+    """What [`write_hub_summary`] wrote and left out.
+
+    Attributes:
+        readme: `OUTPUT/README.md`, the leaderboard.
+        plot: `OUTPUT/leaderboard.png`, or None when no run passed (nothing to plot).
+        verified: the repositories of the runs in the table, by name.
+        refused: the runs left out, with the reason, by name.
+    """
+
+    readme: Path
+    plot: Path | None
+    verified: list[str]
+    refused: list[RefusedRun]
+
+
+@dataclass
+class _Staged:
+    repo_id: str
+    folder: Path
+    tag: str
+    checks: list[str]
+
+
+def list_runs(org: str, **options: typing.Unpack[HubOptions]) -> list[str]:
+    """The model repositories of `org` tagged `attncard`, as the Hub lists them, by name.
+
+    Each listed id is checked before it is used: a valid `ORG/NAME` of this organisation, its name a plain
+    folder name. A listing that names a repository of another owner, or more than `MAX_LISTED_RUNS`, is
+    refused: the server cannot be trusted.
+
+    Raises:
+        [`DownloadError`]: the organisation name is not one, or the listing is malformed or too long.
+        [`HubUnreachableError`]: the Hub cannot be reached.
+        [`InsecureEndpointError`]: the endpoint is refused; nothing was sent.
+
+    Example:
+        >>> list_runs("loopback-user")  # the Hub holds loopback-user/tiny-gpt2-none-sst2, its card tagged
+        ['loopback-user/tiny-gpt2-none-sst2']
+    """
+    check_options(options, HubOptions, "list_runs")
+    hub = hub_endpoint(options.get("endpoint"))
+    if not _SAFE_NAME.fullmatch(org):
+        raise DownloadError(f"{org!r} is not a Hub user or organisation name; pass ORG, e.g. attncard")
+    token = options.get("token") or get_token()
+    timeout = options.get("timeout") or DEFAULT_TIMEOUT_S
+    limit = Deadline(options.get("deadline") or DEFAULT_DEADLINE_S)
+    names: list[str] = []
+    with redacted(token):
+        try:
+            with hub_client_timeout(timeout, limit, endpoint=hub):
+                for model in HfApi(endpoint=hub, token=token).list_models(author=org, filter=HUB_TAG):
+                    if len(names) == MAX_LISTED_RUNS:
+                        raise DownloadError(
+                            f"{hub} lists more than {MAX_LISTED_RUNS} models of {org} tagged {HUB_TAG}; "
+                            "more than any study publishes: this server cannot be trusted"
+                        )
+                    names.append(_listed_id(model.id, org, hub))
+        except (HfHubHTTPError, httpx2.HTTPError) as error:
+            raise HubUnreachableError(
+                f"could not list the models of {org} on {hub} ({type(error).__name__}: "
+                f"{str(error).splitlines()[0][:200] if str(error) else ''}); check the name and the endpoint "
+                "(--hub-endpoint, HF_ENDPOINT), and try again"
+            ) from None
+        except (KeyError, TypeError, ValueError) as error:  # an item without its fields, a body not JSON
+            raise DownloadError(f"{hub} gave a malformed model listing ({error}); try again") from None
+    return sorted(set(names))
+
+
+def _listed_id(repo_id: object, org: str, hub: str) -> str:
+    """A listed repository id, checked: `org/NAME`, NAME a plain folder name."""
+    shown = str(repo_id)[:120]
+    try:
+        validate_repo_id(str(repo_id))
+    except HFValidationError:
+        raise DownloadError(
+            f"{hub} listed {shown!r}, not a repository id: this server cannot be trusted"
+        ) from None
+    owner, _, name = str(repo_id).partition("/")
+    if owner != org or not _SAFE_NAME.fullmatch(name):
+        raise DownloadError(
+            f"{hub} listed {shown!r} among the models of {org}: this server cannot be trusted, use another "
+            "endpoint"
+        )
+    return str(repo_id)
+
+
+def write_hub_summary(
+    org: str, output: str | os.PathLike, **options: typing.Unpack[HubSummaryOptions]
+) -> HubSummary:
+    """Writes the leaderboard of every attncard run `org` published on the Hub, each row verified (see the
+    module doc), into `output`: `README.md`, `leaderboard.png`, and a cards copy of each verified run.
+
+    Args:
+        org: the Hub user or organisation, e.g. `attncard`.
+        output: a new (or empty) folder for the leaderboard.
+        **options: the keys of [`HubSummaryOptions`] (endpoint, token, cache_dir, timeout, deadline,
+            data_dir, require_signer, signer_issuer, require_key).
+
+    Returns:
+        [`HubSummary`]: the files written, the runs in the table and the runs refused with their reason.
+
+    Raises:
+        [`DownloadError`]: `output` holds files already, or the listing is refused (see [`list_runs`]).
+        [`HubUnreachableError`]: the listing could not be had.
+        [`AttncardError`]: two verified runs clash in the table (see [`pipeline.summary.read_cards`]).
+
+    Example:
+        >>> from attncard.pipeline.push import push_run_folder
+        >>> _ = push_run_folder("runs/tiny-gpt2-none-sst2", "loopback-user/tiny-gpt2-none-sst2")  # run-… tag
+        >>> summary = write_hub_summary("loopback-user", "leaderboard", data_dir="glue")
+        >>> summary.readme, summary.verified, summary.refused
+        (PosixPath('leaderboard/README.md'), ['loopback-user/tiny-gpt2-none-sst2'], [])
+    """
+    check_options(options, HubSummaryOptions, "write_hub_summary")
+    hub_options = typing.cast(
+        HubOptions, {key: options[key] for key in typing.get_type_hints(HubOptions) if key in options}
+    )
+    output = Path(output)
+    if output.exists() and (not output.is_dir() or any(output.iterdir())):
+        raise DownloadError(
+            f"{output}: not a new folder; pass a new (or empty) folder for the leaderboard, e.g. --output "
+            "leaderboard-new"
+        )
+    hub = hub_endpoint(options.get("endpoint"))
+    repos = list_runs(org, **hub_options)
+    output.mkdir(parents=True, exist_ok=True)
+    refused: list[RefusedRun] = []
+    staged: list[_Staged] = []
+    for repo_id in repos:
+        try:
+            staged.append(_stage(repo_id, output, hub, hub_options))
+        except AttncardError as error:
+            refused.append(RefusedRun(repo_id, _reason(error, output)))
+    # Every copy is in place before any is checked: the paired verdicts read their dense runs among them.
+    verified: list[_Staged] = []
+    for run in staged:
+        try:
+            run.checks += _check(run, output, options)
+            verified.append(run)
+        except AttncardError as error:
+            refused.append(RefusedRun(run.repo_id, _reason(error, output)))
+    for run in staged:
+        if run not in verified:
+            shutil.rmtree(run.folder)
+    refused.sort(key=lambda run: run.repo_id)
+    readme = output / LEADERBOARD_FILE
+    source = f"the Hub organisation `{org}` ({hub})"
+    if not verified:
+        readme.write_text(render_leaderboard([], source=source, refused=_refused_pairs(refused)), "utf-8")
+        return HubSummary(readme, None, [], refused)
+    groups = read_cards(output)
+    checks = {run.folder.name: ", ".join(run.checks) for run in verified}
+    readme.write_text(
+        render_leaderboard(groups, source=source, checks=checks, refused=_refused_pairs(refused)),
+        encoding="utf-8",
+    )
+    plot = draw_leaderboard(groups, output / LEADERBOARD_PLOT)
+    return HubSummary(readme, plot, sorted(run.repo_id for run in verified), refused)
+
+
+def _refused_pairs(refused: list[RefusedRun]) -> list[tuple[str, str]]:
+    return [(run.repo_id, run.reason) for run in refused]
+
+
+def _reason(error: AttncardError, output: Path) -> str:
+    """The error's first line, without this machine's path to the output folder (the leaderboard has none)."""
+    text = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return text.replace(f"{output}{os.sep}", "").replace(str(output.resolve()) + os.sep, "")[:400]
+
+
+def _run_tag(repo_id: str, hub: str, options: HubOptions) -> str:
+    """The run tag that names the commit `main` is at."""
+    token = options.get("token") or get_token()
+    timeout = options.get("timeout") or DEFAULT_TIMEOUT_S
+    limit = Deadline(options.get("deadline") or DEFAULT_DEADLINE_S)
+    with redacted(token):
+        try:
+            with hub_client_timeout(timeout, limit, endpoint=hub):
+                refs = HfApi(endpoint=hub, token=token).list_repo_refs(repo_id)
+        except (HfHubHTTPError, httpx2.HTTPError) as error:
+            raise HubUnreachableError(
+                f"could not list the branches and tags of {repo_id} ({type(error).__name__}); try again"
+            ) from None
+        except (KeyError, TypeError, ValueError) as error:  # a ref without its fields, a body not JSON
+            raise DownloadError(
+                f"{hub} gave a malformed list of the branches and tags of {repo_id} ({error}); try again"
+            ) from None
+    heads = [branch.target_commit for branch in refs.branches if branch.name == "main"]
+    tags = sorted(
+        str(tag.name)
+        for tag in refs.tags
+        if heads and tag.target_commit == heads[0] and RUN_TAG_RE.match(str(tag.name))
+    )
+    if not tags:
+        raise IntegrityError(
+            f"{repo_id}: no run tag (run-<started>-<sha256>) names the commit main is at: main changed after "
+            "attncard push tagged it, or it was never pushed by attncard push"
+        )
+    return tags[-1]
+
+
+def _stage(repo_id: str, output: Path, hub: str, options: HubOptions) -> _Staged:
+    """Fetches the tagged commit of `repo_id` without weights, checks its files as a download does, and copies
+    them to `output/<name>/`."""
+    name = repo_id.split("/")[1]
+    copy = output / name
+    if name in (LEADERBOARD_FILE, LEADERBOARD_PLOT) or copy.exists():  # on a case-insensitive disk too
+        raise IntegrityError(
+            f"{repo_id}: its name is that of the leaderboard's own file or of another run's copy here"
+        )
+    tag = _run_tag(repo_id, hub, options)
+    fetched = fetch_run(repo_id, tag, without_weights=True, **options)
+    folder, where = fetched.folder, f"{repo_id}@{fetched.commit[:SHA_PREFIX]}"
+    check_run_tag(folder, tag, where)
+    results = read_checked_files(folder, None, where, hub=True, weights_optional=True)
+    if results.repo_id != repo_id:
+        raise IntegrityError(
+            f"{where}: its card was rendered for {results.repo_id}, not for this repository: a copy of "
+            "another run"
+        )
+    refuse_contradictions(recorded_figure_problems(results), where)
+    problems = card_problems(results, folder)
+    if problems:
+        raise IntegrityError(f"{where}: the card does not show what {RESULTS_FILE} records: {problems[0]}")
+    copy.mkdir()
+    # Only the files the manifest lists (and results.json, the signature): no transport bookkeeping.
+    for path in [*results.manifest, RESULTS_FILE, SIGNATURE_FILE]:
+        if path.endswith(WEIGHTS_SUFFIX) or not (folder / path).is_file():
+            continue
+        (copy / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(folder / path, copy / path)
+    return _Staged(repo_id, copy, tag, ["run tag", "manifest", "card"])
+
+
+def _check(run: _Staged, output: Path, options: HubSummaryOptions) -> list[str]:
+    """Recomputes the staged run's figures and paired verdict from the predictions, and checks its signature;
+    the checks passed."""
+    check = reverify_predictions(run.folder, data_dir=options.get("data_dir"), baselines=[output])
+    if not check.matches:
+        raise IntegrityError(
+            f"{run.repo_id}: its figures differ from their recomputation from its predictions.csv: "
+            f"{check.problems[0]}"
+            + (f" (and {len(check.problems) - 1} more)" if len(check.problems) > 1 else "")
+        )
+    results = Results.load(run.folder)
+    passed = ["figures from predictions.csv"]
+    if results.comparison is not None and results.comparison.baselines:
+        passed.append("paired verdict from both runs' predictions")
+    identity, key = options.get("require_signer"), options.get("require_key")
+    if identity or key:
+        # The weights were not fetched: the signature must name the sha256 the signed results.json lists.
+        weights = {path: sha for path, sha in results.manifest.items() if path.endswith(WEIGHTS_SUFFIX)}
+        report = verify_run_signature(
+            run.folder,
+            public_key=key,
+            identity=identity,
+            oidc_issuer=options.get("signer_issuer"),
+            absent=weights,
+        )
+        passed.append(f"signed by {report.who}")
+    return passed
+
+
+__all__ = [
+    "HUB_TAG",
+    "MAX_LISTED_RUNS",
+    "HubSummary",
+    "HubSummaryOptions",
+    "RefusedRun",
+    "list_runs",
+    "write_hub_summary",
+]
