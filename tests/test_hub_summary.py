@@ -29,6 +29,9 @@ from attncard.pipeline.results import run_tag, sha256_file
 from conftest import HUB_TOKEN, HUB_USER, commit_run_folder, quick_scaling, serve, write_sst2_folder
 from hub_server import LoopbackHub
 
+# The module's fixture trains and pushes a sweep of 12 tiny runs (about a minute): `make test-all` runs it.
+pytestmark = pytest.mark.slow
+
 MODULE = "svd_lowrank"
 SEEDS = tuple(range(6))
 PREDICTIONS_FORGED = f"{HUB_USER}/bert-{MODULE}-sst2-seed1"  # predictions.csv edited in place
