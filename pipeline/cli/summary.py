@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         $ attncard summary cards
         wrote cards/README.md and cards/leaderboard.png: 10 runs in 5 groups
         $ attncard summary --hub attncard --output leaderboard
-        refused attncard/bert-svd_lowrank-sst2-seed1: its figures differ from their recomputation …
+        refused attncard/bert-sliding_window-sst2-seed1: its figures differ from their recomputation …
         wrote leaderboard/README.md and leaderboard/leaderboard.png: 11 runs verified, 1 refused
     """
     return run_command(lambda: _hub_summary(args) if args.hub is not None else _summary(args))
