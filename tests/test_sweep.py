@@ -14,6 +14,7 @@ import re
 import shlex
 import shutil
 import statistics
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -315,6 +316,9 @@ def test_a_missing_matrix_file_is_one_line(study, tmp_path, monkeypatch, capsys)
         (["--only", "nothing"], "--only nothing matches no run"),
         (["--data-dir", "{tmp}"], "no folder 'SST-2' or 'sst2' for task sst2"),
         (["--cards", "{runs}"], "overlaps the run folder"),
+        (["--address", "127.0.0.1:6379"], "--address only applies with --executor ray"),
+        (["--retries", "3"], "--retries only applies with --executor ray"),
+        (["--executor", "ray", "--retries", "-1"], "argument --retries: -1 must be at least 0"),
     ],
 )
 def test_bad_options_are_one_line_and_exit_2_before_any_training(
@@ -326,6 +330,18 @@ def test_bad_options_are_one_line_and_exit_2_before_any_training(
     assert _exit_status(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err and "Traceback" not in err, err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_ray_executor_without_ray_is_one_line_and_exit_2(study, tmp_path, monkeypatch, capsys):
+    _refuse_runs(monkeypatch)
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    assert main([*study.argv(tmp_path / "runs", tmp_path / "cards"), "--executor", "ray"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "error: --executor ray needs Ray: pip install 'attncard[ray]' (or make install), or use --executor "
+        "local\n"
+    )
     assert not (tmp_path / "runs").exists()
 
 
