@@ -19,7 +19,7 @@ and `memory_gib` (default: none reserved). The local executor runs one run at a 
 
     resources: {cpus: 2, memory_gib: 8}
     runs:
-      - {model: minilm, module: svd_lowrank, task: sst2, resources: {gpus: 1}}
+      - {model: minilm, module: sliding_window, task: sst2, resources: {gpus: 1}}
 
 Each (row, seed) is one [`run_publish`] into `<output>/<model>-<module>-<task>-seed<seed>/`, the model being
 the last part of its alias, Hub id or folder as publish names runs. The `none` runs go first, so that a

@@ -56,7 +56,7 @@ def dense_run_of(run: SweepRun, runs: list[SweepRun]) -> SweepRun | None:
 
     Example:
         >>> dense = SweepRun("m", "m", "none", "sst2", steps=2, seed=0, name="m-none-sst2-seed0")
-        >>> module = SweepRun("m", "m", "svd_lowrank", "sst2", steps=2, seed=0, name="m-svd-sst2-seed0")
+        >>> module = SweepRun("m", "m", "sliding_window", "sst2", steps=2, seed=0, name="m-window-sst2-seed0")
         >>> dense_run_of(module, [dense, module]).name, dense_run_of(dense, [dense, module])
         ('m-none-sst2-seed0', None)
     """
