@@ -13,6 +13,14 @@ current folder); `module` and `task` are names `publish` knows; `steps` (optiona
 `publish`) is a whole number of at least 1; `seeds` are whole numbers of at least 0, each once. A row is
 named at most once (a second row of the same model, module and task would write the same folders).
 
+`resources` (optional, at the top for every run and in a row for its runs, key by key over the top's) is
+what one run asks of a Ray cluster (`attncard sweep --executor ray`): `cpus` (default 1), `gpus` (default 0)
+and `memory_gib` (default: none reserved). The local executor runs one run at a time and reads none of it:
+
+    resources: {cpus: 2, memory_gib: 8}
+    runs:
+      - {model: minilm, module: sliding_window, task: sst2, resources: {gpus: 1}}
+
 Each (row, seed) is one [`run_publish`] into `<output>/<model>-<module>-<task>-seed<seed>/`, the model being
 the last part of its alias, Hub id or folder as publish names runs. The `none` runs go first, so that a
 module run finds the dense run of its (model, task, steps, seed) on disk. A run whose folder is there, passes
@@ -26,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import logging
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -50,8 +59,9 @@ logger = logging.getLogger(__name__)
 DEFAULT_SEEDS = (TrainConfig().seed,)
 # The dense run, which every module run of the same (model, task, steps, seed) is set against.
 BASELINE_MODULE = "none"
-ROW_KEYS = ("model", "module", "task", "steps", "seeds")
-MATRIX_KEYS = ("runs", "seeds")
+ROW_KEYS = ("model", "module", "task", "steps", "seeds", "resources")
+MATRIX_KEYS = ("runs", "seeds", "resources")
+RESOURCE_KEYS = ("cpus", "gpus", "memory_gib")
 
 
 class MatrixError(AttncardError):
@@ -67,6 +77,32 @@ class StaleRunError(AttncardError):
 
 
 @dataclass(frozen=True)
+class RunResources:
+    """What one run asks of a Ray cluster: the scheduler starts it on a node with that much free.
+
+    Attributes:
+        cpus: CPU cores (Ray's `num_cpus`), more than 0.
+        gpus: GPUs (`num_gpus`), 0 or more; a fraction shares one.
+        memory_gib: memory in GiB (`memory`), more than 0; None reserves none.
+
+    Example:
+        >>> RunResources(cpus=2).ray_options()
+        {'num_cpus': 2, 'num_gpus': 0}
+    """
+
+    cpus: float = 1
+    gpus: float = 0
+    memory_gib: float | None = None
+
+    def ray_options(self) -> dict[str, float | int]:
+        """The resources as options of a Ray task (`.options(**...)`)."""
+        options: dict[str, float | int] = {"num_cpus": self.cpus, "num_gpus": self.gpus}
+        if self.memory_gib is not None:
+            options["memory"] = int(self.memory_gib * 2**30)
+        return options
+
+
+@dataclass(frozen=True)
 class MatrixRow:
     """One row of a matrix, as written.
 
@@ -75,6 +111,7 @@ class MatrixRow:
         model, module, task: as `publish --model/--module/--task` take them.
         steps: optimizer steps; None for publish's default.
         seeds: the row's own seeds; None when the row has none (the matrix's apply).
+        resources: the resources the row sets, by key (over the matrix's); empty when it sets none.
     """
 
     line: int
@@ -83,15 +120,22 @@ class MatrixRow:
     task: str
     steps: int | None
     seeds: tuple[int, ...] | None
+    resources: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Matrix:
-    """A matrix file: its rows and the seeds of the rows that have none of their own."""
+    """A matrix file: its rows, the seeds of the rows that have none of their own, and the resources of every
+    run (by key, as written; `RunResources` fills in the rest)."""
 
     path: Path
     rows: tuple[MatrixRow, ...]
     seeds: tuple[int, ...] | None
+    resources: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def run_resources(self, row: MatrixRow) -> RunResources:
+        """The resources of each run of `row`: the row's keys over the matrix's over the defaults."""
+        return RunResources(**{**self.resources, **row.resources})
 
 
 @dataclass(frozen=True)
@@ -105,6 +149,7 @@ class SweepRun:
         steps: optimizer steps.
         seed: the training seed.
         name: the run folder's name, `<model>-<module>-<task>-seed<seed>`.
+        resources: what it asks of a Ray cluster (`--executor ray`).
     """
 
     model: str
@@ -114,6 +159,7 @@ class SweepRun:
     steps: int
     seed: int
     name: str
+    resources: RunResources = RunResources()
 
 
 @dataclass(frozen=True)
@@ -238,6 +284,11 @@ def read_matrix(path: str | os.PathLike) -> Matrix:
             f"{path}: unknown key '{unknown[0]}'; a matrix has the keys {', '.join(MATRIX_KEYS)}"
         )
     seeds = _seeds(data["seeds"], f"{path}:{_line(root, 'seeds')}: seeds") if "seeds" in data else None
+    resources = (
+        _resources(data["resources"], f"{path}:{_line(root, 'resources')}: resources")
+        if "resources" in data
+        else {}
+    )
     row_nodes = _mapping_value(root, "runs")
     lines = [node.start_mark.line + 1 for node in row_nodes.value] if row_nodes is not None else []
     rows: list[MatrixRow] = []
@@ -252,7 +303,7 @@ def read_matrix(path: str | os.PathLike) -> Matrix:
             )
         named[name] = number
         rows.append(row)
-    return Matrix(path=path, rows=tuple(rows), seeds=seeds)
+    return Matrix(path=path, rows=tuple(rows), seeds=seeds, resources=resources)
 
 
 def _row(item: Any, where: str, line: int) -> MatrixRow:
@@ -278,9 +329,33 @@ def _row(item: Any, where: str, line: int) -> MatrixRow:
             f"{where}: steps {steps!r} is not a whole number of at least 1; write e.g. steps: 200"
         )
     seeds = _seeds(item["seeds"], f"{where}: seeds") if "seeds" in item else None
+    resources = _resources(item["resources"], f"{where}: resources") if "resources" in item else {}
     return MatrixRow(
-        line=line, model=item["model"], module=item["module"], task=item["task"], steps=steps, seeds=seeds
+        line=line,
+        model=item["model"],
+        module=item["module"],
+        task=item["task"],
+        steps=steps,
+        seeds=seeds,
+        resources=resources,
     )
+
+
+def _resources(value: Any, where: str) -> dict[str, float]:
+    """Checked resources: keys of `RESOURCE_KEYS`, cpus and memory_gib above 0, gpus 0 or more."""
+    if not isinstance(value, dict) or not value:
+        raise MatrixError(
+            f"{where}: write a mapping of {', '.join(RESOURCE_KEYS)}, e.g. {{cpus: 2, gpus: 1}}"
+        )
+    unknown = sorted(str(key) for key in value if key not in RESOURCE_KEYS)
+    if unknown:
+        raise MatrixError(f"{where}: unknown key '{unknown[0]}'; resources are {', '.join(RESOURCE_KEYS)}")
+    for key, number in value.items():
+        is_number = isinstance(number, int | float) and not isinstance(number, bool)
+        if not is_number or not math.isfinite(number) or number < 0 or (number == 0 and key != "gpus"):
+            least = "0 or more" if key == "gpus" else "more than 0"
+            raise MatrixError(f"{where}: {key} {number!r} is not a number {least}; write e.g. {key}: 1")
+    return dict(value)
 
 
 def _seeds(value: Any, where: str) -> tuple[int, ...]:
@@ -364,6 +439,7 @@ def plan_sweep(
     runs = []
     for row in matrix.rows:
         model_id = resolve_model_name(row.model)[1]
+        resources = matrix.run_resources(row)
         for seed in seeds or row.seeds or matrix.seeds or DEFAULT_SEEDS:
             runs.append(
                 SweepRun(
@@ -374,6 +450,7 @@ def plan_sweep(
                     steps=row.steps if row.steps is not None else default_steps,
                     seed=seed,
                     name=_run_name(row.model, row.module, row.task, seed),
+                    resources=resources,
                 )
             )
     if only:
@@ -586,10 +663,12 @@ def _run_one(run: SweepRun, settings: SweepSettings) -> RunOutcome:
 __all__ = [
     "BASELINE_MODULE",
     "DEFAULT_SEEDS",
+    "RESOURCE_KEYS",
     "Matrix",
     "MatrixError",
     "MatrixRow",
     "RunOutcome",
+    "RunResources",
     "StaleRunError",
     "SweepRun",
     "SweepSettings",

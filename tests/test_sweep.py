@@ -14,6 +14,7 @@ import re
 import shlex
 import shutil
 import statistics
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -224,6 +225,22 @@ def test_the_plan_puts_the_dense_runs_first_and_seeds_override(study):
         plan_sweep(matrix, only=["nothing-*"])
 
 
+def test_each_run_asks_for_its_rows_resources_over_the_matrixs(study, tmp_path):
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(
+        "resources: {cpus: 2, memory_gib: 4}\nruns:\n"
+        f"  - {{model: '{study.model}', module: none, task: sst2}}\n"
+        f"  - {{model: '{study.model}', module: {MODULE}, task: sst2, resources: {{gpus: 0.5, cpus: 1}}}}\n",
+        encoding="utf-8",
+    )
+    dense, module = plan_sweep(read_matrix(matrix))
+    assert dense.resources.ray_options() == {"num_cpus": 2, "num_gpus": 0, "memory": 4 * 2**30}
+    assert module.resources.ray_options() == {"num_cpus": 1, "num_gpus": 0.5, "memory": 4 * 2**30}
+    assert [run.resources.ray_options() for run in plan_sweep(read_matrix(study.matrix))] == [
+        {"num_cpus": 1, "num_gpus": 0}
+    ] * 4
+
+
 DENSE = "model: '{model}', module: none, task: sst2"  # a good row's keys; {model} is the tiny BERT folder
 BAD_MATRICES = [
     (
@@ -245,6 +262,11 @@ BAD_MATRICES = [
     ("runs:\n  - [bert, none, sst2]\n", "row 1: a row is a mapping"),
     ("rows:\n  - {" + DENSE + "}\n", "must be a mapping with a non-empty list 'runs'"),
     ("runs:\n  - {" + DENSE + "\n", "not valid YAML"),
+    ("resources: 2\nruns:\n  - {" + DENSE + "}\n", ":1: resources: write a mapping of cpus, gpus"),
+    ("runs:\n  - {" + DENSE + ", resources: {cpu: 2}}\n", "row 1: resources: unknown key 'cpu'"),
+    ("runs:\n  - {" + DENSE + ", resources: {cpus: 0}}\n", "cpus 0 is not a number more than 0"),
+    ("runs:\n  - {" + DENSE + ", resources: {gpus: -1}}\n", "gpus -1 is not a number 0 or more"),
+    ("runs:\n  - {" + DENSE + ", resources: {memory_gib: '8G'}}\n", "memory_gib '8G' is not a number"),
 ]
 
 
@@ -294,6 +316,9 @@ def test_a_missing_matrix_file_is_one_line(study, tmp_path, monkeypatch, capsys)
         (["--only", "nothing"], "--only nothing matches no run"),
         (["--data-dir", "{tmp}"], "no folder 'SST-2' or 'sst2' for task sst2"),
         (["--cards", "{runs}"], "overlaps the run folder"),
+        (["--address", "127.0.0.1:6379"], "--address only applies with --executor ray"),
+        (["--retries", "3"], "--retries only applies with --executor ray"),
+        (["--executor", "ray", "--retries", "-1"], "argument --retries: -1 must be at least 0"),
     ],
 )
 def test_bad_options_are_one_line_and_exit_2_before_any_training(
@@ -305,6 +330,18 @@ def test_bad_options_are_one_line_and_exit_2_before_any_training(
     assert _exit_status(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err and "Traceback" not in err, err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_ray_executor_without_ray_is_one_line_and_exit_2(study, tmp_path, monkeypatch, capsys):
+    _refuse_runs(monkeypatch)
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    assert main([*study.argv(tmp_path / "runs", tmp_path / "cards"), "--executor", "ray"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "error: --executor ray needs Ray: pip install 'attncard[ray]' (or make install), or use --executor "
+        "local\n"
+    )
     assert not (tmp_path / "runs").exists()
 
 

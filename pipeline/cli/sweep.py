@@ -6,6 +6,9 @@ and exit status 2, and nothing is trained or written. Then each run is trained, 
 holds it finished; a run that fails is one line on stderr, `<run name>: <error>`, and the sweep goes on. The
 exit status is 1 when any run failed, 0 otherwise. The stage (and torch) is imported when the command runs:
 `--help` and argument errors answer without it.
+
+`--executor ray` runs each (row, seed) as a Ray task (`pipeline.sweep_ray`) on the cluster at `--address`, or
+on a Ray instance it starts on this machine; Ray too is imported only then.
 """
 
 from __future__ import annotations
@@ -40,7 +43,12 @@ DESCRIPTION = (
     "first. A run whose folder holds it finished and checked is skipped; a run that fails is reported in one "
     "line and the others go on (exit status 1)."
 )
-EPILOG = "example: attncard sweep cards/matrix.yaml --seeds 0 1 2 --cards cards"
+EPILOG = (
+    "example: attncard sweep cards/matrix.yaml --seeds 0 1 2 --cards cards; on a Ray cluster: attncard sweep "
+    "cards/matrix.yaml --executor ray --address HEAD:6379 --output /shared/runs"
+)
+# How often --executor ray starts a run again that was lost with its worker or node (Ray's max_retries).
+DEFAULT_RAY_RETRIES = 2
 
 
 def hub_owner(text: str) -> str:
@@ -72,6 +80,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="PATTERN",
         help="run only the runs whose name matches this shell pattern (e.g. '*-seed0'); may be repeated",
+    )
+    group = parser.add_argument_group("executor")
+    group.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="local: one run after the other in this process (default); ray: each run a Ray task with the "
+        "resources the matrix asks for, the module runs waiting on their dense runs (pip install "
+        "'attncard[ray]')",
+    )
+    group.add_argument(
+        "--address",
+        default=None,
+        metavar="ADDR",
+        help="with --executor ray: the Ray cluster's address (HOST:PORT, as `ray start --head` prints it, or "
+        "auto); every node must see --output and the current folder at the same path (default: start Ray on "
+        "this machine, with its CPUs)",
+    )
+    group.add_argument(
+        "--retries",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help="with --executor ray: start a run lost with its worker or node again up to N times, then report "
+        f"it failed (default: {DEFAULT_RAY_RETRIES})",
     )
     group = parser.add_argument_group("training (every run)")
     add_batch_arguments(group)
@@ -143,12 +176,27 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
+    from ..errors import AttncardError
     from ..sweep import check_sweep, plan_sweep, read_matrix, run_sweep
 
+    if args.executor != "ray":
+        for option, value in (("--address", args.address), ("--retries", args.retries)):
+            if value is not None:
+                raise AttncardError(
+                    f"{option} only applies with --executor ray; add --executor ray, or drop {option}"
+                )
     matrix = read_matrix(args.matrix)
     runs = plan_sweep(matrix, seeds=args.seeds, only=args.only)
     settings = settings_from_args(args)
     check_sweep(runs, settings)
+    if args.executor == "ray":
+        from ..sweep_ray import run_sweep_ray
+
+        # Ray starts (or connects) now: without Ray, or without a cluster there, one line and exit 2.
+        retries = DEFAULT_RAY_RETRIES if args.retries is None else args.retries
+        executed = run_sweep_ray(runs, settings, address=args.address, retries=retries)
+    else:
+        executed = run_sweep(runs, settings)
     outcomes: list[RunOutcome] = []
     loggers = [logging.getLogger("attncard.pipeline"), logging.getLogger("attncard.pipeline.push")]
     try:
@@ -156,7 +204,7 @@ def _sweep(args: argparse.Namespace) -> int:
             tqdm(total=len(runs), desc="sweep", unit="run", file=sys.stderr) as bar,
             logging_redirect_tqdm(loggers=loggers),
         ):
-            for outcome in run_sweep(runs, settings):
+            for outcome in executed:
                 outcomes.append(outcome)
                 bar.set_postfix_str(f"{outcome.run.name}: {outcome.state}", refresh=False)
                 bar.update(1)
@@ -167,7 +215,9 @@ def _sweep(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
-    for outcome in outcomes:
+    # Ray's runs finish in any order; the report lists them in the order of the plan, as the local executor.
+    order = {run.name: index for index, run in enumerate(runs)}
+    for outcome in sorted(outcomes, key=lambda outcome: order[outcome.run.name]):
         print(_outcome_line(outcome))
     counts = {state: sum(o.state == state for o in outcomes) for state in ("ran", "skipped", "failed")}
     print(
