@@ -89,7 +89,7 @@ from .errors import (
     first_line,
 )
 from .evaluate import classify, evaluate_stock
-from .hub_io import HubOptions, check_options, fetch_run, hub_endpoint
+from .hub_io import HubOptions, check_options, fetch_run, hub_endpoint, hub_options
 from .integrity import (
     ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,
@@ -120,7 +120,7 @@ from .results import (
     StockLoad,
     sha256_file,
 )
-from .signing import SignatureReport, verify_run_signature
+from .signing import SignatureReport, SignerOptions, verify_run_signature
 
 TOKENIZER_FILE = "tokenizer.json"
 # The fields of a run's config.json that publish sets (labels, architecture, dtype, pad token) or that
@@ -227,20 +227,16 @@ def _source(folder: Path, repo_id: str | None, revision: str | None) -> str:
 # Fetching and checking
 
 
-class DownloadOptions(HubOptions, total=False):
+class DownloadOptions(HubOptions, SignerOptions, total=False):
     """Where a run is fetched from and what it must be: the keyword arguments that [`download_verified`],
     [`load_verified`] and [`pipeline.reverify.reverify`] share. Each defaults to None. The keys of
-    [`HubOptions`] (endpoint, token, cache_dir, timeout, deadline), and:
+    [`HubOptions`] (endpoint, token, cache_dir, timeout, deadline) and of [`SignerOptions`] (require_signer,
+    signer_issuer, require_key), and:
 
     Keys:
         expected_sha256: the sha256 of the run's results.json (at least its first 32 hex digits), as a run
             tag or `cards/` gives it: any other results.json is refused. By `main` or a commit sha nothing
             else can tell who wrote results.json (see SECURITY.md).
-        require_signer: refuse the run unless model.sig is a Sigstore signature by this identity (e.g. the
-            publish workflow, `https://github.com/ORG/REPO/.github/workflows/publish.yml@refs/tags/v1`).
-        signer_issuer: the OIDC issuer of `require_signer` (default: GitHub Actions').
-        require_key: refuse the run unless model.sig is a signature by this public key (PEM). Without
-            `require_signer` or `require_key`, a signature that is there is reported, not verified.
 
     Example:
         >>> options: DownloadOptions = {"timeout": 30, "require_signer": None}
@@ -249,15 +245,6 @@ class DownloadOptions(HubOptions, total=False):
     """
 
     expected_sha256: str | None
-    require_signer: str | None
-    signer_issuer: str | None
-    require_key: str | os.PathLike | None
-
-
-def _hub_options(options: DownloadOptions) -> HubOptions:
-    """The keys of `options` that say where from and how long."""
-    hub_keys = typing.get_type_hints(HubOptions)
-    return typing.cast(HubOptions, {key: value for key, value in options.items() if key in hub_keys})
 
 
 def download_verified(
@@ -303,7 +290,7 @@ def download_verified(
     check_options(options, DownloadOptions, "download_verified")
     expected_sha256 = options.get("expected_sha256")
     check_expected_sha256(expected_sha256)
-    folder, repo_id, commit = _fetch(repo_or_path, revision, _hub_options(options))
+    folder, repo_id, commit = _fetch(repo_or_path, revision, hub_options(options))
     where = _source(folder, repo_id, commit)
     check_run_tag(folder, revision, where)
     results = read_checked_files(folder, expected_sha256, where, hub=repo_id is not None)

@@ -669,6 +669,12 @@ class HubOptions(typing.TypedDict, total=False):
     deadline: float | None
 
 
+def hub_options(options: typing.Mapping[str, typing.Any]) -> HubOptions:
+    """The keys of `options` that are [`HubOptions`]: where from and how long, for [`fetch_run`]."""
+    hub_keys = typing.get_type_hints(HubOptions)
+    return typing.cast(HubOptions, {key: value for key, value in options.items() if key in hub_keys})
+
+
 def check_options(options: typing.Mapping[str, object], kind: type, function: str) -> None:
     """Raises `TypeError` for a keyword of `function` that the TypedDict `kind` does not name, as Python does
     for a misspelt keyword argument."""
@@ -1165,6 +1171,7 @@ __all__ = [
     "fetch_run",
     "hub_client_timeout",
     "hub_endpoint",
+    "hub_options",
     "redact",
     "redacted",
 ]

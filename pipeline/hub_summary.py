@@ -46,6 +46,7 @@ from .hub_io import (
     fetch_run,
     hub_client_timeout,
     hub_endpoint,
+    hub_options,
     redacted,
 )
 from .integrity import (
@@ -58,7 +59,7 @@ from .integrity import (
 )
 from .results import RESULTS_FILE, RUN_TAG_RE, SIGNATURE_FILE, WEIGHTS_SUFFIX, Results
 from .reverify_predictions import reverify_predictions
-from .signing import verify_run_signature
+from .signing import SignerOptions, verify_run_signature
 from .summary import LEADERBOARD_FILE, LEADERBOARD_PLOT, draw_leaderboard, read_cards, render_leaderboard
 
 HUB_TAG = "attncard"  # every card attncard renders carries it (pipeline.render)
@@ -66,25 +67,20 @@ MAX_LISTED_RUNS = 1000  # more models than any study publishes: a longer listing
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 
 
-class HubSummaryOptions(HubOptions, total=False):
+class HubSummaryOptions(HubOptions, SignerOptions, total=False):
     """What `attncard summary --hub` reads and what each run must be: the keys of [`HubOptions`] (endpoint,
-    token, cache_dir, timeout, deadline: here the deadline of each run's download), and:
+    token, cache_dir, timeout, deadline: here the deadline of each run's download) and of [`SignerOptions`]
+    (require_signer, signer_issuer, require_key), and:
 
     Keys:
         data_dir: a folder of GLUE TSV files for the runs evaluated on such files (default: `GLUE_DIR`, else
             the recorded Hub dataset at its recorded commit).
-        require_signer: refuse a run unless model.sig is a Sigstore signature by this identity.
-        signer_issuer: the OIDC issuer of `require_signer` (default: GitHub Actions').
-        require_key: refuse a run unless model.sig is a signature by this public key (PEM).
 
     Example:
         >>> options: HubSummaryOptions = {"timeout": 30, "require_key": "signing-key.pub"}
     """
 
     data_dir: str | os.PathLike | None
-    require_signer: str | None
-    signer_issuer: str | None
-    require_key: str | os.PathLike | None
 
 
 @dataclass(frozen=True)
@@ -211,9 +207,7 @@ def write_hub_summary(
         (PosixPath('leaderboard/README.md'), ['loopback-user/tiny-gpt2-none-sst2'], [])
     """
     check_options(options, HubSummaryOptions, "write_hub_summary")
-    hub_options = typing.cast(
-        HubOptions, {key: options[key] for key in typing.get_type_hints(HubOptions) if key in options}
-    )
+    where_from = hub_options(options)
     output = Path(output)
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise DownloadError(
@@ -221,13 +215,13 @@ def write_hub_summary(
             "leaderboard-new"
         )
     hub = hub_endpoint(options.get("endpoint"))
-    repos = list_runs(org, **hub_options)
+    repos = list_runs(org, **where_from)
     output.mkdir(parents=True, exist_ok=True)
     refused: list[RefusedRun] = []
     staged: list[_Staged] = []
     for repo_id in repos:
         try:
-            staged.append(_stage(repo_id, output, hub, hub_options))
+            staged.append(_stage(repo_id, output, hub, where_from))
         except AttncardError as error:
             refused.append(RefusedRun(repo_id, _reason(error, output)))
     # Every copy is in place before any is checked: the paired verdicts read their dense runs among them.

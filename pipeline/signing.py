@@ -23,7 +23,9 @@ import base64
 import dataclasses
 import hashlib
 import json
+import os
 import tempfile
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,6 +154,23 @@ def sign_run_folder(run_dir: str | Path, private_key: str | Path, *, password: b
             f"{run_dir}: could not be signed ({first_line(error)}); fix it and sign again"
         ) from error
     return signature
+
+
+class SignerOptions(typing.TypedDict, total=False):
+    """Who a run must be signed by: keyword arguments shared by the download family
+    ([`pipeline.download.DownloadOptions`]) and `attncard summary --hub`. Each defaults to None.
+
+    Keys:
+        require_signer: refuse a run unless model.sig is a Sigstore signature by this identity (e.g. the
+            publish workflow, `https://github.com/ORG/REPO/.github/workflows/publish.yml@refs/tags/v1`).
+        signer_issuer: the OIDC issuer of `require_signer` (default: GitHub Actions').
+        require_key: refuse a run unless model.sig is a signature by this public key (PEM). Without
+            `require_signer` or `require_key`, a signature that is there is reported, not verified.
+    """
+
+    require_signer: str | None
+    signer_issuer: str | None
+    require_key: str | os.PathLike | None
 
 
 def verify_run_signature(
@@ -466,6 +485,7 @@ __all__ = [
     "MAX_SIGNATURE_BYTES",
     "TRANSPORT_PATHS",
     "SignatureReport",
+    "SignerOptions",
     "key_fingerprint",
     "sign_run_folder",
     "verify_run_signature",
