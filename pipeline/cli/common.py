@@ -99,6 +99,55 @@ def repo_id(text: str) -> str:
     return text
 
 
+def add_hub_arguments(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, run: str, download: str
+) -> None:
+    """The options that say where runs come from and who must have signed them, shared by download, verify
+    and `summary --hub`: `run` names what a signature check refuses ("the run"), `download` what
+    --hub-deadline bounds ("the whole download")."""
+    parser.add_argument(
+        "--hub-endpoint",
+        default=None,
+        metavar="URL",
+        help="the Hub to download from (default: $HF_ENDPOINT, else https://huggingface.co)",
+    )
+    signer = parser.add_mutually_exclusive_group()
+    signer.add_argument(
+        "--require-signer",
+        default=None,
+        metavar="IDENTITY",
+        help=f"refuse {run} unless model.sig is a Sigstore signature by IDENTITY, e.g. "
+        "https://github.com/ORG/REPO/.github/workflows/publish.yml@refs/tags/v1",
+    )
+    signer.add_argument(
+        "--require-key",
+        type=Path,
+        default=None,
+        metavar="PEM",
+        help=f"refuse {run} unless model.sig is a signature by this public key",
+    )
+    parser.add_argument(
+        "--signer-issuer",
+        default=None,
+        metavar="URL",
+        help="the OIDC issuer of --require-signer (default: https://token.actions.githubusercontent.com)",
+    )
+    parser.add_argument(
+        "--hub-timeout",
+        type=positive_float,
+        default=None,
+        metavar="SECONDS",
+        help="give up a Hub request after this long without progress (default: 60)",
+    )
+    parser.add_argument(
+        "--hub-deadline",
+        type=positive_float,
+        default=None,
+        metavar="SECONDS",
+        help=f"give up {download} after this long, however the server trickles (default: 1800)",
+    )
+
+
 def run_name(text: str) -> str:
     """A run folder's name, which is also a Hub repository's NAME: letters, digits, '-', '_' and '.'."""
     try:

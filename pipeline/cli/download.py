@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .common import EXIT_OK, positive_float, run_command
+from .common import EXIT_OK, add_hub_arguments, run_command
 
 if TYPE_CHECKING:  # the stage imports torch: the command imports it when it runs
     from ..download import DownloadOptions
@@ -44,47 +44,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="refuse any results.json but this one: its sha256 (at least 32 hex digits), e.g. from "
         "cards/<run>/results.json; a run tag run-…-<digest> carries it already",
     )
-    parser.add_argument(
-        "--hub-endpoint",
-        default=None,
-        metavar="URL",
-        help="the Hub to download from (default: $HF_ENDPOINT, else https://huggingface.co)",
-    )
-    signer = parser.add_mutually_exclusive_group()
-    signer.add_argument(
-        "--require-signer",
-        default=None,
-        metavar="IDENTITY",
-        help="refuse the run unless model.sig is a Sigstore signature by IDENTITY, e.g. "
-        "https://github.com/ORG/REPO/.github/workflows/publish.yml@refs/tags/v1",
-    )
-    signer.add_argument(
-        "--require-key",
-        type=Path,
-        default=None,
-        metavar="PEM",
-        help="refuse the run unless model.sig is a signature by this public key",
-    )
-    parser.add_argument(
-        "--hub-timeout",
-        type=positive_float,
-        default=None,
-        metavar="SECONDS",
-        help="give up a Hub request after this long without progress (default: 60)",
-    )
-    parser.add_argument(
-        "--hub-deadline",
-        type=positive_float,
-        default=None,
-        metavar="SECONDS",
-        help="give up the whole download after this long, however the server trickles (default: 1800)",
-    )
-    parser.add_argument(
-        "--signer-issuer",
-        default=None,
-        metavar="URL",
-        help="the OIDC issuer of --require-signer (default: https://token.actions.githubusercontent.com)",
-    )
+    add_hub_arguments(parser, "the run", "the whole download")
 
 
 def run_options(args: argparse.Namespace) -> DownloadOptions:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import AttncardError
 from ..summary import read_cards, write_summary
-from .common import add_data_dir_argument, positive_float, run_command
+from .common import add_data_dir_argument, add_hub_arguments, run_command
 
 DESCRIPTION = (
     "Write the leaderboard of a cards folder (the copies publish --cards and attncard sweep --cards write): "
@@ -53,47 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: leaderboard)",
     )
     add_data_dir_argument(group)
-    group.add_argument(
-        "--hub-endpoint",
-        default=None,
-        metavar="URL",
-        help="the Hub to read from (default: $HF_ENDPOINT, else https://huggingface.co)",
-    )
-    signer = group.add_mutually_exclusive_group()
-    signer.add_argument(
-        "--require-signer",
-        default=None,
-        metavar="IDENTITY",
-        help="refuse a run unless model.sig is a Sigstore signature by IDENTITY, e.g. "
-        "https://github.com/ORG/REPO/.github/workflows/publish.yml@refs/tags/v1",
-    )
-    signer.add_argument(
-        "--require-key",
-        type=Path,
-        default=None,
-        metavar="PEM",
-        help="refuse a run unless model.sig is a signature by this public key",
-    )
-    group.add_argument(
-        "--signer-issuer",
-        default=None,
-        metavar="URL",
-        help="the OIDC issuer of --require-signer (default: https://token.actions.githubusercontent.com)",
-    )
-    group.add_argument(
-        "--hub-timeout",
-        type=positive_float,
-        default=None,
-        metavar="SECONDS",
-        help="give up a Hub request after this long without progress (default: 60)",
-    )
-    group.add_argument(
-        "--hub-deadline",
-        type=positive_float,
-        default=None,
-        metavar="SECONDS",
-        help="give up the download of one run after this long, however the server trickles (default: 1800)",
-    )
+    add_hub_arguments(group, "a run", "the download of one run")
 
 
 def run(args: argparse.Namespace) -> int:
