@@ -120,7 +120,7 @@ from .results import (
     StockLoad,
     sha256_file,
 )
-from .signing import SignatureReport, SignerOptions, verify_run_signature
+from .signing import SignatureReport, SignerOptions, check_signer_identity, verify_run_signature
 
 TOKENIZER_FILE = "tokenizer.json"
 # The fields of a run's config.json that publish sets (labels, architecture, dtype, pad token) or that
@@ -290,6 +290,7 @@ def download_verified(
     check_options(options, DownloadOptions, "download_verified")
     expected_sha256 = options.get("expected_sha256")
     check_expected_sha256(expected_sha256)
+    check_signer_identity(options.get("require_signer"))
     folder, repo_id, commit = _fetch(repo_or_path, revision, hub_options(options))
     where = _source(folder, repo_id, commit)
     check_run_tag(folder, revision, where)

@@ -59,7 +59,7 @@ from .integrity import (
 )
 from .results import RESULTS_FILE, RUN_TAG_RE, SIGNATURE_FILE, WEIGHTS_SUFFIX, Results
 from .reverify_predictions import reverify_predictions
-from .signing import SignerOptions, verify_run_signature
+from .signing import SignerOptions, check_signer_identity, verify_run_signature
 from .summary import LEADERBOARD_FILE, LEADERBOARD_PLOT, draw_leaderboard, read_cards, render_leaderboard
 
 HUB_TAG = "attncard"  # every card attncard renders carries it (pipeline.render)
@@ -208,6 +208,7 @@ def write_hub_summary(
     """
     check_options(options, HubSummaryOptions, "write_hub_summary")
     where_from = hub_options(options)
+    check_signer_identity(options.get("require_signer"))
     output = Path(output)
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise DownloadError(

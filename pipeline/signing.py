@@ -49,6 +49,8 @@ from .results import (
 
 # What a transport adds to a run folder, never part of the run (see pipeline.results).
 TRANSPORT_PATHS = (*TRANSPORT_FILES, *TRANSPORT_FOLDERS)
+# `require_signer` ending so takes the workflow at any tag: runs published under earlier tags keep verifying.
+ANY_TAG = "@refs/tags/*"
 # The OIDC issuer of GitHub Actions, whose identity signs in .github/workflows/publish.yml.
 GITHUB_ACTIONS_ISSUER = "https://token.actions.githubusercontent.com"
 KEY_PREFIX = "sha256:"
@@ -162,7 +164,8 @@ class SignerOptions(typing.TypedDict, total=False):
 
     Keys:
         require_signer: refuse a run unless model.sig is a Sigstore signature by this identity (e.g. the
-            publish workflow, `https://github.com/ORG/REPO/.github/workflows/publish.yml@refs/tags/v1`).
+            publish workflow, `https://github.com/ORG/REPO/.github/workflows/publish.yml@refs/tags/v1`), or
+            by this workflow at any tag when it ends in `@refs/tags/*` (see [`verify_run_signature`]).
         signer_issuer: the OIDC issuer of `require_signer` (default: GitHub Actions').
         require_key: refuse a run unless model.sig is a signature by this public key (PEM). Without
             `require_signer` or `require_key`, a signature that is there is reported, not verified.
@@ -194,7 +197,10 @@ def verify_run_signature(
         folder: the run folder, e.g. what `snapshot_download` returned.
         public_key: the signer's PEM elliptic-curve public key, for a run signed with a key.
         identity: the signer's Sigstore identity, for a keyless run; for publish.yml,
-            `https://github.com/<owner>/<repo>/.github/workflows/publish.yml@refs/tags/<tag>`.
+            `https://github.com/<owner>/<repo>/.github/workflows/publish.yml@refs/tags/<tag>`. Ending in
+            `@refs/tags/*`, it takes the workflow at any tag: the identity the certificate names must be
+            that workflow at a tag, and the signature is then verified against that exact identity (a
+            leaderboard reads runs published under many tags). No other wildcard is read.
         oidc_issuer: the issuer of `identity` (default: GitHub Actions', `GITHUB_ACTIONS_ISSUER`).
         ignore: paths, relative to `folder`, that are not part of the run (default: the transport's
             `.gitattributes`, `.git/` and `.cache/huggingface/`).
@@ -219,6 +225,7 @@ def verify_run_signature(
         raise SignatureError(
             "give a public key or a Sigstore identity to check a signature against, not both"
         )
+    check_signer_identity(identity)
     issuer = oidc_issuer or GITHUB_ACTIONS_ISSUER
     wanted = f"key {public_key}" if public_key is not None else f"{identity}" if identity else None
     if not (folder / SIGNATURE_FILE).is_file():
@@ -238,6 +245,9 @@ def verify_run_signature(
     claimed, signed_files = _read_bundle(raw, folder / SIGNATURE_FILE)
     if wanted is None:
         return claimed
+    if identity is not None and identity.endswith(ANY_TAG):
+        # The certificate's own identity, if it is this workflow at some tag; verified exactly below.
+        identity = _at_any_tag(identity, claimed.signer)
     if public_key is not None:
         expected = SignatureReport(True, "key", key_fingerprint(public_key), verified=True)
     else:
@@ -321,6 +331,30 @@ def key_fingerprint(public_key: str | Path) -> str:
         ) from error
     pem = key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     return KEY_PREFIX + hashlib.sha256(pem).hexdigest()
+
+
+def _at_any_tag(pattern: str, claimed: str) -> str:
+    """The identity to verify for a `…@refs/tags/*` pattern: the claimed one when it is the pattern's workflow
+    at a tag, else the pattern itself (which no certificate names, so the check below refuses the run).
+
+    Example:
+        >>> _at_any_tag("https://github.com/o/r/.github/workflows/publish.yml@refs/tags/*",
+        ...             "https://github.com/o/r/.github/workflows/publish.yml@refs/tags/v2")
+        'https://github.com/o/r/.github/workflows/publish.yml@refs/tags/v2'
+    """
+    prefix = pattern[: -len("*")]
+    tag = claimed[len(prefix) :] if claimed.startswith(prefix) else ""
+    return claimed if tag and "*" not in tag else pattern
+
+
+def check_signer_identity(identity: str | None) -> None:
+    """Refuses a `require_signer` with a wildcard anywhere but a trailing `@refs/tags/*`, in one line."""
+    if identity is not None and "*" in identity.removesuffix(ANY_TAG):
+        raise SignatureError(
+            f"{identity}: a signer identity takes no wildcard but a trailing {ANY_TAG} (this workflow at any "
+            "tag); give the workflow's identity, e.g. https://github.com/ORG/REPO/.github/workflows/"
+            f"publish.yml{ANY_TAG}"
+        )
 
 
 def _verifier(
@@ -481,11 +515,13 @@ def _differences(
 
 
 __all__ = [
+    "ANY_TAG",
     "GITHUB_ACTIONS_ISSUER",
     "MAX_SIGNATURE_BYTES",
     "TRANSPORT_PATHS",
     "SignatureReport",
     "SignerOptions",
+    "check_signer_identity",
     "key_fingerprint",
     "sign_run_folder",
     "verify_run_signature",

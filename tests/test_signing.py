@@ -21,10 +21,12 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+from attncard.pipeline import signing
 from attncard.pipeline.errors import AttncardError, DownloadError, SignatureError, SigningError
 from attncard.pipeline.lint import lint_run_folder
 from attncard.pipeline.results import RESULTS_FILE, SIGNATURE_FILE, Results, build_manifest, check_manifest
 from attncard.pipeline.signing import (
+    ANY_TAG,
     GITHUB_ACTIONS_ISSUER,
     MAX_SIGNATURE_BYTES,
     SignatureReport,
@@ -324,6 +326,33 @@ def test_a_sigstore_signature_by_another_identity_or_checked_with_a_key_is_refus
         SignatureError, match=f"names {re.escape(WORKFLOW_IDENTITY)} .*, but a signature by key"
     ):
         verify_run_signature(signed, public_key=keys[1])
+
+
+def test_a_workflow_at_any_tag_takes_the_certificates_tag_and_verifies_that_exact_identity(
+    signed: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _with_sigstore_certificate(signed, WORKFLOW_IDENTITY, GITHUB_ACTIONS_ISSUER)
+    any_tag = WORKFLOW_IDENTITY.rpartition("@")[0] + ANY_TAG
+    asked: list[str | None] = []
+
+    def verifier(public_key: object, identity: str | None, issuer: str) -> None:
+        asked.append(identity)  # Sigstore's trust root needs the network: stop at what it would verify
+        raise SignatureError("stopped before Sigstore")
+
+    monkeypatch.setattr(signing, "_verifier", verifier)
+    with pytest.raises(SignatureError, match="stopped before Sigstore"):
+        verify_run_signature(signed, identity=any_tag)
+    assert asked == [WORKFLOW_IDENTITY]  # the certificate's exact identity, not the pattern
+
+    other_repo = any_tag.replace(WORKFLOW_IDENTITY.split("/")[4], "someone-else")
+    other_workflow = any_tag.replace("publish.yml", "evil.yml")
+    for pattern in (other_repo, other_workflow):
+        with pytest.raises(SignatureError, match=f"but a signature by {re.escape(pattern)} .* is required"):
+            verify_run_signature(signed, identity=pattern)
+    assert asked == [WORKFLOW_IDENTITY]
+    for pattern in (WORKFLOW_IDENTITY.replace("publish", "*"), "*", any_tag + "/*"):
+        with pytest.raises(SignatureError, match=r"takes no wildcard but a trailing @refs/tags/\*"):
+            verify_run_signature(signed, identity=pattern)
 
 
 def test_a_key_signature_is_refused_when_an_identity_is_required(signed: Path) -> None:

@@ -117,7 +117,8 @@ def add_hub_arguments(
         default=None,
         metavar="IDENTITY",
         help=f"refuse {run} unless model.sig is a Sigstore signature by IDENTITY, e.g. "
-        "https://github.com/ORG/REPO/.github/workflows/publish.yml@refs/tags/v1",
+        "https://github.com/ORG/REPO/.github/workflows/publish.yml@refs/tags/v1; ending in @refs/tags/*, "
+        "that workflow at any tag",
     )
     signer.add_argument(
         "--require-key",
