@@ -140,7 +140,7 @@ def test_the_leaderboard_holds_the_verified_runs_and_lists_the_forged_ones_refus
 ) -> None:
     published.hub.clear_requests()
     code, out, err = _summary(published, tmp_path / "leaderboard")
-    assert code == 0, err
+    assert code == 1, err  # the leaderboard is written, and the job that reads a forged run fails
     assert "10 runs verified, 2 refused" in out, err
     readme = (tmp_path / "leaderboard" / "README.md").read_text(encoding="utf-8")
     assert (tmp_path / "leaderboard" / "leaderboard.png").is_file()
@@ -167,14 +167,25 @@ def test_the_leaderboard_holds_the_verified_runs_and_lists_the_forged_ones_refus
 
 def test_a_required_key_is_checked_without_the_weights(published: Published, tmp_path: Path) -> None:
     code, out, err = _summary(published, tmp_path / "signed", "--require-key", str(published.public_key))
-    assert code == 0, err
+    assert code == 1, err
     assert "10 runs verified, 2 refused" in out, err
     table = _table((tmp_path / "signed" / "README.md").read_text(encoding="utf-8"))
     assert "signed by key sha256:" in table["none"]["Checks passed"]
     _, other = make_key(tmp_path, "other")
     code, out, err = _summary(published, tmp_path / "other", "--require-key", str(other))
-    assert code == 0 and "0 runs verified, 12 refused" in out
+    assert code == 1 and "0 runs verified, 12 refused" in out
     assert "as its signer" in err
+
+
+def test_an_organisation_with_nothing_refused_exits_0(published: Published, tmp_path: Path) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    argv = [
+        *("summary", "--hub", "someone-else", "--output", str(tmp_path / "empty")),
+        *("--hub-endpoint", published.hub.endpoint),
+    ]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    assert code == 0 and "0 runs verified, 0 refused" in out.getvalue(), err.getvalue()
 
 
 def test_the_output_must_be_a_new_folder_and_a_cards_folder_excludes_hub(

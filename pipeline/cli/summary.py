@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import AttncardError
 from ..summary import read_cards, write_summary
-from .common import add_data_dir_argument, add_hub_arguments, run_command
+from .common import EXIT_MISMATCH, EXIT_OK, add_data_dir_argument, add_hub_arguments, run_command
 
 DESCRIPTION = (
     "Write the leaderboard of a cards folder (the copies publish --cards and attncard sweep --cards write): "
@@ -59,8 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Writes the two files and says so on stdout; exit 0, or 2 with one line on stderr when the folder holds
     no cards copy, a results.json does not load, two copies of a group clash, or (--hub) the organisation's
-    models cannot be listed or the output folder is not new. A run of --hub that fails a check is not an
-    error: it is listed below the table, and named on stderr.
+    models cannot be listed or the output folder is not new. A run of --hub that fails a check is left out
+    of the table, listed below it and named on stderr, and the command exits 1 once the leaderboard of the
+    others is written: a forged or broken run on the organisation fails the job that reads it.
 
     Example:
         $ attncard summary cards
@@ -100,7 +101,7 @@ def _summary(args: argparse.Namespace) -> None:
     )
 
 
-def _hub_summary(args: argparse.Namespace) -> None:
+def _hub_summary(args: argparse.Namespace) -> int:
     if args.cards_dir is not None:
         raise AttncardError(
             f"give a cards folder ({args.cards_dir}) or --hub {args.hub}, not both; --output names the "
@@ -124,3 +125,4 @@ def _hub_summary(args: argparse.Namespace) -> None:
         print(f"refused {refused.repo_id}: {refused.reason}", file=sys.stderr)
     written = summary.readme.as_posix() + (f" and {summary.plot.as_posix()}" if summary.plot else "")
     print(f"wrote {written}: {len(summary.verified)} runs verified, {len(summary.refused)} refused")
+    return EXIT_MISMATCH if summary.refused else EXIT_OK
