@@ -105,6 +105,7 @@ def collect_results(
     module: ModuleRecord,
     evaluation: EvalResult,
     verification: Verification,
+    environment: EnvironmentRecord,
 ) -> Results:
     """Gathers what the stages measured into one [`Results`] (its manifest is filled in by the writer)."""
     trained = evaluation.trained
@@ -156,7 +157,7 @@ def collect_results(
         efficiency=evaluation.efficiency,
         parameters=evaluation.parameters,
         verification=verification,
-        environment=EnvironmentRecord.capture(),
+        environment=environment,
         repo_id=repo_id,
         stock=evaluation.stock,
     )
@@ -566,10 +567,15 @@ def run_publish(options: PublishOptions) -> Path:
             "--output, or --repo-id to name the run by its Hub repository"
         )
     started_at = utc_now()
+    # What runs is what is there now: the commit and the module's source are recorded as the run starts, so
+    # that a commit made while it trains is not claimed for it.
+    environment = EnvironmentRecord.capture()
     module = get_module(options.module)
+    provenance = module_provenance(module.name)
+    module_source = {path.name: sha256_file(path) for path in module.source_files}
     module_config = module.config_class()
     # Warnings about the card, given before training, when acting on them costs nothing: the install line.
-    if (warning := package_index_warning(module_provenance(module.name))) is not None:
+    if (warning := package_index_warning(provenance)) is not None:
         logger.warning(warning)
 
     data = load_task(options.task, options.data_dir)
@@ -590,7 +596,12 @@ def run_publish(options: PublishOptions) -> Path:
     trained = train(loaded, data, options.train, module, module_config)
     evaluation = evaluate(trained, data)
     verification = verify(evaluation, data.spec.label_names)
-    provenance = module_provenance(module.name)
+    if module_provenance(module.name).source_sha256 != provenance.source_sha256:
+        # The card shows the module's source as it is now: it must be the source that ran.
+        raise AttncardError(
+            f"the source of the module {module.name} changed while the run trained; nothing was written: "
+            "publish again once it is final"
+        )
     results = collect_results(
         repo_name=options.repo_name,
         repo_id=options.repo_id,
@@ -603,7 +614,7 @@ def run_publish(options: PublishOptions) -> Path:
             config_help={name: help_text for name, _, help_text in module.config_fields()},
             citation=module.paper.citation if module.paper else "",
             bibtex=module.paper.bibtex if module.paper else "",
-            source={path.name: sha256_file(path) for path in module.source_files},
+            source=module_source,
             package=provenance.package,
             package_version=provenance.version,
             source_sha256=provenance.source_sha256,
@@ -612,6 +623,7 @@ def run_publish(options: PublishOptions) -> Path:
         ),
         evaluation=evaluation,
         verification=verification,
+        environment=environment,
     )
     results.comparison = dense_comparison(
         results, evaluation, baseline, options.margin, explicit=options.baseline is not None

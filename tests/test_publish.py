@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import io
 import json
@@ -28,7 +29,14 @@ from attncard.pipeline.lint import lint_run_folder
 from attncard.pipeline.models import folder_revision, load_model, minilm_folder, tokenize
 from attncard.pipeline.publish import copy_to_cards
 from attncard.pipeline.render import card_data
-from attncard.pipeline.results import Results, Status, TrainConfig, build_manifest, check_manifest
+from attncard.pipeline.results import (
+    EnvironmentRecord,
+    Results,
+    Status,
+    TrainConfig,
+    build_manifest,
+    check_manifest,
+)
 from attncard.pipeline.scaling import MODEL_REPEATS, REPEATS
 from attncard.pipeline.train import add_lora
 
@@ -245,6 +253,37 @@ def test_failed_render_leaves_nothing(tiny_model_dir, small_glue, tmp_path, monk
             ]
         )
     assert list((tmp_path / "runs").iterdir()) == []
+
+
+def test_the_commit_and_module_source_are_those_at_the_start(
+    tiny_model_dir, small_glue, tmp_path, monkeypatch, capsys
+):
+    """A commit made, or a module edited, while a run trains is not claimed for it."""
+    captured = iter(["a" * 40, "b" * 40])  # the commit at the start, then a later one
+    real_capture = EnvironmentRecord.capture
+
+    def capture(project_dir=None):
+        return dataclasses.replace(real_capture(project_dir), git_commit=next(captured))
+
+    monkeypatch.setattr(publish_stage.EnvironmentRecord, "capture", capture)
+    argv = ["--model", str(tiny_model_dir("gpt2")), "--module", "none", "--steps", "1"]
+    argv += ["--data-dir", str(small_glue), "--output", str(tmp_path / "runs")]
+    assert publish_main(argv) == 0
+    (results,) = (tmp_path / "runs").glob("*/results.json")
+    assert json.loads(results.read_text())["environment"]["git_commit"] == "a" * 40
+
+    real_provenance = publish_stage.module_provenance
+    calls = iter(range(100))
+
+    def provenance(name):
+        found = real_provenance(name)
+        return found if next(calls) == 0 else dataclasses.replace(found, source_sha256="0" * 64)
+
+    monkeypatch.setattr(publish_stage, "module_provenance", provenance)
+    capsys.readouterr()
+    assert publish_main([*argv[:-1], str(tmp_path / "second")]) == 2
+    assert "the source of the module none changed while the run trained" in capsys.readouterr().err
+    assert not (tmp_path / "second").exists() or list((tmp_path / "second").iterdir()) == []
 
 
 def test_manifest_finds_tampering(tiny_run, tmp_path):
