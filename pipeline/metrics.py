@@ -102,6 +102,50 @@ def label_metrics(labels: Sequence[int], predictions: Sequence[int], label_names
     )
 
 
+def matthews_correlation(labels: Sequence[int], predictions: Sequence[int], size: int) -> float:
+    """The Matthews correlation coefficient of the predictions (CoLA's official GLUE metric), as
+    scikit-learn's `matthews_corrcoef` computes it from the confusion matrix: 0 where it is undefined (one
+    class predicted, or one gold class).
+
+    Args:
+        labels: the gold label ids, in split order.
+        predictions: the predicted label ids, in split order.
+        size: how many labels the task has.
+
+    Example:
+        >>> matthews_correlation([0, 0, 1, 1], [0, 1, 1, 1], 2)
+        0.5773502691896258
+        >>> matthews_correlation([0, 1], [1, 1], 2)
+        0.0
+    """
+    matrix = label_metrics(labels, predictions, [str(i) for i in range(size)]).confusion_matrix
+    counts = np.asarray(matrix, dtype=np.int64)
+    t_sum, p_sum = counts.sum(axis=1, dtype=np.float64), counts.sum(axis=0, dtype=np.float64)
+    n_correct, n_samples = np.trace(counts, dtype=np.float64), p_sum.sum()
+    cov_ytyp = n_correct * n_samples - np.dot(t_sum, p_sum)
+    cov_ypyp = n_samples**2 - np.dot(p_sum, p_sum)
+    cov_ytyt = n_samples**2 - np.dot(t_sum, t_sum)
+    if cov_ypyp * cov_ytyt == 0:
+        return 0.0
+    return float(cov_ytyp / np.sqrt(cov_ytyt * cov_ypyp))
+
+
+def positive_f1(labels: Sequence[int], predictions: Sequence[int], positive: int = 1) -> float:
+    """F1 of the positive class, `2·tp / (2·tp + fn + fp)`, 0 where that class is neither gold nor predicted
+    (scikit-learn's `f1_score(..., pos_label=positive, zero_division=0)`): MRPC's and QQP's official metric.
+
+    Example:
+        >>> positive_f1([0, 1, 1], [1, 1, 0])
+        0.5
+    """
+    y_true, y_pred = np.asarray(labels, dtype="<i8"), np.asarray(predictions, dtype="<i8")
+    if len(y_true) != len(y_pred):
+        raise ValueError(f"{len(y_true)} labels and {len(y_pred)} predictions: give as many of each")
+    true_positive = int(np.sum((y_true == positive) & (y_pred == positive)))
+    denominator = int(np.sum(y_true == positive)) + int(np.sum(y_pred == positive))
+    return 2.0 * true_positive / denominator if denominator else 0.0
+
+
 def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
     """`numerator / denominator` in float64, and 0 where the denominator is 0 (scikit-learn's
     `zero_division=0`)."""
@@ -120,4 +164,12 @@ def predictions_sha256(predictions: Sequence[int] | np.ndarray) -> str:
     return hashlib.sha256(np.asarray(predictions, dtype="<i8").tobytes()).hexdigest()
 
 
-__all__ = ["LOSS_REL_TOL", "cross_entropy", "label_metrics", "predictions_sha256", "quality_metrics"]
+__all__ = [
+    "LOSS_REL_TOL",
+    "cross_entropy",
+    "label_metrics",
+    "matthews_correlation",
+    "positive_f1",
+    "predictions_sha256",
+    "quality_metrics",
+]

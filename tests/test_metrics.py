@@ -10,12 +10,20 @@ import torch
 from sklearn.metrics import (
     confusion_matrix,
     f1_score,
+    matthews_corrcoef,
     precision_recall_fscore_support,
     precision_score,
     recall_score,
 )
 
-from attncard.pipeline.metrics import LOSS_REL_TOL, cross_entropy, label_metrics, quality_metrics
+from attncard.pipeline.metrics import (
+    LOSS_REL_TOL,
+    cross_entropy,
+    label_metrics,
+    matthews_correlation,
+    positive_f1,
+    quality_metrics,
+)
 
 
 def scikit_learn_figures(labels: np.ndarray, predictions: np.ndarray, count: int) -> dict:
@@ -89,3 +97,26 @@ def test_quality_metrics_predict_the_first_maximum():
 def test_labels_that_are_not_label_ids_are_refused(labels, predictions):
     with pytest.raises(ValueError, match="give as many of each, each a label id 0 to 1"):
         label_metrics(labels, predictions, ["negative", "positive"])
+
+
+@pytest.mark.filterwarnings("ignore:A single label was found")  # scikit-learn's, on one-class cases
+def test_the_official_metrics_are_scikit_learns():
+    generator = np.random.default_rng(1)
+    for case in range(400):
+        count, rows = int(generator.integers(2, 4)), int(generator.integers(1, 300))
+        labels = generator.integers(0, count, rows)
+        # Some cases predict one class only, or nearly: where MCC is undefined, scikit-learn gives 0.
+        predictions = generator.integers(0, count, rows) if case % 3 else np.full(rows, case % count)
+        mcc = matthews_correlation(labels.tolist(), predictions.tolist(), count)
+        assert mcc == pytest.approx(float(matthews_corrcoef(labels, predictions)), abs=1e-12), case
+        if count == 2:
+            expected = f1_score(labels, predictions, pos_label=1, average="binary", zero_division=0)
+            assert positive_f1(labels.tolist(), predictions.tolist()) == float(expected), case
+
+
+def test_mcc_is_zero_where_scikit_learn_gives_zero():
+    for labels, predictions in [([0, 1, 1, 0], [1, 1, 1, 1]), ([1, 1], [0, 1]), ([0, 1, 0], [0, 0, 0])]:
+        assert float(matthews_corrcoef(labels, predictions)) == 0.0
+        assert matthews_correlation(labels, predictions, 2) == 0.0
+    assert matthews_correlation([0, 1, 0, 1], [0, 1, 0, 1], 2) == 1.0
+    assert matthews_correlation([0, 1, 0, 1], [1, 0, 1, 0], 2) == -1.0
