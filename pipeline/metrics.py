@@ -146,6 +146,37 @@ def positive_f1(labels: Sequence[int], predictions: Sequence[int], positive: int
     return 2.0 * true_positive / denominator if denominator else 0.0
 
 
+OFFICIAL_METRICS = ("accuracy", "f1", "matthews_correlation")
+
+
+def official_metric(
+    name: str, labels: Sequence[int], predictions: Sequence[int], size: int, positive: int = 1
+) -> float:
+    """A task's official GLUE metric (`TaskSpec.official_metric`) of the predictions.
+
+    Args:
+        name: "accuracy", "f1" (of the label id `positive`) or "matthews_correlation".
+        labels: the gold label ids, in split order.
+        predictions: the predicted label ids, in split order.
+        size: how many labels the task has.
+        positive: the label id whose F1 is taken, for "f1".
+
+    Raises:
+        ValueError: `name` is none of `OFFICIAL_METRICS`.
+
+    Example:
+        >>> official_metric("f1", [0, 1, 1], [1, 1, 0], 2)
+        0.5
+    """
+    if name == "matthews_correlation":
+        return matthews_correlation(labels, predictions, size)
+    if name == "f1":
+        return positive_f1(labels, predictions, positive)
+    if name == "accuracy":
+        return label_metrics(labels, predictions, [str(i) for i in range(size)]).accuracy
+    raise ValueError(f"unknown official metric {name!r}: give one of {', '.join(OFFICIAL_METRICS)}")
+
+
 def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
     """`numerator / denominator` in float64, and 0 where the denominator is 0 (scikit-learn's
     `zero_division=0`)."""
@@ -166,9 +197,11 @@ def predictions_sha256(predictions: Sequence[int] | np.ndarray) -> str:
 
 __all__ = [
     "LOSS_REL_TOL",
+    "OFFICIAL_METRICS",
     "cross_entropy",
     "label_metrics",
     "matthews_correlation",
+    "official_metric",
     "positive_f1",
     "predictions_sha256",
     "quality_metrics",

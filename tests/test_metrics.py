@@ -16,11 +16,13 @@ from sklearn.metrics import (
     recall_score,
 )
 
+from attncard.pipeline.data import TASKS
 from attncard.pipeline.metrics import (
     LOSS_REL_TOL,
     cross_entropy,
     label_metrics,
     matthews_correlation,
+    official_metric,
     positive_f1,
     quality_metrics,
 )
@@ -120,3 +122,28 @@ def test_mcc_is_zero_where_scikit_learn_gives_zero():
         assert matthews_correlation(labels, predictions, 2) == 0.0
     assert matthews_correlation([0, 1, 0, 1], [0, 1, 0, 1], 2) == 1.0
     assert matthews_correlation([0, 1, 0, 1], [1, 0, 1, 0], 2) == -1.0
+
+
+def test_each_task_names_its_glue_metric():
+    official = {name: spec.official_metric for name, spec in TASKS.items()}
+    assert official == {
+        "sst2": "accuracy",
+        "cola": "matthews_correlation",
+        "mrpc": "f1",
+        "qqp": "f1",
+        "rte": "accuracy",
+        "qnli": "accuracy",
+        "mnli": "accuracy",
+    }
+    assert (TASKS["mrpc"].positive_label_name, TASKS["qqp"].positive_label_name) == (
+        "equivalent",
+        "duplicate",
+    )
+    labels, predictions = [0, 1, 1, 0, 1], [0, 1, 0, 1, 1]
+    assert official_metric("f1", labels, predictions, 2) == float(f1_score(labels, predictions))
+    assert official_metric("matthews_correlation", labels, predictions, 2) == pytest.approx(
+        float(matthews_corrcoef(labels, predictions)), abs=1e-12
+    )
+    assert official_metric("accuracy", labels, predictions, 2) == 0.6
+    with pytest.raises(ValueError, match="give one of accuracy, f1, matthews_correlation"):
+        official_metric("auc", labels, predictions, 2)
