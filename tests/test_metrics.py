@@ -22,6 +22,7 @@ from attncard.pipeline.metrics import (
     cross_entropy,
     label_metrics,
     matthews_correlation,
+    mcc_difference_interval,
     official_metric,
     positive_f1,
     quality_metrics,
@@ -147,3 +148,19 @@ def test_each_task_names_its_glue_metric():
     assert official_metric("accuracy", labels, predictions, 2) == 0.6
     with pytest.raises(ValueError, match="give one of accuracy, f1, matthews_correlation"):
         official_metric("auc", labels, predictions, 2)
+
+
+def test_the_mcc_bootstrap_is_a_paired_resampling_of_rows():
+    generator = np.random.default_rng(2)
+    labels = generator.integers(0, 2, 120)
+    module = np.where(generator.random(120) < 0.8, labels, 1 - labels)
+    dense = np.where(generator.random(120) < 0.7, labels, 1 - labels)
+    difference, low, high = mcc_difference_interval(labels, module, dense, 2, seed=7, resamples=300)
+    assert difference == matthews_corrcoef(labels, module) - matthews_corrcoef(labels, dense)
+    # The same draws, one resample at a time, with scikit-learn's MCC.
+    draws = np.random.default_rng(7).integers(0, 120, (300, 120))
+    naive = [matthews_corrcoef(labels[d], module[d]) - matthews_corrcoef(labels[d], dense[d]) for d in draws]
+    assert (low, high) == pytest.approx(tuple(np.percentile(naive, [2.5, 97.5])), abs=1e-12)
+    assert low < difference < high
+    assert mcc_difference_interval(labels, module, dense, 2, seed=7, resamples=300) == (difference, low, high)
+    assert mcc_difference_interval(labels, module, dense, 2, seed=8, resamples=300) != (difference, low, high)
