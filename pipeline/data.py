@@ -47,6 +47,16 @@ class TaskSpec:
     tsv_labels_are_names: bool = False  # "entailment" rather than "0"
     citation: str = ""
     bibtex: str = ""  # the BibTeX entries of `citation`
+    # GLUE's official metric of the task, as the model-index names it: "matthews_correlation" (CoLA), "f1" of
+    # the label `positive_label` (MRPC, QQP; accuracy is reported beside it) or "accuracy" (the others). The
+    # pass gate is on accuracy for every task, whatever this is.
+    official_metric: str = "accuracy"
+    positive_label: int = 1  # the label id whose F1 is the official metric, when that is "f1"
+
+    @property
+    def positive_label_name(self) -> str:
+        """The name of `positive_label` ("equivalent" for MRPC)."""
+        return self.label_names[self.positive_label]
 
 
 GLUE_CITATION = (
@@ -89,6 +99,7 @@ TASKS: dict[str, TaskSpec] = {
             folder="CoLA",
             tsv_columns={"sentence": 3, "label": 1},
             tsv_has_header=False,
+            official_metric="matthews_correlation",
             citation=(
                 "Warstadt, Singh and Bowman, Neural Network Acceptability Judgments, TACL 2019, "
                 "https://arxiv.org/abs/1805.12471"
@@ -109,6 +120,7 @@ TASKS: dict[str, TaskSpec] = {
             label_names=("not_equivalent", "equivalent"),
             folder="MRPC",
             tsv_columns={"sentence1": "#1 String", "sentence2": "#2 String", "label": "Quality"},
+            official_metric="f1",
             citation="Dolan and Brockett, Automatically Constructing a Corpus of Sentential Paraphrases, "
             "IWP 2005",
             bibtex="""@inproceedings{dolan2005automatically,
@@ -124,6 +136,7 @@ TASKS: dict[str, TaskSpec] = {
             label_names=("not_duplicate", "duplicate"),
             folder="QQP",
             tsv_columns={"question1": "question1", "question2": "question2", "label": "is_duplicate"},
+            official_metric="f1",
             citation="Iyer, Dandekar and Csernai, First Quora Dataset Release: Question Pairs, 2017",
             bibtex="""@misc{iyer2017quora,
   title = {First Quora Dataset Release: Question Pairs},

@@ -102,6 +102,149 @@ def label_metrics(labels: Sequence[int], predictions: Sequence[int], label_names
     )
 
 
+def matthews_correlation(labels: Sequence[int], predictions: Sequence[int], size: int) -> float:
+    """The Matthews correlation coefficient of the predictions (CoLA's official GLUE metric), as
+    scikit-learn's `matthews_corrcoef` computes it from the confusion matrix: 0 where it is undefined (one
+    class predicted, or one gold class).
+
+    Args:
+        labels: the gold label ids, in split order.
+        predictions: the predicted label ids, in split order.
+        size: how many labels the task has.
+
+    Example:
+        >>> matthews_correlation([0, 0, 1, 1], [0, 1, 1, 1], 2)
+        0.5773502691896258
+        >>> matthews_correlation([0, 1], [1, 1], 2)
+        0.0
+    """
+    matrix = label_metrics(labels, predictions, [str(i) for i in range(size)]).confusion_matrix
+    counts = np.asarray(matrix, dtype=np.int64)
+    t_sum, p_sum = counts.sum(axis=1, dtype=np.float64), counts.sum(axis=0, dtype=np.float64)
+    n_correct, n_samples = np.trace(counts, dtype=np.float64), p_sum.sum()
+    cov_ytyp = n_correct * n_samples - np.dot(t_sum, p_sum)
+    cov_ypyp = n_samples**2 - np.dot(p_sum, p_sum)
+    cov_ytyt = n_samples**2 - np.dot(t_sum, t_sum)
+    if cov_ypyp * cov_ytyt == 0:
+        return 0.0
+    return float(cov_ytyp / np.sqrt(cov_ytyt * cov_ypyp))
+
+
+def positive_f1(labels: Sequence[int], predictions: Sequence[int], positive: int = 1) -> float:
+    """F1 of the positive class, `2·tp / (2·tp + fn + fp)`, 0 where that class is neither gold nor predicted
+    (scikit-learn's `f1_score(..., pos_label=positive, zero_division=0)`): MRPC's and QQP's official metric.
+
+    Example:
+        >>> positive_f1([0, 1, 1], [1, 1, 0])
+        0.5
+    """
+    y_true, y_pred = np.asarray(labels, dtype="<i8"), np.asarray(predictions, dtype="<i8")
+    if len(y_true) != len(y_pred):
+        raise ValueError(f"{len(y_true)} labels and {len(y_pred)} predictions: give as many of each")
+    true_positive = int(np.sum((y_true == positive) & (y_pred == positive)))
+    denominator = int(np.sum(y_true == positive)) + int(np.sum(y_pred == positive))
+    return 2.0 * true_positive / denominator if denominator else 0.0
+
+
+OFFICIAL_METRICS = ("accuracy", "f1", "matthews_correlation")
+BOOTSTRAP_RESAMPLES = 10_000
+
+
+def _batched_mcc(matrices: np.ndarray) -> np.ndarray:
+    """[`matthews_correlation`] of each `(size, size)` confusion matrix of a `(batch, size, size)` stack."""
+    counts = matrices.astype(np.float64)
+    t_sum, p_sum = counts.sum(axis=2), counts.sum(axis=1)
+    n_correct = np.trace(counts, axis1=1, axis2=2)
+    n_samples = p_sum.sum(axis=1)
+    cov_ytyp = n_correct * n_samples - (t_sum * p_sum).sum(axis=1)
+    cov_ypyp = n_samples**2 - (p_sum * p_sum).sum(axis=1)
+    cov_ytyt = n_samples**2 - (t_sum * t_sum).sum(axis=1)
+    denominator = cov_ytyt * cov_ypyp
+    return np.divide(
+        cov_ytyp, np.sqrt(denominator), out=np.zeros(len(counts)), where=denominator != 0, dtype=np.float64
+    )
+
+
+def mcc_difference_interval(
+    labels: Sequence[int],
+    module_predictions: Sequence[int],
+    baseline_predictions: Sequence[int],
+    size: int,
+    seed: int,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    confidence: float = 0.95,
+) -> tuple[float, float, float]:
+    """The MCC difference (module − baseline) on the same rows and its paired bootstrap percentile interval.
+
+    Each resample draws the rows with replacement (numpy's `default_rng(seed)`, `resamples` draws of as
+    many rows, in chunks of 1,000 resamples) and takes both runs' MCC on the same drawn rows.
+
+    Returns:
+        `(difference, low, high)`: the difference on all rows, and the `(1 − confidence)/2` and
+        `(1 + confidence)/2` percentiles (numpy's linear interpolation) of the resampled differences.
+
+    Example:
+        >>> labels, module, dense = [0, 1, 1, 0, 1, 0], [0, 1, 1, 0, 0, 0], [0, 1, 0, 1, 1, 0]
+        >>> difference, low, high = mcc_difference_interval(labels, module, dense, 2, seed=0, resamples=200)
+        >>> round(difference, 4), low <= difference <= high
+        (0.3738, True)
+    """
+    y_true = np.asarray(labels, dtype=np.int64)
+    codes = []
+    for predictions in (module_predictions, baseline_predictions):
+        y_pred = np.asarray(predictions, dtype=np.int64)
+        label_metrics(y_true, y_pred, [str(i) for i in range(size)])  # checks lengths and ids
+        codes.append(y_true * size + y_pred)
+    difference = matthews_correlation(y_true, module_predictions, size) - matthews_correlation(
+        y_true, baseline_predictions, size
+    )
+    generator, rows, cells = np.random.default_rng(seed), len(y_true), size * size
+    differences = []
+    for start in range(0, resamples, 1000):
+        chunk = min(1000, resamples - start)
+        drawn = generator.integers(0, rows, (chunk, rows))
+        offsets = (np.arange(chunk) * cells)[:, None]
+        scores = [
+            _batched_mcc(
+                np.bincount((offsets + code[drawn]).ravel(), minlength=chunk * cells).reshape(
+                    chunk, size, size
+                )
+            )
+            for code in codes
+        ]
+        differences.append(scores[0] - scores[1])
+    low, high = np.percentile(np.concatenate(differences), [50 * (1 - confidence), 50 * (1 + confidence)])
+    return float(difference), float(low), float(high)
+
+
+def official_metric(
+    name: str, labels: Sequence[int], predictions: Sequence[int], size: int, positive: int = 1
+) -> float:
+    """A task's official GLUE metric (`TaskSpec.official_metric`) of the predictions.
+
+    Args:
+        name: "accuracy", "f1" (of the label id `positive`) or "matthews_correlation".
+        labels: the gold label ids, in split order.
+        predictions: the predicted label ids, in split order.
+        size: how many labels the task has.
+        positive: the label id whose F1 is taken, for "f1".
+
+    Raises:
+        ValueError: `name` is none of `OFFICIAL_METRICS`.
+
+    Example:
+        >>> official_metric("f1", [0, 1, 1], [1, 1, 0], 2)
+        0.5
+    """
+    if name == "matthews_correlation":
+        return matthews_correlation(labels, predictions, size)
+    if name == "f1":
+        return positive_f1(labels, predictions, positive)
+    if name == "accuracy":
+        return label_metrics(labels, predictions, [str(i) for i in range(size)]).accuracy
+    raise ValueError(f"unknown official metric {name!r}: give one of {', '.join(OFFICIAL_METRICS)}")
+
+
 def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
     """`numerator / denominator` in float64, and 0 where the denominator is 0 (scikit-learn's
     `zero_division=0`)."""
@@ -120,4 +263,16 @@ def predictions_sha256(predictions: Sequence[int] | np.ndarray) -> str:
     return hashlib.sha256(np.asarray(predictions, dtype="<i8").tobytes()).hexdigest()
 
 
-__all__ = ["LOSS_REL_TOL", "cross_entropy", "label_metrics", "predictions_sha256", "quality_metrics"]
+__all__ = [
+    "BOOTSTRAP_RESAMPLES",
+    "LOSS_REL_TOL",
+    "OFFICIAL_METRICS",
+    "cross_entropy",
+    "label_metrics",
+    "matthews_correlation",
+    "mcc_difference_interval",
+    "official_metric",
+    "positive_f1",
+    "predictions_sha256",
+    "quality_metrics",
+]

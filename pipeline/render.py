@@ -26,7 +26,7 @@ TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 CARD_TEMPLATE = "model_card.md.j2"
 # The template each readable results.json schema renders its card with: a published card is rendered again
 # from its results.json to verify it, so the template of an older schema is kept as it was.
-CARD_TEMPLATES = {2: "model_card_v2.md.j2", 3: CARD_TEMPLATE}
+CARD_TEMPLATES = {2: "model_card_v2.md.j2", 3: "model_card_v3.md.j2"}
 LICENSE_TEMPLATE = "license.txt.j2"
 SCALING_PLOT = "scaling.png"
 LOSS_PLOT = "training_loss.png"

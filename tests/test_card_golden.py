@@ -5,8 +5,8 @@ card is what the template makes of them. A change to the template, a filter or a
 changes the card: review the diff, then regenerate it with `make golden` (tests/make_golden.py), never from
 the test itself.
 
-The same run as schema 2 recorded it renders the card schema 2 rendered, byte for byte, forever: a card
-published then is verified by rendering it again. `make golden` never writes that one.
+The same run as schema 2 (and schema 3) recorded it renders the card schema 2 (schema 3) rendered, byte for
+byte, forever: a card published then is verified by rendering it again. `make golden` never writes those.
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ GOLDEN = FIXTURES / "tiny_card.md"
 # Schema 2's results.json and the card published from it, frozen.
 RESULTS_V2 = FIXTURES / "tiny_results_v2.json"
 GOLDEN_V2 = FIXTURES / "tiny_card_v2.md"
+# Schema 3's, frozen the same way (every card in cards/ was published in schema 3).
+RESULTS_V3 = FIXTURES / "tiny_results_v3.json"
+GOLDEN_V3 = FIXTURES / "tiny_card_v3.md"
 
 
 def golden_card(results_file: Path = RESULTS) -> str:
@@ -45,12 +48,19 @@ def test_card_matches_the_golden_file():
     assert golden_card() == golden, "the card changed: review the diff, then run `make golden`"
 
 
-def test_a_schema_2_run_renders_the_card_it_was_published_with():
-    assert Results.load(RESULTS_V2).schema_version == 2
-    assert golden_card(RESULTS_V2) == GOLDEN_V2.read_text(encoding="utf-8")
+@pytest.mark.parametrize(
+    ("results_file", "golden", "schema"), [(RESULTS_V2, GOLDEN_V2, 2), (RESULTS_V3, GOLDEN_V3, 3)]
+)
+def test_an_older_schema_run_renders_the_card_it_was_published_with(
+    results_file: Path, golden: Path, schema: int
+):
+    assert Results.load(results_file).schema_version == schema
+    assert golden_card(results_file) == golden.read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize(("results_file", "golden"), [(RESULTS, GOLDEN), (RESULTS_V2, GOLDEN_V2)])
+@pytest.mark.parametrize(
+    ("results_file", "golden"), [(RESULTS, GOLDEN), (RESULTS_V2, GOLDEN_V2), (RESULTS_V3, GOLDEN_V3)]
+)
 def test_golden_card_is_a_hub_card(results_file: Path, golden: Path):
     card = ModelCard(golden.read_text(encoding="utf-8"))
     results = Results.load(results_file)

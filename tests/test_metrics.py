@@ -10,12 +10,23 @@ import torch
 from sklearn.metrics import (
     confusion_matrix,
     f1_score,
+    matthews_corrcoef,
     precision_recall_fscore_support,
     precision_score,
     recall_score,
 )
 
-from attncard.pipeline.metrics import LOSS_REL_TOL, cross_entropy, label_metrics, quality_metrics
+from attncard.pipeline.data import TASKS
+from attncard.pipeline.metrics import (
+    LOSS_REL_TOL,
+    cross_entropy,
+    label_metrics,
+    matthews_correlation,
+    mcc_difference_interval,
+    official_metric,
+    positive_f1,
+    quality_metrics,
+)
 
 
 def scikit_learn_figures(labels: np.ndarray, predictions: np.ndarray, count: int) -> dict:
@@ -89,3 +100,67 @@ def test_quality_metrics_predict_the_first_maximum():
 def test_labels_that_are_not_label_ids_are_refused(labels, predictions):
     with pytest.raises(ValueError, match="give as many of each, each a label id 0 to 1"):
         label_metrics(labels, predictions, ["negative", "positive"])
+
+
+@pytest.mark.filterwarnings("ignore:A single label was found")  # scikit-learn's, on one-class cases
+def test_the_official_metrics_are_scikit_learns():
+    generator = np.random.default_rng(1)
+    for case in range(400):
+        count, rows = int(generator.integers(2, 4)), int(generator.integers(1, 300))
+        labels = generator.integers(0, count, rows)
+        # Some cases predict one class only, or nearly: where MCC is undefined, scikit-learn gives 0.
+        predictions = generator.integers(0, count, rows) if case % 3 else np.full(rows, case % count)
+        mcc = matthews_correlation(labels.tolist(), predictions.tolist(), count)
+        assert mcc == pytest.approx(float(matthews_corrcoef(labels, predictions)), abs=1e-12), case
+        if count == 2:
+            expected = f1_score(labels, predictions, pos_label=1, average="binary", zero_division=0)
+            assert positive_f1(labels.tolist(), predictions.tolist()) == float(expected), case
+
+
+def test_mcc_is_zero_where_scikit_learn_gives_zero():
+    for labels, predictions in [([0, 1, 1, 0], [1, 1, 1, 1]), ([1, 1], [0, 1]), ([0, 1, 0], [0, 0, 0])]:
+        assert float(matthews_corrcoef(labels, predictions)) == 0.0
+        assert matthews_correlation(labels, predictions, 2) == 0.0
+    assert matthews_correlation([0, 1, 0, 1], [0, 1, 0, 1], 2) == 1.0
+    assert matthews_correlation([0, 1, 0, 1], [1, 0, 1, 0], 2) == -1.0
+
+
+def test_each_task_names_its_glue_metric():
+    official = {name: spec.official_metric for name, spec in TASKS.items()}
+    assert official == {
+        "sst2": "accuracy",
+        "cola": "matthews_correlation",
+        "mrpc": "f1",
+        "qqp": "f1",
+        "rte": "accuracy",
+        "qnli": "accuracy",
+        "mnli": "accuracy",
+    }
+    assert (TASKS["mrpc"].positive_label_name, TASKS["qqp"].positive_label_name) == (
+        "equivalent",
+        "duplicate",
+    )
+    labels, predictions = [0, 1, 1, 0, 1], [0, 1, 0, 1, 1]
+    assert official_metric("f1", labels, predictions, 2) == float(f1_score(labels, predictions))
+    assert official_metric("matthews_correlation", labels, predictions, 2) == pytest.approx(
+        float(matthews_corrcoef(labels, predictions)), abs=1e-12
+    )
+    assert official_metric("accuracy", labels, predictions, 2) == 0.6
+    with pytest.raises(ValueError, match="give one of accuracy, f1, matthews_correlation"):
+        official_metric("auc", labels, predictions, 2)
+
+
+def test_the_mcc_bootstrap_is_a_paired_resampling_of_rows():
+    generator = np.random.default_rng(2)
+    labels = generator.integers(0, 2, 120)
+    module = np.where(generator.random(120) < 0.8, labels, 1 - labels)
+    dense = np.where(generator.random(120) < 0.7, labels, 1 - labels)
+    difference, low, high = mcc_difference_interval(labels, module, dense, 2, seed=7, resamples=300)
+    assert difference == matthews_corrcoef(labels, module) - matthews_corrcoef(labels, dense)
+    # The same draws, one resample at a time, with scikit-learn's MCC.
+    draws = np.random.default_rng(7).integers(0, 120, (300, 120))
+    naive = [matthews_corrcoef(labels[d], module[d]) - matthews_corrcoef(labels[d], dense[d]) for d in draws]
+    assert (low, high) == pytest.approx(tuple(np.percentile(naive, [2.5, 97.5])), abs=1e-12)
+    assert low < difference < high
+    assert mcc_difference_interval(labels, module, dense, 2, seed=7, resamples=300) == (difference, low, high)
+    assert mcc_difference_interval(labels, module, dense, 2, seed=8, resamples=300) != (difference, low, high)
