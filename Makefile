@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 LOCK := requirements.lock
 # The extras requirements.lock holds: all of them, so that every test and the docs run from the lock.
-LOCK_EXTRAS := gpu demo dev docs ray
+LOCK_EXTRAS := gpu demo dev docs ray slurm
 # `make test-floors`: an environment of its own, with the floors of pyproject.toml's ranges.
 FLOORS := .venv-floors
 FLOORS_EXTRAS := gpu,demo,dev
