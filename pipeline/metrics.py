@@ -119,15 +119,7 @@ def matthews_correlation(labels: Sequence[int], predictions: Sequence[int], size
         0.0
     """
     matrix = label_metrics(labels, predictions, [str(i) for i in range(size)]).confusion_matrix
-    counts = np.asarray(matrix, dtype=np.int64)
-    t_sum, p_sum = counts.sum(axis=1, dtype=np.float64), counts.sum(axis=0, dtype=np.float64)
-    n_correct, n_samples = np.trace(counts, dtype=np.float64), p_sum.sum()
-    cov_ytyp = n_correct * n_samples - np.dot(t_sum, p_sum)
-    cov_ypyp = n_samples**2 - np.dot(p_sum, p_sum)
-    cov_ytyt = n_samples**2 - np.dot(t_sum, t_sum)
-    if cov_ypyp * cov_ytyt == 0:
-        return 0.0
-    return float(cov_ytyp / np.sqrt(cov_ytyt * cov_ypyp))
+    return float(_batched_mcc(np.asarray(matrix, dtype=np.int64)[None])[0])
 
 
 def positive_f1(labels: Sequence[int], predictions: Sequence[int], positive: int = 1) -> float:
@@ -190,14 +182,12 @@ def mcc_difference_interval(
         (0.3738, True)
     """
     y_true = np.asarray(labels, dtype=np.int64)
-    codes = []
+    codes, scores = [], []
     for predictions in (module_predictions, baseline_predictions):
         y_pred = np.asarray(predictions, dtype=np.int64)
-        label_metrics(y_true, y_pred, [str(i) for i in range(size)])  # checks lengths and ids
+        scores.append(matthews_correlation(y_true, y_pred, size))  # also checks lengths and ids
         codes.append(y_true * size + y_pred)
-    difference = matthews_correlation(y_true, module_predictions, size) - matthews_correlation(
-        y_true, baseline_predictions, size
-    )
+    difference = scores[0] - scores[1]
     generator, rows, cells = np.random.default_rng(seed), len(y_true), size * size
     differences = []
     for start in range(0, resamples, 1000):
