@@ -657,6 +657,7 @@ def as_schema_2(results: Results) -> None:
     """The run as schema 2 recorded it: one count of the layers with LoRA and the attention layers changed."""
     new = results.parameters
     results.schema_version = 2
+    results.metrics.official = None  # recorded from schema 4 on
     results.parameters = ParametersV2(
         before=new.before,
         after=new.after,
