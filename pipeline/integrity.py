@@ -387,7 +387,9 @@ class Figure:
 
 
 def figures(prefix: str, recorded: Any, recomputed: Any) -> list[Figure]:
-    """Pairs every leaf of two records of the same type (dataclasses, lists, dicts), by its path.
+    """Pairs every leaf of two records of the same type (dataclasses, lists, dicts), by its path. A field of
+    a dataclass whose default is None and that is None on both sides is no figure (a record the run's
+    schema or task does not have, such as the official metric before schema 4) and is left out.
 
     Example:
         >>> [f.name for f in figures("m", {"a": 1, "b": [2.0]}, {"a": 1, "b": [2.5]})]
@@ -397,6 +399,9 @@ def figures(prefix: str, recorded: Any, recomputed: Any) -> list[Figure]:
         return [
             pair
             for f in dataclasses.fields(recorded)
+            if f.default is not None
+            or getattr(recorded, f.name) is not None
+            or getattr(recomputed, f.name) is not None
             for pair in figures(f"{prefix}.{f.name}", getattr(recorded, f.name), getattr(recomputed, f.name))
         ]
     if isinstance(recorded, list) and isinstance(recomputed, list) and len(recorded) == len(recomputed):
