@@ -14,8 +14,9 @@ current folder); `module` and `task` are names `publish` knows; `steps` (optiona
 named at most once (a second row of the same model, module and task would write the same folders).
 
 `resources` (optional, at the top for every run and in a row for its runs, key by key over the top's) is
-what one run asks of a Ray cluster (`attncard sweep --executor ray`): `cpus` (default 1), `gpus` (default 0)
-and `memory_gib` (default: none reserved). The local executor runs one run at a time and reads none of it:
+what one run asks of a cluster (`attncard sweep --executor ray` or `slurm`): `cpus` (default 1), `gpus`
+(default 0) and `memory_gib` (default: none reserved); Slurm grants only whole CPUs and GPUs. The local
+executor runs one run at a time and reads none of it:
 
     resources: {cpus: 2, memory_gib: 8}
     runs:
@@ -81,12 +82,15 @@ class StaleRunError(AttncardError):
 
 @dataclass(frozen=True)
 class RunResources:
-    """What one run asks of a Ray cluster: the scheduler starts it on a node with that much free.
+    """What one run asks of a cluster: the scheduler (Ray's, or Slurm's) starts it on a node with that much
+    free.
 
     Attributes:
-        cpus: CPU cores (Ray's `num_cpus`), more than 0.
-        gpus: GPUs (`num_gpus`), 0 or more; a fraction shares one.
-        memory_gib: memory in GiB (`memory`), more than 0; None reserves none.
+        cpus: CPU cores (Ray's `num_cpus`, Slurm's `--cpus-per-task`), more than 0; whole for Slurm.
+        gpus: GPUs (`num_gpus`, `--gpus-per-node`), 0 or more; a fraction shares one on Ray, and is refused
+            by Slurm.
+        memory_gib: memory in GiB (`memory`, `--mem`), more than 0; None reserves none (Slurm: the
+            partition's default).
 
     Example:
         >>> RunResources(cpus=2).ray_options()
@@ -152,7 +156,7 @@ class SweepRun:
         steps: optimizer steps.
         seed: the training seed.
         name: the run folder's name, `<model>-<module>-<task>-seed<seed>`.
-        resources: what it asks of a Ray cluster (`--executor ray`).
+        resources: what it asks of a cluster (`--executor ray` or `slurm`).
     """
 
     model: str

@@ -159,8 +159,9 @@ def check_slurm(
 ) -> None:
     """Checks, before anything is submitted, that Slurm can run every job of the sweep.
 
-    Checked: submitit is installed; every run's resources are whole CPUs and GPUs ([`slurm_parameters`]);
-    `retries` is at least 0; `sbatch` is on `PATH`; and, for each distinct set of parameters, Slurm accepts
+    Checked: submitit is installed; `SBATCH_EXPORT`, when set, lets the jobs have this environment (`ALL`);
+    every run's resources are whole CPUs and GPUs ([`slurm_parameters`]); `retries` is at least 0; `sbatch`
+    is on `PATH`; and, for each distinct set of parameters, Slurm accepts
     such a job (`sbatch --test-only`, which submits nothing): the partition is there, the time limit within
     its limit, a node has the CPUs, GPUs and memory.
 
@@ -178,6 +179,12 @@ def check_slurm(
     if partition is not None and (not partition.strip() or any(c.isspace() for c in partition)):
         raise AttncardError(f"--partition {partition!r} is not a partition name; write e.g. --partition gpu")
     import_submitit()
+    exported = os.environ.get("SBATCH_EXPORT", "ALL")
+    if exported.split(",")[0].upper() != "ALL":  # it overrides the jobs' --export=ALL
+        raise AttncardError(
+            f"SBATCH_EXPORT={exported} would keep this environment (GLUE_DIR, HF_TOKEN, ...) from the jobs; "
+            "unset SBATCH_EXPORT for the sweep, or set it to ALL"
+        )
     tried: dict[tuple[str, ...], SweepRun] = {}
     for run in runs:
         tried.setdefault(tuple(sbatch_options(slurm_parameters(run, partition, time_limit_minutes))), run)

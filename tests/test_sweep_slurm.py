@@ -2,11 +2,14 @@
 slurm-wlm and munge, one fake GPU) runs the tiny study of test_sweep.py (two modules, two seeds), the dense
 runs first as one job array and each module run after its dense run's job; a dense run's job killed in the
 middle of its run is submitted again with its module run, and the sweep ends with every run done; with
-`--retries 0` a killed run is reported failed and the others go on; a run that asks for a GPU is granted one;
-one run gives the same predictions as with the local executor."""
+`--retries 0` a killed run is reported failed and the others go on; a run that asks for a GPU is granted one
+and has the driver's environment; the jobs still waited on are cancelled when the sweep is closed; Slurm's
+refusal is one line before anything is submitted; one run gives the same predictions as with the local
+executor."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -22,6 +25,8 @@ import pytest
 from attncard.pipeline import sweep_slurm
 from attncard.pipeline.cli import main
 from attncard.pipeline.results import Results
+from attncard.pipeline.sweep import SweepSettings, plan_sweep, read_matrix
+from attncard.pipeline.sweep_slurm import run_sweep_slurm
 from conftest import REPO_ROOT, check_same_predictions, sweep_in_process, write_study_files
 
 pytest.importorskip("submitit", reason="submitit is not installed: pip install 'attncard[slurm]'")
@@ -40,15 +45,17 @@ def _install_slurm() -> None:
     if all(shutil.which(program) for program in SLURM_PROGRAMS):
         return
     if os.geteuid() == 0 and shutil.which("apt-get"):
-        subprocess.run(
-            ["apt-get", "install", "-y", "slurm-wlm", "munge"],
-            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-            capture_output=True,
-            timeout=900,
-            check=False,
-        )
+        packages = ("install", "-y", "slurm-wlm", "munge")
+        if not _apt_get(*packages):  # the package lists, then again
+            _apt_get("update") and _apt_get(*packages)
     if not all(shutil.which(program) for program in SLURM_PROGRAMS):
         pytest.skip("no Slurm here: apt-get install slurm-wlm munge (as root) to run the Slurm tests")
+
+
+def _apt_get(*arguments: str) -> bool:
+    environment = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    done = subprocess.run(["apt-get", *arguments], env=environment, capture_output=True, timeout=900)
+    return done.returncode == 0
 
 
 @pytest.fixture(scope="module")
@@ -206,21 +213,47 @@ def test_with_no_retries_a_killed_run_fails_and_the_others_go_on(slurm, study_fi
     assert not (runs / victim / "results.json").exists()
 
 
-def test_a_run_that_asks_for_a_gpu_is_granted_one(slurm, study_files, tmp_path):
+def test_a_run_that_asks_for_a_gpu_is_granted_one_and_has_the_environment(
+    slurm, study_files, tmp_path, monkeypatch, capsys
+):
+    """The GLUE folder only as $GLUE_DIR, not --data-dir: the job finds it in the environment it was given."""
     _, glue, model = study_files
     matrix = tmp_path / "gpu.yaml"
     matrix.write_text(
         f"runs:\n  - {{model: '{model}', module: none, task: sst2, steps: 1, resources: {{gpus: 1}}}}\n",
         encoding="utf-8",
     )
-    code, _, err = sweep_in_process(
-        matrix, glue, tmp_path / "runs", "--executor", "slurm", "--time-limit", "10"
-    )
-    assert code == 0, err[-3000:]
+    monkeypatch.setenv("GLUE_DIR", str(glue))
+    argv = ["sweep", str(matrix), "--batch-size", "4", "--output", str(tmp_path / "runs")]
+    assert main([*argv, "--executor", "slurm", "--time-limit", "10"]) == 0
+    err = capsys.readouterr().err.replace("\r", "\n")
     (job,) = _jobs(err)["bert-none-sst2-seed0"]
     shown = _scontrol(job)
     assert re.search(r"\bJOB_GRES=gpu:1\b|\bTresPerNode=\S*gpu:1\b", shown), shown
     assert "TimeLimit=00:10:00" in shown, shown
+
+
+def test_closing_the_sweep_cancels_the_jobs_it_still_waits_for(slurm, study_files, tmp_path, caplog):
+    matrix, glue, _ = study_files
+    runs = plan_sweep(read_matrix(matrix))
+    settings = SweepSettings(output=tmp_path / "runs", data_dir=glue, batch_size=4)
+    with caplog.at_level(logging.INFO, logger="attncard.pipeline.sweep_slurm"):
+        executed = run_sweep_slurm(runs, settings, time_limit_minutes=10)
+        first = next(executed)  # a dense run; the module runs wait on their dense runs' jobs
+        executed.close()  # as Ctrl-C does
+    assert first.run.module == "none" and first.state == "ran"
+    jobs = _jobs("\n".join(caplog.messages))
+    modules = [jobs[f"bert-{MODULE}-sst2-seed{seed}"][0] for seed in SEEDS]
+    deadline, states = time.monotonic() + 60, {}
+    while time.monotonic() < deadline:
+        listed = subprocess.run(
+            ["squeue", "--me", "--states=all", "--noheader", "--format=%i %T"], capture_output=True, text=True
+        )
+        states = dict(line.split() for line in listed.stdout.splitlines())
+        if all(states.get(job) == "CANCELLED" for job in modules):
+            return
+        time.sleep(0.5)
+    pytest.fail(f"the module runs' jobs {modules} were not cancelled: {states}")
 
 
 def test_slurm_refuses_a_job_before_anything_is_submitted(slurm, study_files, tmp_path):

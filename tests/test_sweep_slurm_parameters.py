@@ -99,6 +99,16 @@ def test_check_slurm_refuses_bad_values(options, message):
         check_slurm([_run()], **options)
 
 
+def test_an_sbatch_export_that_keeps_the_environment_from_the_jobs_is_refused(monkeypatch):
+    monkeypatch.setenv("SBATCH_EXPORT", "NONE")
+    with pytest.raises(AttncardError, match=r"^SBATCH_EXPORT=NONE would keep this environment \(GLUE_DIR"):
+        check_slurm([_run()])
+    monkeypatch.setenv("SBATCH_EXPORT", "ALL,EXTRA=1")  # all, and more: fine
+    monkeypatch.setenv("PATH", "")
+    with pytest.raises(AttncardError, match="sbatch is not on PATH"):  # the next check
+        check_slurm([_run()])
+
+
 def test_without_submitit_the_error_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "submitit", None)  # `import submitit` raises ImportError
     with pytest.raises(AttncardError) as raised:
