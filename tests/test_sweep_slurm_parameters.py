@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from attncard.pipeline import sweep_slurm
+from attncard.pipeline import sweep_ray, sweep_slurm
 from attncard.pipeline.cli import main
+from attncard.pipeline.cli import sweep as cli_sweep
 from attncard.pipeline.errors import AttncardError
 from attncard.pipeline.sweep import RunOutcome, RunResources, SweepRun
 from attncard.pipeline.sweep_slurm import (
@@ -117,6 +118,12 @@ def test_without_submitit_the_error_says_what_to_install(monkeypatch):
 
 
 # --- the command line --------------------------------------------------------------------------------------
+
+
+def test_the_command_line_says_the_defaults_the_stage_has():
+    """The command line names them without importing the stage (and submitit)."""
+    assert cli_sweep.DEFAULT_TIME_LIMIT_MINUTES == sweep_slurm.DEFAULT_TIME_LIMIT_MINUTES
+    assert cli_sweep.DEFAULT_RETRIES == sweep_slurm.DEFAULT_RETRIES == sweep_ray.DEFAULT_RETRIES
 
 
 @pytest.fixture

@@ -51,7 +51,7 @@ EPILOG = (
     "attncard sweep cards/matrix.yaml --executor slurm --partition gpu --time-limit 60 --output /shared/runs"
 )
 # How often --executor ray or slurm starts a run again that was lost with its worker, node or job.
-DEFAULT_RAY_RETRIES = 2
+DEFAULT_RETRIES = 2
 # A Slurm job's time limit, in minutes (pipeline.sweep_slurm.DEFAULT_TIME_LIMIT_MINUTES, not imported here).
 DEFAULT_TIME_LIMIT_MINUTES = 240
 # The options of one executor only: given with another, they are an error.
@@ -125,7 +125,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="with --executor ray or slurm: start a run lost with its worker, node or job (killed, timed "
-        f"out, cancelled) again up to N times, then report it failed (default: {DEFAULT_RAY_RETRIES})",
+        f"out, cancelled) again up to N times, then report it failed (default: {DEFAULT_RETRIES})",
     )
     group.add_argument(
         "--partition",
@@ -225,7 +225,7 @@ def _sweep(args: argparse.Namespace) -> int:
     runs = plan_sweep(matrix, seeds=args.seeds, only=args.only)
     settings = settings_from_args(args)
     check_sweep(runs, settings)
-    retries = DEFAULT_RAY_RETRIES if args.retries is None else args.retries
+    retries = DEFAULT_RETRIES if args.retries is None else args.retries
     if args.executor == "ray":
         from ..sweep_ray import run_sweep_ray
 
