@@ -14,8 +14,9 @@ current folder); `module` and `task` are names `publish` knows; `steps` (optiona
 named at most once (a second row of the same model, module and task would write the same folders).
 
 `resources` (optional, at the top for every run and in a row for its runs, key by key over the top's) is
-what one run asks of a Ray cluster (`attncard sweep --executor ray`): `cpus` (default 1), `gpus` (default 0)
-and `memory_gib` (default: none reserved). The local executor runs one run at a time and reads none of it:
+what one run asks of a cluster (`attncard sweep --executor ray` or `slurm`): `cpus` (default 1), `gpus`
+(default 0) and `memory_gib` (default: none reserved); Slurm grants only whole CPUs and GPUs. The local
+executor runs one run at a time and reads none of it:
 
     resources: {cpus: 2, memory_gib: 8}
     runs:
@@ -36,6 +37,7 @@ import fnmatch
 import logging
 import math
 import os
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +64,8 @@ BASELINE_MODULE = "none"
 ROW_KEYS = ("model", "module", "task", "steps", "seeds", "resources")
 MATRIX_KEYS = ("runs", "seeds", "resources")
 RESOURCE_KEYS = ("cpus", "gpus", "memory_gib")
+# A run's log on a cluster (`--executor ray` or `slurm`), beside its folder: `<output>/<run name>.sweep.log`.
+LOG_SUFFIX = ".sweep.log"
 
 
 class MatrixError(AttncardError):
@@ -78,12 +82,15 @@ class StaleRunError(AttncardError):
 
 @dataclass(frozen=True)
 class RunResources:
-    """What one run asks of a Ray cluster: the scheduler starts it on a node with that much free.
+    """What one run asks of a cluster: the scheduler (Ray's, or Slurm's) starts it on a node with that much
+    free.
 
     Attributes:
-        cpus: CPU cores (Ray's `num_cpus`), more than 0.
-        gpus: GPUs (`num_gpus`), 0 or more; a fraction shares one.
-        memory_gib: memory in GiB (`memory`), more than 0; None reserves none.
+        cpus: CPU cores (Ray's `num_cpus`, Slurm's `--cpus-per-task`), more than 0; whole for Slurm.
+        gpus: GPUs (`num_gpus`, `--gpus-per-node`), 0 or more; a fraction shares one on Ray, and is refused
+            by Slurm.
+        memory_gib: memory in GiB (`memory`, `--mem`), more than 0; None reserves none (Slurm: the
+            partition's default).
 
     Example:
         >>> RunResources(cpus=2).ray_options()
@@ -149,7 +156,7 @@ class SweepRun:
         steps: optimizer steps.
         seed: the training seed.
         name: the run folder's name, `<model>-<module>-<task>-seed<seed>`.
-        resources: what it asks of a Ray cluster (`--executor ray`).
+        resources: what it asks of a cluster (`--executor ray` or `slurm`).
     """
 
     model: str
@@ -660,9 +667,88 @@ def _run_one(run: SweepRun, settings: SweepSettings) -> RunOutcome:
     )
 
 
+# --- on a cluster ------------------------------------------------------------------------------------------
+
+
+def run_log(run: SweepRun, settings: SweepSettings) -> Path:
+    """The log of one run of a sweep on a cluster (`--executor ray` or `slurm`),
+    `<output>/<run name>.sweep.log`: beside the run folder, not in it (a run folder holds exactly the files
+    its manifest lists).
+
+    Example:
+        >>> run = SweepRun("minilm", "minilm", "none", "sst2", steps=2, seed=0, name="minilm-none-sst2-seed0")
+        >>> run_log(run, SweepSettings())
+        PosixPath('runs/minilm-none-sst2-seed0.sweep.log')
+    """
+    return settings.output / f"{run.name}{LOG_SUFFIX}"
+
+
+def dense_run_of(run: SweepRun, runs: list[SweepRun]) -> SweepRun | None:
+    """The dense run of the sweep that `run` is compared with: the `none` run of its model, task, steps and
+    seed; None for a dense run, or when the sweep has none.
+
+    A cluster executor starts a module run once this run is done, so that it finds its baseline on disk.
+
+    Example:
+        >>> dense = SweepRun("m", "m", "none", "sst2", steps=2, seed=0, name="m-none-sst2-seed0")
+        >>> module = SweepRun("m", "m", "sliding_window", "sst2", steps=2, seed=0, name="m-window-sst2-seed0")
+        >>> dense_run_of(module, [dense, module]).name, dense_run_of(dense, [dense, module])
+        ('m-none-sst2-seed0', None)
+    """
+    if run.module == BASELINE_MODULE:
+        return None
+    return next(
+        (
+            other
+            for other in runs
+            if other.module == BASELINE_MODULE
+            and (other.model_id, other.task, other.steps, other.seed)
+            == (run.model_id, run.task, run.steps, run.seed)
+        ),
+        None,
+    )
+
+
+def run_on_worker(run: SweepRun, settings: SweepSettings, cwd: str) -> RunOutcome:
+    """One run in a process of a cluster (a Ray worker, a Slurm job): the local executor's step
+    ([`run_sweep`] of this one run) in the driver's folder `cwd`, its progress appended to [`run_log`].
+
+    The log starts with `<run name>: started on <host>, process <pid>`, then the lines the local executor
+    prints on stderr. A run that fails is a failed [`RunOutcome`], as with [`run_sweep`]: this raises only
+    when the run cannot start (`cwd` is not there, the log cannot be written).
+
+    Example (what a Ray task or a Slurm job calls, in the folder every node sees):
+
+        outcome = run_on_worker(run, SweepSettings(output=Path("runs")), cwd="/shared/study")
+    """
+    os.chdir(cwd)  # the driver's folder, which every node sees: relative paths mean the same there
+    log = run_log(run, settings)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    # The handlers of the command line's progress (cli.common.progress_on_stderr), into the log.
+    handlers = []
+    for name, prefix in (("attncard.pipeline.push", "push: "), ("attncard.pipeline", "")):
+        stage_logger = logging.getLogger(name)
+        handler = logging.FileHandler(log, encoding="utf-8")
+        handler.setFormatter(logging.Formatter(f"{prefix}%(message)s"))
+        handlers.append((stage_logger, handler, stage_logger.level, stage_logger.propagate))
+        stage_logger.addHandler(handler)
+        stage_logger.setLevel(logging.INFO)
+    logging.getLogger("attncard.pipeline.push").propagate = False
+    try:
+        logger.info(f"{run.name}: started on {socket.gethostname()}, process {os.getpid()}")
+        return next(run_sweep([run], settings))
+    finally:
+        for stage_logger, handler, level, propagate in handlers:
+            stage_logger.removeHandler(handler)
+            handler.close()
+            stage_logger.setLevel(level)
+            stage_logger.propagate = propagate
+
+
 __all__ = [
     "BASELINE_MODULE",
     "DEFAULT_SEEDS",
+    "LOG_SUFFIX",
     "RESOURCE_KEYS",
     "Matrix",
     "MatrixError",
@@ -673,9 +759,12 @@ __all__ = [
     "SweepRun",
     "SweepSettings",
     "check_sweep",
+    "dense_run_of",
     "plan_sweep",
     "previous_run",
     "publish_options",
     "read_matrix",
+    "run_log",
+    "run_on_worker",
     "run_sweep",
 ]

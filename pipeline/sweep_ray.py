@@ -21,57 +21,19 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from .errors import AttncardError, first_line
-from .sweep import BASELINE_MODULE, RunOutcome, SweepRun, SweepSettings, run_sweep
+from .sweep import LOG_SUFFIX, RunOutcome, SweepRun, SweepSettings, dense_run_of, run_log, run_on_worker
 
 logger = logging.getLogger(__name__)
 
 # Ray's max_retries: how often a run lost with its worker or node is started again.
 DEFAULT_RETRIES = 2
-LOG_SUFFIX = ".sweep.log"
 # The driver's environment that the runs read (the GLUE folder, the Hub's token, endpoint and cache), given to
 # every task: on a cluster the workers otherwise have the environment of `ray start`.
 FORWARDED_PREFIXES = ("GLUE_DIR", "HF_", "HUGGINGFACE_", "TRANSFORMERS_")
-
-
-def run_log(run: SweepRun, settings: SweepSettings) -> Path:
-    """The log of one run of a Ray sweep, `<output>/<run name>.sweep.log`.
-
-    Example:
-        >>> run = SweepRun("minilm", "minilm", "none", "sst2", steps=2, seed=0, name="minilm-none-sst2-seed0")
-        >>> run_log(run, SweepSettings())
-        PosixPath('runs/minilm-none-sst2-seed0.sweep.log')
-    """
-    return settings.output / f"{run.name}{LOG_SUFFIX}"
-
-
-def dense_run_of(run: SweepRun, runs: list[SweepRun]) -> SweepRun | None:
-    """The dense run of the sweep that `run` is compared with: the `none` run of its model, task, steps and
-    seed; None for a dense run, or when the sweep has none.
-
-    Example:
-        >>> dense = SweepRun("m", "m", "none", "sst2", steps=2, seed=0, name="m-none-sst2-seed0")
-        >>> module = SweepRun("m", "m", "sliding_window", "sst2", steps=2, seed=0, name="m-window-sst2-seed0")
-        >>> dense_run_of(module, [dense, module]).name, dense_run_of(dense, [dense, module])
-        ('m-none-sst2-seed0', None)
-    """
-    if run.module == BASELINE_MODULE:
-        return None
-    return next(
-        (
-            other
-            for other in runs
-            if other.module == BASELINE_MODULE
-            and (other.model_id, other.task, other.steps, other.seed)
-            == (run.model_id, run.task, run.steps, run.seed)
-        ),
-        None,
-    )
 
 
 def import_ray() -> Any:
@@ -206,29 +168,9 @@ def _lost_message(ray: Any, error: Exception, retries: int) -> str:
 def _run_on_worker(
     run: SweepRun, settings: SweepSettings, cwd: str, *_dense_outcomes: RunOutcome
 ) -> RunOutcome:
-    """One run, in a Ray worker: the local executor's step, its progress into the run's log."""
-    os.chdir(cwd)  # the driver's folder, which every node sees: relative paths mean the same there
-    log = run_log(run, settings)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    # The handlers of the command line's progress (cli.common.progress_on_stderr), into the log.
-    handlers = []
-    for name, prefix in (("attncard.pipeline.push", "push: "), ("attncard.pipeline", "")):
-        stage_logger = logging.getLogger(name)
-        handler = logging.FileHandler(log, encoding="utf-8")
-        handler.setFormatter(logging.Formatter(f"{prefix}%(message)s"))
-        handlers.append((stage_logger, handler, stage_logger.level, stage_logger.propagate))
-        stage_logger.addHandler(handler)
-        stage_logger.setLevel(logging.INFO)
-    logging.getLogger("attncard.pipeline.push").propagate = False
-    try:
-        logger.info(f"{run.name}: started on {socket.gethostname()}, process {os.getpid()}")
-        return next(run_sweep([run], settings))
-    finally:
-        for stage_logger, handler, level, propagate in handlers:
-            stage_logger.removeHandler(handler)
-            handler.close()
-            stage_logger.setLevel(level)
-            stage_logger.propagate = propagate
+    """One run, in a Ray worker (started once the dense runs given as arguments are done)."""
+    return run_on_worker(run, settings, cwd)
 
 
-__all__ = ["DEFAULT_RETRIES", "dense_run_of", "import_ray", "run_log", "run_sweep_ray"]
+# dense_run_of, run_log and LOG_SUFFIX are pipeline.sweep's, shared with --executor slurm; named here too.
+__all__ = ["DEFAULT_RETRIES", "LOG_SUFFIX", "dense_run_of", "import_ray", "run_log", "run_sweep_ray"]

@@ -3,6 +3,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import io
 import os
 import shutil
 import subprocess
@@ -183,6 +184,52 @@ def write_sst2_folder(root: Path, train_repeats: int = 8, dev_repeats: int = 5) 
         lines = ["sentence\tlabel"] + [f"{text} \t{label}" for text, label in SST2_ROWS * repeats]
         (folder / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
     return root
+
+
+def write_study_files(
+    root: Path, model: Path, module: str, seeds: tuple[int, ...], steps: int
+) -> tuple[Path, Path]:
+    """`(matrix, glue)` of the tiny study of the sweep's executors in `root`: one row of `module` (first, to
+    show that the dense runs go first anyway) and one of `none`, with these seeds and steps; a small GLUE."""
+    matrix = root / "matrix.yaml"
+    matrix.write_text(
+        f"seeds: [{', '.join(map(str, seeds))}]\n"
+        "runs:\n"
+        f"  - {{model: '{model}', module: {module}, task: sst2, steps: {steps}}}\n"
+        f"  - {{model: '{model}', module: none, task: sst2, steps: {steps}}}\n",
+        encoding="utf-8",
+    )
+    return matrix, write_sst2_folder(root / "glue")
+
+
+def sweep_in_process(matrix: Path, glue: Path, runs: Path, *options: str) -> tuple[int, str, str]:
+    """`attncard sweep` in this process, batches of 4: (exit status, stdout, stderr, the progress bar's
+    carriage returns made line ends)."""
+    from attncard.pipeline.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    argv = [
+        *("sweep", str(matrix), "--batch-size", "4", "--data-dir", str(glue), "--output", str(runs)),
+        *options,
+    ]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue().replace("\r", "\n")
+
+
+def check_same_predictions(matrix: Path, glue: Path, tmp_path: Path, name: str, *executor: str) -> None:
+    """Run `name` of the matrix with the local executor and with `executor` (its options): the same predicted
+    labels (`predictions_sha256`), not the file's bytes: a worker may run torch on fewer threads, so that
+    logits differ from a two-thread local run in their last digits while every prediction is the same."""
+    from attncard.pipeline.results import Results
+
+    with quick_scaling():
+        code, _, err = sweep_in_process(matrix, glue, tmp_path / "local", "--only", name)
+    assert code == 0, err[-3000:]
+    code, _, err = sweep_in_process(matrix, glue, tmp_path / "other", "--only", name, *executor)
+    assert code == 0, err[-3000:]
+    shown = [Results.load(tmp_path / runs / name).metrics.predictions_sha256 for runs in ("local", "other")]
+    assert shown[0] == shown[1], shown
 
 
 @pytest.fixture

@@ -51,7 +51,12 @@ def test_help_explains_every_option(capsys):
 # Argument errors beyond an unknown option: a missing required argument, a value its type refuses.
 _MORE_ARGUMENT_ERRORS = {
     "publish": [["--module", "none"], ["--model", "minilm", "--module", "none", "--steps", "0"]],
-    "sweep": [[], ["cards/matrix.yaml", "--seeds", "-1"], ["cards/matrix.yaml", "--executor", "dask"]],
+    "sweep": [
+        [],
+        ["cards/matrix.yaml", "--seeds", "-1"],
+        ["cards/matrix.yaml", "--executor", "dask"],
+        ["cards/matrix.yaml", "--executor", "slurm", "--time-limit", "0"],
+    ],
     "bench": [[], ["attention", "--device", "tpu"]],
 }
 
@@ -70,7 +75,8 @@ _MORE_ARGUMENT_ERRORS = {
 )
 def test_help_and_argument_errors_import_no_torch(script: str, argvs: list[list[str]]) -> None:
     """Every command imports its stage only when it runs: help and bad arguments answer at once, in a fresh
-    process that imports neither torch nor what comes with it (issue 31), nor Ray (`sweep --executor ray`)."""
+    process that imports neither torch nor what comes with it (issue 31), nor Ray (`sweep --executor ray`),
+    nor submitit (`--executor slurm`)."""
     code = (
         "import json, sys\n"
         "from attncard.pipeline.cli import main, publish_main\n"
@@ -81,7 +87,7 @@ def test_help_and_argument_errors_import_no_torch(script: str, argvs: list[list[
         "        entry(argv)\n"
         "    except SystemExit as stop:\n"
         "        codes.append(stop.code)\n"
-        "heavy = ('torch', 'transformers', 'peft', 'accelerate', 'ray')\n"
+        "heavy = ('torch', 'transformers', 'peft', 'accelerate', 'ray', 'submitit')\n"
         "print(codes, sorted(name for name in heavy if name in sys.modules))\n"
     )
     shown = subprocess.run(

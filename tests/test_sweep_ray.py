@@ -7,7 +7,6 @@ itself)."""
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import re
 import signal
@@ -23,7 +22,7 @@ import pytest
 
 from attncard.pipeline.cli import main
 from attncard.pipeline.results import Results
-from conftest import quick_scaling, write_sst2_folder
+from conftest import check_same_predictions, sweep_in_process, write_study_files
 
 pytest.importorskip("ray", reason="ray is not installed: pip install 'attncard[ray]'")
 
@@ -111,35 +110,13 @@ def _wait_for_nodes(address: str, count: int, root: Path) -> None:
 @pytest.fixture(scope="module")
 def study_files(tiny_model_dir, tmp_path_factory) -> tuple[Path, Path]:
     """`(matrix, glue)`: the tiny study's matrix (the module row first) and its GLUE folder."""
-    root = tmp_path_factory.mktemp("study")
-    model = tiny_model_dir("bert")
-    matrix = root / "matrix.yaml"
-    matrix.write_text(
-        f"seeds: [{', '.join(map(str, SEEDS))}]\n"
-        "runs:\n"
-        f"  - {{model: '{model}', module: {MODULE}, task: sst2, steps: {STEPS}}}\n"
-        f"  - {{model: '{model}', module: none, task: sst2, steps: {STEPS}}}\n",
-        encoding="utf-8",
-    )
-    return matrix, write_sst2_folder(root / "glue")
-
-
-def _sweep(matrix: Path, glue: Path, runs: Path, *options: str) -> tuple[int, str, str]:
-    """`attncard sweep` in this process: (exit status, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    argv = [
-        *("sweep", str(matrix), "--batch-size", "4", "--data-dir", str(glue), "--output", str(runs)),
-        *options,
-    ]
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(argv)
-    return code, out.getvalue(), err.getvalue()
+    return write_study_files(tmp_path_factory.mktemp("study"), tiny_model_dir("bert"), MODULE, SEEDS, STEPS)
 
 
 def test_the_study_runs_on_a_two_node_cluster_the_dense_runs_first(cluster, study_files, tmp_path):
     matrix, glue = study_files
     runs = tmp_path / "runs"
-    code, out, err = _sweep(matrix, glue, runs, "--executor", "ray", "--address", cluster)
+    code, out, err = sweep_in_process(matrix, glue, runs, "--executor", "ray", "--address", cluster)
     assert code == 0, err[-3000:]
     lines = out.splitlines()
     assert lines[-1] == "4 runs: 4 ran, 0 skipped, 0 failed", out
@@ -157,7 +134,7 @@ def test_the_study_runs_on_a_two_node_cluster_the_dense_runs_first(cluster, stud
         started = re.findall(rf"^{name}: started on (\S+), process \d+$", log, re.MULTILINE)
         assert len(started) == 1 and f"{name}: training (" in log, log
     # A second sweep finds every run finished: nothing is trained again.
-    code, out, err = _sweep(matrix, glue, runs, "--executor", "ray", "--address", cluster)
+    code, out, err = sweep_in_process(matrix, glue, runs, "--executor", "ray", "--address", cluster)
     assert code == 0 and out.splitlines()[-1] == "4 runs: 0 ran, 4 skipped, 0 failed", err[-3000:]
     assert "skipped, finished before" in (runs / f"{NAMES[0]}.sweep.log").read_text(encoding="utf-8")
 
@@ -184,7 +161,7 @@ def test_a_worker_killed_in_the_middle_of_a_run_is_retried_and_the_sweep_ends(
 
     killer = threading.Thread(target=kill_the_worker, daemon=True)
     killer.start()
-    code, out, err = _sweep(
+    code, out, err = sweep_in_process(
         matrix, glue, runs, "--executor", "ray", "--address", cluster, "--cards", str(cards)
     )
     killer.join(timeout=5)
@@ -199,18 +176,6 @@ def test_a_worker_killed_in_the_middle_of_a_run_is_retried_and_the_sweep_ends(
 
 
 def test_a_run_gives_the_same_predictions_with_either_executor(study_files, tmp_path):
-    """On a Ray instance the sweep starts itself (no --address), as on a laptop."""
-    matrix, glue = study_files
-    only = ("--only", "bert-none-sst2-seed0")
-    with quick_scaling():
-        code, _, err = _sweep(matrix, glue, tmp_path / "local", *only)
-    assert code == 0, err[-3000:]
-    code, _, err = _sweep(matrix, glue, tmp_path / "ray", *only, "--executor", "ray")
-    assert code == 0, err[-3000:]
-
-    # The predicted labels, not the file's bytes: a Ray task runs torch on its one CPU, so logits may differ
-    # from a two-thread local run in their last digits while every prediction is the same.
-    def predictions(runs: Path) -> str:
-        return Results.load(runs / "bert-none-sst2-seed0").metrics.predictions_sha256
-
-    assert predictions(tmp_path / "local") == predictions(tmp_path / "ray")
+    """On a Ray instance the sweep starts itself (no --address), as on a laptop; a Ray task runs torch on
+    its one CPU."""
+    check_same_predictions(*study_files, tmp_path, "bert-none-sst2-seed0", "--executor", "ray")

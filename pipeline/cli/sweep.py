@@ -8,7 +8,8 @@ exit status is 1 when any run failed, 0 otherwise. The stage (and torch) is impo
 `--help` and argument errors answer without it.
 
 `--executor ray` runs each (row, seed) as a Ray task (`pipeline.sweep_ray`) on the cluster at `--address`, or
-on a Ray instance it starts on this machine; Ray too is imported only then.
+on a Ray instance it starts on this machine; `--executor slurm` as a Slurm job (`pipeline.sweep_slurm`) in
+`--partition`, for at most `--time-limit` minutes; Ray and submitit too are imported only then.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .common import (
     add_batch_arguments,
     add_data_dir_argument,
     non_negative_int,
+    positive_int,
     run_command,
 )
 from .push import add_push_arguments
@@ -45,16 +47,34 @@ DESCRIPTION = (
 )
 EPILOG = (
     "example: attncard sweep cards/matrix.yaml --seeds 0 1 2 --cards cards; on a Ray cluster: attncard sweep "
-    "cards/matrix.yaml --executor ray --address HEAD:6379 --output /shared/runs"
+    "cards/matrix.yaml --executor ray --address HEAD:6379 --output /shared/runs; on a Slurm cluster: "
+    "attncard sweep cards/matrix.yaml --executor slurm --partition gpu --time-limit 60 --output /shared/runs"
 )
-# How often --executor ray starts a run again that was lost with its worker or node (Ray's max_retries).
-DEFAULT_RAY_RETRIES = 2
+# How often --executor ray or slurm starts a run again that was lost with its worker, node or job.
+DEFAULT_RETRIES = 2
+# A Slurm job's time limit, in minutes (pipeline.sweep_slurm.DEFAULT_TIME_LIMIT_MINUTES, not imported here).
+DEFAULT_TIME_LIMIT_MINUTES = 240
+# The options of one executor only: given with another, they are an error.
+EXECUTOR_OPTIONS = {
+    "--address": ("ray",),
+    "--retries": ("ray", "slurm"),
+    "--partition": ("slurm",),
+    "--time-limit": ("slurm",),
+}
 
 
 def hub_owner(text: str) -> str:
     if not text or "/" in text:
         raise argparse.ArgumentTypeError(
             f"'{text}' is not a Hub user or organisation; write ORG, without /NAME"
+        )
+    return text
+
+
+def slurm_partition(text: str) -> str:
+    if not text or any(character.isspace() for character in text):
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a Slurm partition name; write e.g. --partition gpu"
         )
     return text
 
@@ -84,11 +104,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("executor")
     group.add_argument(
         "--executor",
-        choices=("local", "ray"),
+        choices=("local", "ray", "slurm"),
         default="local",
         help="local: one run after the other in this process (default); ray: each run a Ray task with the "
         "resources the matrix asks for, the module runs waiting on their dense runs (pip install "
-        "'attncard[ray]')",
+        "'attncard[ray]'); slurm: each run a Slurm job with those resources, submitted from this node, the "
+        "module runs depending on their dense runs' jobs (pip install 'attncard[slurm]')",
     )
     group.add_argument(
         "--address",
@@ -103,8 +124,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=non_negative_int,
         default=None,
         metavar="N",
-        help="with --executor ray: start a run lost with its worker or node again up to N times, then report "
-        f"it failed (default: {DEFAULT_RAY_RETRIES})",
+        help="with --executor ray or slurm: start a run lost with its worker, node or job (killed, timed "
+        f"out, cancelled) again up to N times, then report it failed (default: {DEFAULT_RETRIES})",
+    )
+    group.add_argument(
+        "--partition",
+        type=slurm_partition,
+        default=None,
+        metavar="NAME",
+        help="with --executor slurm: the partition of every job (default: the cluster's default partition)",
+    )
+    group.add_argument(
+        "--time-limit",
+        type=positive_int,
+        default=None,
+        metavar="MINUTES",
+        help="with --executor slurm: each job's time limit in minutes; a job past it is submitted again as "
+        f"--retries allows (default: {DEFAULT_TIME_LIMIT_MINUTES})",
     )
     group = parser.add_argument_group("training (every run)")
     add_batch_arguments(group)
@@ -179,22 +215,30 @@ def _sweep(args: argparse.Namespace) -> int:
     from ..errors import AttncardError
     from ..sweep import check_sweep, plan_sweep, read_matrix, run_sweep
 
-    if args.executor != "ray":
-        for option, value in (("--address", args.address), ("--retries", args.retries)):
-            if value is not None:
-                raise AttncardError(
-                    f"{option} only applies with --executor ray; add --executor ray, or drop {option}"
-                )
+    for option, executors in EXECUTOR_OPTIONS.items():
+        if getattr(args, option[2:].replace("-", "_")) is not None and args.executor not in executors:
+            named = " or ".join(f"--executor {executor}" for executor in executors)
+            raise AttncardError(
+                f"{option} only applies with {named}; add --executor {executors[-1]}, or drop {option}"
+            )
     matrix = read_matrix(args.matrix)
     runs = plan_sweep(matrix, seeds=args.seeds, only=args.only)
     settings = settings_from_args(args)
     check_sweep(runs, settings)
+    retries = DEFAULT_RETRIES if args.retries is None else args.retries
     if args.executor == "ray":
         from ..sweep_ray import run_sweep_ray
 
         # Ray starts (or connects) now: without Ray, or without a cluster there, one line and exit 2.
-        retries = DEFAULT_RAY_RETRIES if args.retries is None else args.retries
         executed = run_sweep_ray(runs, settings, address=args.address, retries=retries)
+    elif args.executor == "slurm":
+        from ..sweep_slurm import run_sweep_slurm
+
+        # Slurm is asked now whether it takes every job (sbatch --test-only): if not, one line and exit 2.
+        time_limit = DEFAULT_TIME_LIMIT_MINUTES if args.time_limit is None else args.time_limit
+        executed = run_sweep_slurm(
+            runs, settings, partition=args.partition, time_limit_minutes=time_limit, retries=retries
+        )
     else:
         executed = run_sweep(runs, settings)
     outcomes: list[RunOutcome] = []
@@ -215,7 +259,8 @@ def _sweep(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
-    # Ray's runs finish in any order; the report lists them in the order of the plan, as the local executor.
+    # Ray's and Slurm's runs finish in any order; the report lists them in the plan's order, as the local
+    # executor does.
     order = {run.name: index for index, run in enumerate(runs)}
     for outcome in sorted(outcomes, key=lambda outcome: order[outcome.run.name]):
         print(_outcome_line(outcome))
