@@ -274,7 +274,9 @@ def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> Eval
     tokens = sum(lengths)
 
     labels = list(validation["label"])
-    metrics = quality_metrics(logits.numpy(), labels, spec.label_names)
+    metrics = quality_metrics(
+        logits.numpy(), labels, spec.label_names, spec.official_metric, spec.positive_label
+    )
     y_true, y_pred = np.asarray(labels), logits.argmax(dim=-1).numpy()
     efficiency = Efficiency(
         device=str(device),

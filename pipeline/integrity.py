@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..modules.base import FAMILIES
+from .data import TASKS
 from .errors import (
     DownloadError,
     IncompatibleRunError,
@@ -36,7 +37,7 @@ from .errors import (
     UnknownSchemaError,
     UnsafeFormatError,
 )
-from .metrics import LOSS_REL_TOL, label_metrics
+from .metrics import BOOTSTRAP_RESAMPLES, LOSS_REL_TOL, label_metrics
 from .paired import comparison_problems
 from .render import (
     EVAL_RESULTS_DIR,
@@ -52,6 +53,7 @@ from .results import (
     CARD_FILE,
     MAX_CARD_BYTES,
     MAX_CONFIG_BYTES,
+    OFFICIAL_METRIC_SCHEMA,
     PREDICTIONS_FILE,
     RESULTS_FILE,
     RUN_TAG_DIGEST_HEX,
@@ -385,7 +387,9 @@ class Figure:
 
 
 def figures(prefix: str, recorded: Any, recomputed: Any) -> list[Figure]:
-    """Pairs every leaf of two records of the same type (dataclasses, lists, dicts), by its path.
+    """Pairs every leaf of two records of the same type (dataclasses, lists, dicts), by its path. A field of
+    a dataclass whose default is None and that is None on both sides is no figure (a record the run's
+    schema or task does not have, such as the official metric before schema 4) and is left out.
 
     Example:
         >>> [f.name for f in figures("m", {"a": 1, "b": [2.0]}, {"a": 1, "b": [2.5]})]
@@ -395,6 +399,9 @@ def figures(prefix: str, recorded: Any, recomputed: Any) -> list[Figure]:
         return [
             pair
             for f in dataclasses.fields(recorded)
+            if f.default is not None
+            or getattr(recorded, f.name) is not None
+            or getattr(recomputed, f.name) is not None
             for pair in figures(f"{prefix}.{f.name}", getattr(recorded, f.name), getattr(recomputed, f.name))
         ]
     if isinstance(recorded, list) and isinstance(recomputed, list) and len(recorded) == len(recomputed):
@@ -460,6 +467,26 @@ def recomputed_verification(results: Results) -> Verification:
         raise IntegrityError(f"{RESULTS_FILE}: {error}") from None
 
 
+def official_metric_of(results: Results) -> tuple[str | None, int]:
+    """The official metric a run must record, as [`pipeline.metrics.label_metrics`] takes it: its task's
+    (`TaskSpec.official_metric` and `positive_label`) from schema 4 on, None in earlier schemas. The task's,
+    never the one results.json names, so a run that names another metric is caught recomputing it.
+
+    Example:
+        >>> official_metric_of(Results.load("runs/tiny-gpt2-none-sst2"))
+        ('accuracy', 1)
+    """
+    if results.schema_version < OFFICIAL_METRIC_SCHEMA:
+        return None, 1
+    if results.dataset.task not in TASKS:
+        raise IntegrityError(
+            f"{RESULTS_FILE}: dataset.task is {results.dataset.task!r}, which is no GLUE task this attncard "
+            "knows"
+        )
+    spec = TASKS[results.dataset.task]
+    return spec.official_metric, spec.positive_label
+
+
 def metrics_from_confusion(results: Results) -> Metrics:
     """The label metrics computed again from the recorded confusion matrix (its rows are the true labels).
 
@@ -481,7 +508,7 @@ def metrics_from_confusion(results: Results) -> Metrics:
         )
     y_true = [t for t in range(size) for p in range(size) for _ in range(matrix[t][p])]
     y_pred = [p for t in range(size) for p in range(size) for _ in range(matrix[t][p])]
-    metrics = label_metrics(y_true, y_pred, labels)
+    metrics = label_metrics(y_true, y_pred, labels, *official_metric_of(results))
     return dataclasses.replace(
         metrics, loss=results.metrics.loss, predictions_sha256=results.metrics.predictions_sha256
     )
@@ -519,8 +546,52 @@ def recorded_figure_problems(results: Results) -> list[str]:
     ]
     # The paired verdict against the dense model is recomputed from its counts (pipeline.paired).
     problems += [f"comparison: {problem}" for problem in comparison_problems(results)]
+    problems += mcc_difference_problems(results)
     # The status first: it is what a forger is after.
     return sorted(problems, key=lambda problem: not problem.startswith("verification.status "))
+
+
+def mcc_difference_problems(results: Results) -> list[str]:
+    """Every way results.json's MCC difference (`comparison.mcc_difference`) is not what a CoLA run records:
+    missing from a run whose official metric is MCC and that has a dense baseline, present in any other run,
+    or resampled with another seed (the run's training seed), count or confidence (the comparison's). The
+    figures themselves need both runs' predictions: `attncard verify --predictions` recomputes them.
+
+    Example:
+        >>> mcc_difference_problems(Results.load("runs/tiny-gpt2-none-sst2"))
+        []
+    """
+    comparison, official = results.comparison, results.metrics.official
+    recorded = comparison.mcc_difference if comparison is not None else None
+    wanted = (
+        comparison is not None
+        and bool(comparison.baselines)
+        and official is not None
+        and official.name == "matthews_correlation"
+    )
+    if recorded is None:
+        missing = "comparison.mcc_difference is missing: a run scored by MCC records it against its dense run"
+        return [missing] if wanted else []
+    if not wanted:
+        return [
+            "comparison.mcc_difference is recorded, but only a run scored by MCC with a dense run has one"
+        ]
+    expected = {
+        "seed": results.training.hyperparameters.seed,
+        "resamples": BOOTSTRAP_RESAMPLES,
+        "confidence": comparison.confidence,
+    }
+    problems = [
+        f"comparison.mcc_difference.{name} is {getattr(recorded, name)!r}, not {value!r}"
+        for name, value in expected.items()
+        if getattr(recorded, name) != value
+    ]
+    if not -2 <= recorded.ci_low <= recorded.ci_high <= 2 or not -2 <= recorded.difference <= 2:
+        problems.append(
+            f"comparison.mcc_difference is {recorded.difference!r} in [{recorded.ci_low!r}, "
+            f"{recorded.ci_high!r}]: no difference of two correlations and its interval"
+        )
+    return problems
 
 
 def _statistics_figures(results: Results) -> list[Figure]:
@@ -663,8 +734,10 @@ __all__ = [
     "check_safe_formats",
     "eval_results_problems",
     "figures",
+    "mcc_difference_problems",
     "metrics_figures",
     "metrics_from_confusion",
+    "official_metric_of",
     "read_checked_files",
     "read_json_object",
     "read_results",

@@ -35,8 +35,8 @@ files that every loader reads, and nothing that changed after results.json took 
       is skipped;
     - otherwise unreadable (`5.25.0` where no package has that version) and reported.
    The numeric leaves are every int and float of results.json (booleans excluded) and the length of every
-   list. The model-index metric values in the front matter must also equal `metrics.accuracy` and
-   `metrics.f1_macro` exactly.
+   list. The model-index metric values in the front matter must also equal results.json's exactly: the
+   official metric (`metrics.official.value`, from schema 4 on), `metrics.accuracy` and `metrics.f1_macro`.
 4. **Missing files**: the target of every Markdown link or image `[..](path)`, `![..](path)`, reference
    definition `[id]: path` and HTML `<img src="path">` in the card body must exist in the run folder (URLs
    with a scheme, `#anchors` and site-absolute `/paths` are not files of the folder; links inside code are
@@ -86,7 +86,7 @@ from huggingface_hub.utils import validate_repo_id
 from ..modules.base import FAMILIES
 from .errors import AttncardError, NonFiniteNumberError, ResultsError
 from .paired import comparison_problems
-from .render import template_environment
+from .render import model_index_metrics, template_environment
 from .results import (
     COMMIT_RE,
     MAX_RESULTS_BYTES,
@@ -520,11 +520,11 @@ def _check_placeholders(card: _Card, quoted: list[str] | None = None) -> list[Fi
 
 
 def _check_model_index(card: _Card, results: Results) -> list[Finding]:
-    """The model-index accuracy and F1 values must equal results.json's, exactly; both must be there."""
+    """The model-index metrics (`render.model_index_metrics`: the official metric, accuracy, F1) must equal
+    results.json's, exactly; each must be there."""
     if card.metadata is None or card.front_matter is None or "model-index" not in card.metadata:
         return []  # already reported by the front matter check
-    expected = {"accuracy": ("metrics.accuracy", results.metrics.accuracy)}
-    expected["f1"] = ("metrics.f1_macro", results.metrics.f1_macro)
+    expected = {metric.type: (metric.field, metric.value) for metric in model_index_metrics(results)}
     seen = set()
     findings = []
     for metric_type, node in _model_index_metrics(yaml.compose(card.front_matter)):

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .results import ClassScores, Metrics
+from .results import OFFICIAL_METRIC_NAMES, ClassScores, MccDifference, Metrics, OfficialMetric
 
 # How far a recomputed loss may be from the recorded one, relatively. The loss is computed here in float64;
 # runs published before it was recorded torch's float32 cross-entropy, which differs in the last bits (up to
@@ -40,7 +40,13 @@ def cross_entropy(logits: np.ndarray, labels: Sequence[int]) -> float:
     return float(np.mean(log_sums - picked))
 
 
-def quality_metrics(logits: np.ndarray, labels: Sequence[int], label_names: Sequence[str]) -> Metrics:
+def quality_metrics(
+    logits: np.ndarray,
+    labels: Sequence[int],
+    label_names: Sequence[str],
+    official: str | None = None,
+    positive: int = 1,
+) -> Metrics:
     """Every quality figure of a run, from the logits of the evaluated split and its gold labels, in order.
 
     The one place these figures are computed: evaluation records them, and `attncard verify` recomputes
@@ -50,27 +56,40 @@ def quality_metrics(logits: np.ndarray, labels: Sequence[int], label_names: Sequ
         logits: `(rows, labels)` float logits, in split order (evaluation's are float32).
         labels: the gold label ids, in split order.
         label_names: the task's label names, in label-id order.
+        official: the task's official GLUE metric (`TaskSpec.official_metric`), recorded as
+            `Metrics.official`; None records none (results.json before schema 4).
+        positive: the label id whose F1 is the official metric, when that is "f1".
 
     Returns:
         [`Metrics`]: accuracy, F1, precision, recall, loss ([`cross_entropy`]), confusion matrix, per-class
-        scores and the sha256 of the predicted label ids (the first maximum of each row's logits).
+        scores, the sha256 of the predicted label ids (the first maximum of each row's logits) and the
+        official metric.
 
     Example:
         >>> logits = np.array([[2.0, 0.0], [0.0, 1.0]], dtype=np.float32)
         >>> quality_metrics(logits, [0, 0], ["negative", "positive"]).accuracy
         0.5
     """
-    metrics = label_metrics(labels, np.asarray(logits).argmax(axis=-1).tolist(), label_names)
+    predictions = np.asarray(logits).argmax(axis=-1).tolist()
+    metrics = label_metrics(labels, predictions, label_names, official, positive)
     metrics.loss = cross_entropy(logits, labels)
     return metrics
 
 
-def label_metrics(labels: Sequence[int], predictions: Sequence[int], label_names: Sequence[str]) -> Metrics:
+def label_metrics(
+    labels: Sequence[int],
+    predictions: Sequence[int],
+    label_names: Sequence[str],
+    official: str | None = None,
+    positive: int = 1,
+) -> Metrics:
     """The figures of [`quality_metrics`] that depend on the labels and predictions alone (`loss` is NaN).
 
     Example:
         >>> label_metrics([0, 0, 1], [0, 1, 1], ["negative", "positive"]).confusion_matrix
         [[1, 1], [0, 1]]
+        >>> label_metrics([0, 0, 1], [0, 1, 1], ["no", "yes"], "matthews_correlation").official
+        OfficialMetric(name='matthews_correlation', value=0.5, positive_label='')
     """
     y_true, y_pred = np.asarray(labels, dtype="<i8"), np.asarray(predictions, dtype="<i8")
     size = len(label_names)
@@ -99,6 +118,13 @@ def label_metrics(labels: Sequence[int], predictions: Sequence[int], label_names
             for name, p, r, f, s in zip(label_names, precision, recall, f1, support, strict=True)
         ],
         predictions_sha256=predictions_sha256(predictions),
+        official=None
+        if official is None
+        else OfficialMetric(
+            name=official,
+            value=official_metric(official, y_true, y_pred, size, positive),
+            positive_label=label_names[positive] if official == "f1" else "",
+        ),
     )
 
 
@@ -138,7 +164,7 @@ def positive_f1(labels: Sequence[int], predictions: Sequence[int], positive: int
     return 2.0 * true_positive / denominator if denominator else 0.0
 
 
-OFFICIAL_METRICS = ("accuracy", "f1", "matthews_correlation")
+OFFICIAL_METRICS = OFFICIAL_METRIC_NAMES
 BOOTSTRAP_RESAMPLES = 10_000
 
 
@@ -207,6 +233,35 @@ def mcc_difference_interval(
     return float(difference), float(low), float(high)
 
 
+def mcc_difference(
+    labels: Sequence[int],
+    module_predictions: Sequence[int],
+    baseline_predictions: Sequence[int],
+    size: int,
+    seed: int,
+    confidence: float = 0.95,
+) -> MccDifference:
+    """The [`MccDifference`] a CoLA run records against its dense baseline: [`mcc_difference_interval`] with
+    `BOOTSTRAP_RESAMPLES` resamples.
+
+    Example:
+        >>> labels, module, dense = [0, 1, 1, 0, 1, 0], [0, 1, 1, 0, 0, 0], [0, 1, 0, 1, 1, 0]
+        >>> mcc_difference(labels, module, dense, 2, seed=0).resamples
+        10000
+    """
+    difference, low, high = mcc_difference_interval(
+        labels, module_predictions, baseline_predictions, size, seed, BOOTSTRAP_RESAMPLES, confidence
+    )
+    return MccDifference(
+        difference=difference,
+        ci_low=low,
+        ci_high=high,
+        confidence=confidence,
+        resamples=BOOTSTRAP_RESAMPLES,
+        seed=seed,
+    )
+
+
 def official_metric(
     name: str, labels: Sequence[int], predictions: Sequence[int], size: int, positive: int = 1
 ) -> float:
@@ -260,6 +315,7 @@ __all__ = [
     "cross_entropy",
     "label_metrics",
     "matthews_correlation",
+    "mcc_difference",
     "mcc_difference_interval",
     "official_metric",
     "positive_f1",

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import IntegrityError
-from .integrity import Figure, figures, metrics_figures
+from .integrity import Figure, figures, metrics_figures, official_metric_of
 from .metrics import predictions_sha256, quality_metrics
 from .results import (
     MAX_PREDICTIONS_BYTES,
@@ -376,7 +376,7 @@ def recompute(predictions: Predictions, results: Results) -> tuple[Metrics, Veri
         (True, True)
     """
     names = list(results.dataset.label_names)
-    metrics = quality_metrics(predictions.logits, predictions.labels, names)
+    metrics = quality_metrics(predictions.logits, predictions.labels, names, *official_metric_of(results))
     parameters = results.parameters
     if parameters.before < 1 or parameters.after < 1:
         raise IntegrityError(

@@ -45,6 +45,7 @@ from .errors import (
 from .evaluate import EvalResult, evaluate
 from .integrity import WEIGHTS_SUFFIX
 from .lint import lint_run_folder
+from .metrics import mcc_difference
 from .models import MODEL_ALIASES, load_model, resolve_model_name, tokenize
 from .paired import (
     DEFAULT_MARGIN,
@@ -523,13 +524,25 @@ def dense_comparison(
             f"the dense baseline {candidate} was evaluated on other rows (its gold labels differ from this "
             "run's); publish it again on the same data"
         )
-    return paired_comparison(
+    comparison = paired_comparison(
         evaluation.labels,
         evaluation.predictions,
         predictions.predictions,
         baselines=[baseline_record(candidate, baseline)],
         margin=margin,
     )
+    official = evaluation.metrics.official
+    if official is not None and official.name == "matthews_correlation":
+        # CoLA: the difference of the official metric too, with a paired bootstrap interval over the rows.
+        comparison.mcc_difference = mcc_difference(
+            evaluation.labels,
+            evaluation.predictions,
+            predictions.predictions,
+            len(results.dataset.label_names),
+            seed=results.training.hyperparameters.seed,
+            confidence=comparison.confidence,
+        )
+    return comparison
 
 
 def run_publish(options: PublishOptions) -> Path:

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
@@ -26,7 +27,7 @@ TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 CARD_TEMPLATE = "model_card.md.j2"
 # The template each readable results.json schema renders its card with: a published card is rendered again
 # from its results.json to verify it, so the template of an older schema is kept as it was.
-CARD_TEMPLATES = {2: "model_card_v2.md.j2", 3: "model_card_v3.md.j2"}
+CARD_TEMPLATES = {2: "model_card_v2.md.j2", 3: "model_card_v3.md.j2", 4: CARD_TEMPLATE}
 LICENSE_TEMPLATE = "license.txt.j2"
 SCALING_PLOT = "scaling.png"
 LOSS_PLOT = "training_loss.png"
@@ -105,8 +106,23 @@ def _capitalize_first(text: str) -> str:
 
 
 _CELL_ESCAPES = str.maketrans(
-    {"\\": "\\\\", "|": "\\|", "`": "\\`", "*": "\\*", "_": "\\_", "[": "\\[", "]": "\\]", "(": "\\(",
-     ")": "\\)", "<": "&lt;", ">": "&gt;", "&": "&amp;", "\n": " ", "\r": " ", "\t": " "}
+    {
+        "\\": "\\\\",
+        "|": "\\|",
+        "`": "\\`",
+        "*": "\\*",
+        "_": "\\_",
+        "[": "\\[",
+        "]": "\\]",
+        "(": "\\(",
+        ")": "\\)",
+        "<": "&lt;",
+        ">": "&gt;",
+        "&": "&amp;",
+        "\n": " ",
+        "\r": " ",
+        "\t": " ",
+    }
 )
 
 
@@ -176,13 +192,14 @@ def card_data(results: Results) -> ModelCardData:
         # The spec: `other` with an id of the licence and a link to it, here the LICENSE file of the run.
         licence["license_name"] = results.model.license_name or UNKNOWN_LICENSE_NAME
         licence["license_link"] = LICENSE_FILE
+    index = model_index_metrics(results)
     return ModelCardData(
         model_name=results.repo_name,
         **licence,
         **adapter,
         datasets=[HUB_DATASET_ID],
         language=[GLUE_LANGUAGE],
-        metrics=["accuracy", "f1"],
+        metrics=list(dict.fromkeys(metric.type for metric in index)),
         tags=tags,
         pipeline_tag="text-classification",
         library_name="peft",
@@ -190,19 +207,109 @@ def card_data(results: Results) -> ModelCardData:
             EvalResult(
                 **task,
                 **dataset,
-                metric_type="accuracy",
-                metric_name="Accuracy",
-                metric_value=results.metrics.accuracy,
-            ),
-            EvalResult(
-                **task,
-                **dataset,
-                metric_type="f1",
-                metric_name="F1 (macro)",
-                metric_value=results.metrics.f1_macro,
-                metric_args={"average": "macro"},
-            ),
+                metric_type=metric.type,
+                metric_name=metric.name,
+                metric_value=metric.value,
+                **({"metric_args": metric.args} if metric.args else {}),
+            )
+            for metric in index
         ],
+    )
+
+
+@dataclass(frozen=True)
+class IndexMetric:
+    """One metric of the card's model-index.
+
+    Attributes:
+        type: the metric's id on the Hub ("accuracy", "f1", "matthews_correlation").
+        name: as the Hub shows it ("F1 (equivalent)").
+        value: results.json's figure.
+        field: where results.json holds it ("metrics.official.value"), for messages.
+        args: the metric's arguments (F1's averaging or positive class); None for none.
+    """
+
+    type: str
+    name: str
+    value: float
+    field: str
+    args: dict[str, str | int] | None = None
+
+
+def model_index_metrics(results: Results) -> list[IndexMetric]:
+    """The metrics of the card's model-index, in order: from schema 4 on, the task's official GLUE metric
+    first (Matthews' correlation for CoLA, F1 of the positive class for MRPC and QQP), then accuracy, then
+    macro F1 where F1 is not the official metric; before, accuracy and macro F1.
+
+    Example:
+        >>> [(metric.type, metric.name) for metric in model_index_metrics(results)]  # SST-2, schema 4
+        [('accuracy', 'Accuracy'), ('f1', 'F1 (macro)')]
+    """
+    metrics, official = results.metrics, results.metrics.official
+    accuracy = IndexMetric("accuracy", "Accuracy", metrics.accuracy, "metrics.accuracy")
+    macro_f1 = IndexMetric("f1", "F1 (macro)", metrics.f1_macro, "metrics.f1_macro", {"average": "macro"})
+    if official is None or official.name == "accuracy":
+        return [accuracy, macro_f1]
+    if official.name == "f1":
+        positive = results.dataset.label_names.index(official.positive_label)
+        args = {"average": "binary", "pos_label": positive}
+        f1 = IndexMetric(
+            "f1", f"F1 ({official.positive_label})", official.value, "metrics.official.value", args
+        )
+        return [f1, accuracy]
+    mcc = IndexMetric(official.name, "Matthews correlation", official.value, "metrics.official.value")
+    return [mcc, accuracy, macro_f1]
+
+
+@dataclass(frozen=True)
+class OfficialFigure:
+    """The task's official GLUE metric as the card shows it (schema 4).
+
+    Attributes:
+        label: its name in the results table ("Matthews correlation (MCC)").
+        value: formatted as the table prints it (a correlation to 4 decimals, a share in percent).
+        headline: the figures the card's first paragraph names, official metric first.
+        note: the sentence beside the table: what GLUE reports for the task, and that the pass gate is on
+            accuracy.
+    """
+
+    label: str
+    value: str
+    headline: str
+    note: str
+
+
+def official_figure(results: Results) -> OfficialFigure | None:
+    """The official metric of a run as its card shows it; None before schema 4, which recorded none.
+
+    Example:
+        >>> official_figure(results).headline  # an SST-2 run
+        'accuracy 87.50%'
+    """
+    official = results.metrics.official
+    if official is None:
+        return None
+    task = TASK_TITLES.get(results.dataset.task, results.dataset.task)
+    accuracy = f"accuracy {_pct(results.metrics.accuracy)}"
+    gate = (
+        "The pass gate ([Verification](#verification)) is on accuracy for every task: it must clear the "
+        "majority-class share by three standard errors."
+    )
+    if official.name == "accuracy":
+        return OfficialFigure(
+            "Accuracy", _pct(official.value), accuracy, f"{task} is reported by accuracy. {gate}"
+        )
+    if official.name == "f1":
+        label = f"F1 of {official.positive_label}"
+        value = _pct(official.value)
+        reported = f"F1 of the class {official.positive_label}, with accuracy beside it"
+    else:
+        label, value, reported = "Matthews correlation (MCC)", _num(official.value), "Matthews' correlation"
+    return OfficialFigure(
+        label,
+        value,
+        f"{label} {value} (the official metric of {task}), {accuracy}",
+        f"{task} is reported by {reported}: the first row. {gate}",
     )
 
 
@@ -225,10 +332,7 @@ def _signed_points(share: float) -> str:
         >>> _signed_points(-0.0034), _signed_points(0.0052), _signed_points(-0.00001)
         ('−0.34', '+0.52', '0.00')
     """
-    text = f"{abs(100 * share):.2f}"
-    if text == "0.00":
-        return text
-    return ("+" if share > 0 else "−") + text
+    return _signed(100 * share, 2)
 
 
 def _p_value(value: float) -> str:
@@ -287,12 +391,32 @@ def comparison_line(results: Results) -> str:
     runs = "; ".join(f"{b.repo_name}, accuracy {_pct(b.accuracy)}" for b in c.baselines)
     against = "the dense model" if len(c.baselines) == 1 else f"the dense models of {len(c.baselines)} seeds"
     margin = f"{100 * c.margin:.1f} point{'' if 100 * c.margin == 1 else 's'}"
-    return (
+    line = (
         f"Against {against} ({runs}): {_signed_points(c.difference)} points "
         f"({100 * c.confidence:g}% CI {_signed_points(c.ci_low)} to {_signed_points(c.ci_high)}), exact "
         f"McNemar p = {_p_value(c.mcnemar_p)}: **{c.verdict.value}** at a non-inferiority margin of "
         f"{margin}. {_capitalize_first(_VERDICT_MEANING[c.verdict.value].format(module=module))}"
     )
+    if (mcc := c.mcc_difference) is not None:
+        line += (
+            f" In Matthews' correlation, the task's official metric, the difference is "
+            f"{_signed(mcc.difference)} ({100 * mcc.confidence:g}% paired bootstrap CI {_signed(mcc.ci_low)} "
+            f"to {_signed(mcc.ci_high)}, {mcc.resamples:,} resamples of the rows, seed {mcc.seed})."
+        )
+    return line
+
+
+def _signed(value: float, digits: int = 4) -> str:
+    """A difference to `digits` decimals, signed with a real minus; no sign when it rounds to zero.
+
+    Example:
+        >>> _signed(-0.01234), _signed(0.5), _signed(-0.00001)
+        ('−0.0123', '+0.5000', '0.0000')
+    """
+    text = f"{abs(value):.{digits}f}"
+    if float(text) == 0:
+        return text
+    return ("+" if value > 0 else "−") + text
 
 
 def _stat_value(value) -> str:
@@ -395,7 +519,9 @@ def eval_results_file(results: Results) -> str:
 
 def render_eval_results(results: Results) -> str:
     """The run's `.eval_results/<task>.yaml`, in huggingface_hub's `EvalResultEntry` format (see
-    [`write_eval_results`]): its accuracy is results.json's, as the card's figures are.
+    [`write_eval_results`]): its value is results.json's official metric of the task, as GLUE's leaderboard
+    reports it (Matthews' correlation for CoLA, F1 of the positive class for MRPC and QQP, accuracy
+    otherwise; accuracy before schema 4), as the card's figures are.
 
     Example:
         >>> print(render_eval_results(results).splitlines()[3])
@@ -410,7 +536,7 @@ def render_eval_results(results: Results) -> str:
     entry = EvalResultEntry(
         dataset_id=HUB_DATASET_ID,
         task_id=results.dataset.task,
-        value=results.metrics.accuracy,
+        value=model_index_metrics(results)[0].value,
         dataset_revision=results.dataset.revision if hub_revision else None,
         date=results.finished_at,
         notes=f"attention {results.module.name}",  # a setup label, as the Hub's own examples
@@ -722,8 +848,8 @@ def render_card(results: Results, plots: list[dict[str, str]] | None = None) -> 
         >>> card.startswith("---"), "**Status: PASS_NO_COMPRESSION**" in card
         (True, True)
     """
-    if not all(math.isfinite(v) for v in (results.metrics.accuracy, results.metrics.f1_macro)):
-        raise ValueError("accuracy and F1 must be finite to be written into the card's model-index")
+    if not all(math.isfinite(metric.value) for metric in model_index_metrics(results)):
+        raise ValueError("the metrics of the card's model-index must be finite to be written into it")
     config = results.training.hyperparameters
     hyperparameters = [
         (f.name, getattr(config, f.name), f.metadata["help"]) for f in dataclasses.fields(TrainConfig)
@@ -738,6 +864,7 @@ def render_card(results: Results, plots: list[dict[str, str]] | None = None) -> 
         front_matter=card_data(results).to_yaml(),
         status_line=status_line(results),
         comparison_line=comparison_line(results),
+        official=official_figure(results),
         # The counts and the dense runs, shown under the verdict when the line gives one.
         comparison=results.comparison if _has_verdict(results) else None,
         task_title=TASK_TITLES.get(results.dataset.task, results.dataset.task),

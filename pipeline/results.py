@@ -29,9 +29,14 @@ from packaging.version import InvalidVersion, Version
 from .errors import NonFiniteNumberError, ResultsError, UnknownSchemaError
 
 # The version publish writes: 3 counts the layers with LoRA and the attention layers the module changes apart
-# (`Parameters`). Every version in READABLE_SCHEMA_VERSIONS loads and renders the card it was published with.
-SCHEMA_VERSION = 3
-READABLE_SCHEMA_VERSIONS = (2, 3)
+# (`Parameters`); 4 records the task's official GLUE metric (`Metrics.official`) and, for CoLA, the paired
+# bootstrap of the MCC difference (`Comparison.mcc_difference`). Every version in READABLE_SCHEMA_VERSIONS
+# loads and renders the card it was published with.
+SCHEMA_VERSION = 4
+READABLE_SCHEMA_VERSIONS = (2, 3, 4)
+# The first schema that records `Metrics.official`, and the names it may have (the model-index's types).
+OFFICIAL_METRIC_SCHEMA = 4
+OFFICIAL_METRIC_NAMES = ("accuracy", "f1", "matthews_correlation")
 RESULTS_FILE = "results.json"
 CARD_FILE = "README.md"
 # Each evaluated row's index, gold label, predicted label and logits, in split order (pipeline.predictions):
@@ -214,6 +219,26 @@ class ClassScores:
 
 
 @dataclass
+class OfficialMetric:
+    """The task's official GLUE metric of the evaluated split, as the benchmark defines it (schema 4).
+
+    Attributes:
+        name: "matthews_correlation" (CoLA), "f1" (MRPC and QQP: the F1 of one class) or "accuracy" (the
+            other tasks); `TaskSpec.official_metric` says which.
+        value: the metric, from −1 to 1 for the correlation and from 0 to 1 otherwise.
+        positive_label: for "f1", the name of the class whose F1 it is ("equivalent" for MRPC); "" otherwise.
+
+    Example:
+        >>> OfficialMetric("f1", 0.866, positive_label="equivalent").positive_label
+        'equivalent'
+    """
+
+    name: str
+    value: float
+    positive_label: str = ""
+
+
+@dataclass
 class Metrics:
     accuracy: float
     f1_macro: float
@@ -224,6 +249,7 @@ class Metrics:
     confusion_matrix: list[list[int]]  # rows: true label, columns: predicted label
     per_class: list[ClassScores]
     predictions_sha256: str  # of the predicted label ids, int64 little-endian, in split order
+    official: OfficialMetric | None = None  # from schema 4 on; None in runs of schemas 2 and 3
 
 
 EVAL_TIMING_METHOD = (
@@ -357,6 +383,32 @@ class BaselineRecord:
 
 
 @dataclass
+class MccDifference:
+    """The MCC difference (module − dense) of a CoLA run on the same rows, with a paired bootstrap interval
+    (schema 4; see [`pipeline.metrics.mcc_difference_interval`]).
+
+    Each of `resamples` resamples draws the evaluated rows with replacement (numpy's `default_rng(seed)`) and
+    takes both runs' MCC on the same drawn rows; the interval is the percentile interval of the resampled
+    differences at `confidence`. The seed is the run's training seed, so the interval is recomputable from
+    both runs' predictions.csv and cannot be picked among seeds.
+
+    Attributes:
+        difference: the module's MCC minus the dense run's, on all rows.
+        ci_low, ci_high: the interval's ends.
+        confidence: of the interval (the comparison's, 0.95).
+        resamples: bootstrap resamples (`pipeline.metrics.BOOTSTRAP_RESAMPLES`).
+        seed: of the resampling: the run's training seed.
+    """
+
+    difference: float
+    ci_low: float
+    ci_high: float
+    confidence: float
+    resamples: int
+    seed: int
+
+
+@dataclass
 class Comparison:
     """The paired verdict of a module run against its dense baseline, on the same evaluated rows.
 
@@ -395,6 +447,8 @@ class Comparison:
     margin: float
     verdict: Verdict | None
     method: str
+    # CoLA (from schema 4 on): the MCC difference with its paired bootstrap interval; None otherwise.
+    mcc_difference: MccDifference | None = None
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -589,7 +643,8 @@ class Results:
         """Builds results from their dict form; raises [`ResultsError`] on an unknown schema or bad fields."""
         version = data.get("schema_version") if isinstance(data, dict) else None
         if version not in READABLE_SCHEMA_VERSIONS:
-            readable = " and ".join(map(str, READABLE_SCHEMA_VERSIONS))
+            *earlier, last = READABLE_SCHEMA_VERSIONS
+            readable = f"{', '.join(map(str, earlier))} and {last}"
             raise UnknownSchemaError(
                 f"results.json has schema version {version!r}; this attncard reads versions {readable}: "
                 "upgrade attncard (pip install -U attncard), or use the attncard version that wrote the run"
@@ -599,6 +654,17 @@ class Results:
         if not isinstance(results.parameters, expected):
             fields = ", ".join(f.name for f in dataclasses.fields(expected))
             raise ResultsError(f"results.json: parameters of schema {version} hold exactly {fields}")
+        if (results.metrics.official is None) == (version >= OFFICIAL_METRIC_SCHEMA):
+            has = "has no" if results.metrics.official is None else "has"
+            raise ResultsError(
+                f"results.json: metrics {has} official metric; schema {OFFICIAL_METRIC_SCHEMA} and later "
+                "record one, earlier schemas none"
+            )
+        if version < OFFICIAL_METRIC_SCHEMA and results.comparison and results.comparison.mcc_difference:
+            raise ResultsError(
+                f"results.json: comparison.mcc_difference is recorded from schema {OFFICIAL_METRIC_SCHEMA} "
+                f"on, not in schema {version}"
+            )
         _check_formats(results)
         return results
 
@@ -826,6 +892,11 @@ def _text_fields(results: Results) -> typing.Iterator[tuple[str, str, _Format]]:
     for target in training.lora_target_modules:
         yield "training.lora_target_modules", target, _Format("a module name", _TARGET_MODULE_RE.match)
     yield "metrics.predictions_sha256", r.metrics.predictions_sha256, _SHA256
+    if (official := r.metrics.official) is not None:
+        names = _Format(f"one of {', '.join(OFFICIAL_METRIC_NAMES)}", OFFICIAL_METRIC_NAMES.__contains__)
+        yield "metrics.official.name", official.name, names
+        if official.positive_label:
+            yield "metrics.official.positive_label", official.positive_label, _LABEL
     efficiency = r.efficiency
     yield "efficiency.device", efficiency.device, _Format("a torch device", _DEVICE_RE.match)
     yield (
@@ -943,6 +1014,11 @@ def _check_formats(results: Results) -> None:
         *(
             (f"dataset.samples[{i}].label", {sample.label})
             for i, sample in enumerate(results.dataset.samples)
+        ),
+        *(
+            [("metrics.official.positive_label", {official.positive_label})]
+            if (official := results.metrics.official) is not None and official.positive_label
+            else []
         ),
     ]
     for where, names in named:
@@ -1321,6 +1397,8 @@ __all__ = [
     "CARD_FILE",
     "COMMIT_RE",
     "GLUE_DIR_PLACEHOLDER",
+    "OFFICIAL_METRIC_NAMES",
+    "OFFICIAL_METRIC_SCHEMA",
     "PREDICTIONS_FILE",
     "READABLE_SCHEMA_VERSIONS",
     "RESULTS_FILE",
@@ -1339,9 +1417,11 @@ __all__ = [
     "EnvironmentRecord",
     "LoggedStep",
     "ManifestDifference",
+    "MccDifference",
     "Metrics",
     "ModelRecord",
     "ModuleRecord",
+    "OfficialMetric",
     "Parameters",
     "ParametersV2",
     "Results",

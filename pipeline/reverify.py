@@ -24,7 +24,7 @@ from .data import TaskData, get_task, load_task, load_task_from_hub, sample_rows
 from .download import DownloadOptions, download_verified, load_files, predict_logits, stock_load_files
 from .evaluate import count_deployed_parameters
 from .hub_io import check_options
-from .integrity import Figure, figures, metrics_figures
+from .integrity import Figure, figures, metrics_figures, official_metric_of
 from .metrics import quality_metrics
 from .results import Results
 from .reverify_predictions import Reverification, check_recorded_data, recorded_data_dir, reverification
@@ -96,7 +96,7 @@ def reverify(
         )
     labels = list(data.validation["label"])
     logits = predict_logits(verified, data, batch_size=results.efficiency.batch_size)
-    metrics = quality_metrics(logits.numpy(), labels, data.spec.label_names)
+    metrics = quality_metrics(logits.numpy(), labels, data.spec.label_names, *official_metric_of(results))
     counts = [labels.count(i) for i in range(len(data.spec.label_names))]
     compression = verified.base_parameters / count_deployed_parameters(verified.model)
     correct = int((logits.argmax(dim=-1) == torch.tensor(labels)).sum())

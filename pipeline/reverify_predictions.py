@@ -28,7 +28,7 @@ from .integrity import (
     recorded_figure_problems,
     refuse_contradictions,
 )
-from .metrics import predictions_sha256
+from .metrics import mcc_difference, predictions_sha256
 from .paired import paired_comparison
 from .predictions import Predictions, baseline_predictions, read_predictions, recompute
 from .results import (
@@ -264,7 +264,8 @@ def comparison_figures(
 
     Each baseline the verdict names is looked for by its folder name in `folders`; its results.json must
     have the recorded sha256, and its predictions.csv must check against it. With several baselines (pooled
-    seeds) their predictions are compared in the recorded order, each against this run's rows.
+    seeds) their predictions are compared in the recorded order, each against this run's rows. A run scored
+    by MCC (CoLA) also has its MCC difference and bootstrap interval recomputed, with the run's seed.
 
     Raises:
         [`IntegrityError`]: a named baseline is missing, is not the recorded one, or its predictions do not
@@ -300,6 +301,15 @@ def comparison_figures(
         margin=recorded.margin,
         confidence=recorded.confidence,
     )
+    if results.metrics.official is not None and results.metrics.official.name == "matthews_correlation":
+        recomputed.mcc_difference = mcc_difference(
+            labels,
+            module_predictions,
+            dense_predictions,
+            len(results.dataset.label_names),
+            seed=results.training.hyperparameters.seed,
+            confidence=recorded.confidence,
+        )
     return figures("comparison", recorded, recomputed)
 
 

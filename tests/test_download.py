@@ -124,7 +124,7 @@ def test_extra_files_are_refused_but_not_the_hubs_gitattributes(
 def test_unknown_schema_version_is_refused(gpt2_base, tiny_gpt2_run, tmp_path: Path) -> None:
     copy = copy_run(tiny_gpt2_run[0], tmp_path, lambda data: data.update(schema_version=999))
     with pytest.raises(
-        UnknownSchemaError, match=r"schema version 999; this attncard reads versions 2 and 3: upgrade"
+        UnknownSchemaError, match=r"schema version 999; this attncard reads versions 2, 3 and 4: upgrade"
     ):
         load_verified(copy, base_model=gpt2_base)
     assert issubclass(UnknownSchemaError, ResultsError)

@@ -33,6 +33,7 @@ from attncard.pipeline.errors import (
     ResultsError,
     SignatureError,
 )
+from attncard.pipeline.integrity import official_metric_of
 from attncard.pipeline.metrics import label_metrics
 from attncard.pipeline.predictions import read_predictions, write_predictions
 from attncard.pipeline.push import push_tag
@@ -84,7 +85,7 @@ def forge(run_dir: Path, confusion: list[list[int]]) -> None:
     labels = list(results.dataset.label_names)
     y_true = [t for t in range(2) for p in range(2) for _ in range(confusion[t][p])]
     y_pred = [p for t in range(2) for p in range(2) for _ in range(confusion[t][p])]
-    metrics = label_metrics(y_true, y_pred, labels)
+    metrics = label_metrics(y_true, y_pred, labels, *official_metric_of(results))
     results.metrics = dataclasses.replace(
         metrics, loss=results.metrics.loss, predictions_sha256=results.metrics.predictions_sha256
     )
@@ -657,6 +658,7 @@ def as_schema_2(results: Results) -> None:
     """The run as schema 2 recorded it: one count of the layers with LoRA and the attention layers changed."""
     new = results.parameters
     results.schema_version = 2
+    results.metrics.official = None  # recorded from schema 4 on
     results.parameters = ParametersV2(
         before=new.before,
         after=new.after,

@@ -244,10 +244,10 @@ def test_nan_in_results_json(run):
 
 def test_unknown_schema_version(run):
     path = run / "results.json"
-    path.write_text(path.read_text().replace('"schema_version": 3', '"schema_version": 4', 1))
+    path.write_text(path.read_text().replace('"schema_version": 4', '"schema_version": 5', 1))
     [finding] = lint_run_folder(run)
     assert finding.path == "results.json"
-    assert finding.message.startswith("has schema version 4; this attncard reads versions 2 and 3")
+    assert finding.message.startswith("has schema version 5; this attncard reads versions 2, 3 and 4")
 
 
 def test_referenced_image_missing(run):

@@ -169,7 +169,7 @@ def test_publish_writes_predictions_that_the_manifest_covers(tiny_gpt2_run) -> N
     assert predictions.labels == list(data.validation["label"])
     # Every quality figure of the card comes back exactly from the file.
     assert (
-        quality_metrics(predictions.logits, predictions.labels, results.dataset.label_names)
+        quality_metrics(predictions.logits, predictions.labels, results.dataset.label_names, "accuracy")
         == results.metrics
     )
     assert all(figure.equal() for figure in prediction_figures(predictions, results))
@@ -449,7 +449,7 @@ def test_a_consistently_forged_run_differs_from_its_predictions(
     results = Results.load(run_dir)
     names = list(results.dataset.label_names)
     labels = read_predictions(run_dir, results).labels
-    claimed = label_metrics(labels, labels, names)  # every row predicted right
+    claimed = label_metrics(labels, labels, names, "accuracy")  # every row predicted right
     results.metrics = dataclasses.replace(
         claimed, loss=results.metrics.loss, predictions_sha256=results.metrics.predictions_sha256
     )
