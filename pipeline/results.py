@@ -1222,6 +1222,8 @@ def max_file_bytes(path: str) -> int | None:
         return None
     if path.endswith(".png"):
         return MAX_PLOT_BYTES
+    if re.fullmatch(r"predictions_[a-z_]+\.csv", path):  # a second split's (SECOND_PREDICTIONS_FILE)
+        return MAX_PREDICTIONS_BYTES
     named = {
         RESULTS_FILE: MAX_RESULTS_BYTES,
         CARD_FILE: MAX_CARD_BYTES,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from scipy.stats import binomtest
 
-from .results import Status, Verification
+from .results import Metrics, Status, Verification
 
 # The arithmetic imports no torch: `attncard verify --predictions` recomputes the verification without it.
 if TYPE_CHECKING:
@@ -92,9 +92,32 @@ def verify(evaluation: EvalResult, label_names: list[str] | tuple[str, ...]) -> 
         >>> verification.status, verification.n
         (<Status.PASS_NO_COMPRESSION: 'PASS_NO_COMPRESSION'>, 40)
     """
-    counts = Counter(evaluation.labels)
-    correct = sum(int(t == p) for t, p in zip(evaluation.labels, evaluation.predictions, strict=True))
-    finite = all_finite(asdict(evaluation.metrics)) and all_finite(asdict(evaluation.efficiency))
+    return _gate(evaluation, evaluation.labels, evaluation.predictions, evaluation.metrics, label_names)
+
+
+def verify_second(evaluation: EvalResult, label_names: list[str] | tuple[str, ...]) -> Verification | None:
+    """[`verify`] of the task's second evaluated split (`evaluation.second`); None when it has none.
+
+    Example:
+        >>> verify_second(evaluation, ["negative", "positive"]) is None  # SST-2: one split
+        True
+    """
+    second = evaluation.second
+    if second is None:
+        return None
+    return _gate(evaluation, second.labels, second.predictions, second.metrics, label_names)
+
+
+def _gate(
+    evaluation: EvalResult,
+    labels: list[int],
+    predictions: list[int],
+    metrics: Metrics,
+    label_names: list[str] | tuple[str, ...],
+) -> Verification:
+    counts = Counter(labels)
+    correct = sum(int(t == p) for t, p in zip(labels, predictions, strict=True))
+    finite = all_finite(asdict(metrics)) and all_finite(asdict(evaluation.efficiency))
     return verification_from_counts(
         [counts.get(i, 0) for i in range(len(label_names))],
         correct,
