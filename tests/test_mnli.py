@@ -18,7 +18,9 @@ from attncard.pipeline.errors import IntegrityError
 from attncard.pipeline.integrity import recorded_figure_problems
 from attncard.pipeline.lint import lint_run_folder
 from attncard.pipeline.predictions import read_predictions
+from attncard.pipeline.publish import copy_to_cards
 from attncard.pipeline.results import CARD_FILE, RESULTS_FILE, Results, build_manifest
+from attncard.pipeline.summary import read_cards, render_leaderboard
 from attncard.pipeline.verify import both_gates
 from conftest import SST2_ROWS
 
@@ -144,3 +146,17 @@ def test_the_second_predictions_file_must_be_there_and_the_one_recorded(mnli_run
     _edit_results(run_dir, lambda data: data.update(manifest=build_manifest(run_dir)))
     with pytest.raises(IntegrityError, match=rf"{SECOND_FILE} is missing"):
         download_verified(run_dir, allow_failed=True)
+
+
+def test_the_leaderboard_gives_both_splits(mnli_run, tmp_path):
+    cards = tmp_path / "cards"
+    copy_to_cards(mnli_run[0], cards)
+    results = Results.load(mnli_run[0])
+    leaderboard = render_leaderboard(read_cards(cards))
+    [row] = [line for line in leaderboard.splitlines() if line.startswith("| gpt2 ")]
+    matched, mismatched = results.metrics.official.value, results.second_split.metrics.official.value
+    expected = (
+        f"accuracy {matched:.4f} (one seed: no spread); validation_mismatched: {mismatched:.4f} (one seed: "
+        "no spread)"
+    )
+    assert f"| {expected} |" in row
