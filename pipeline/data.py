@@ -10,6 +10,7 @@ GLUE TSVs are read with quoting off: a sentence may start with `"` and must stay
 from __future__ import annotations
 
 import csv
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +53,10 @@ class TaskSpec:
     # pass gate is on accuracy for every task, whatever this is.
     official_metric: str = "accuracy"
     positive_label: int = 1  # the label id whose F1 is the official metric, when that is "f1"
+    # A second evaluated split, scored and gated as the first (MNLI's mismatched genres): its name on the Hub
+    # and its TSV file; "" for a task with one evaluated split.
+    second_split: str = ""
+    second_file: str = ""
 
     @property
     def positive_label_name(self) -> str:
@@ -207,6 +212,8 @@ TASKS: dict[str, TaskSpec] = {
             folder="MNLI",
             validation_file="dev_matched.tsv",
             validation_split="validation_matched",
+            second_split="validation_mismatched",
+            second_file="dev_mismatched.tsv",
             tsv_columns={"premise": "sentence1", "hypothesis": "sentence2", "label": "gold_label"},
             tsv_labels_are_names=True,
             citation="Williams, Nangia and Bowman, A Broad-Coverage Challenge Corpus for Sentence "
@@ -247,12 +254,24 @@ class DataSource:
 
 @dataclass
 class TaskData:
-    """A loaded task: its spec, its training and validation splits, and where they came from."""
+    """A loaded task: its spec, its training and validation splits, and where they came from; `second` is the
+    second evaluated split of a task that has one (`TaskSpec.second_split`, MNLI's mismatched), else None."""
 
     spec: TaskSpec
     train: datasets.Dataset
     validation: datasets.Dataset
     source: DataSource
+    second: datasets.Dataset | None = None
+
+    def second_split_data(self) -> TaskData:
+        """The task with its second evaluated split as `validation`, to evaluate it as the first.
+
+        Raises:
+            ValueError: the task has no second evaluated split.
+        """
+        if self.second is None:
+            raise ValueError(f"task {self.spec.name} has one evaluated split")
+        return dataclasses.replace(self, validation=self.second, second=None)
 
     @property
     def num_labels(self) -> int:
@@ -388,7 +407,8 @@ def load_task_from_folder(spec: TaskSpec, data_dir: str | os.PathLike) -> TaskDa
     data_dir = Path(data_dir).expanduser().resolve()
     folder = check_data_dir(spec, data_dir)
     splits, files = {}, {}
-    for split, file_name in (("train", spec.train_file), ("validation", spec.validation_file)):
+    named = [("train", spec.train_file), ("validation", spec.validation_file)]
+    for split, file_name in named + ([(spec.second_split, spec.second_file)] if spec.second_file else []):
         path = folder / file_name
         splits[split] = read_glue_tsv(path, spec)
         files[split] = {"path": path.relative_to(data_dir).as_posix(), "sha256": sha256_file(path)}
@@ -396,6 +416,7 @@ def load_task_from_folder(spec: TaskSpec, data_dir: str | os.PathLike) -> TaskDa
         spec=spec,
         train=splits["train"],
         validation=splits["validation"],
+        second=splits.get(spec.second_split),
         source=DataSource(
             dataset_id="glue-tsv",
             config=spec.name,
@@ -430,7 +451,9 @@ def load_task_from_hub(spec: TaskSpec, revision: str | None = None) -> TaskData:
             "without internet, set GLUE_DIR or pass --data-dir with the GLUE TSV files"
         ) from error
     train, validation = loaded["train"], loaded[spec.validation_split]
-    for split_name, split in (("train", train), (spec.validation_split, validation)):
+    second = loaded[spec.second_split] if spec.second_split else None
+    named = [("train", train), (spec.validation_split, validation)]
+    for split_name, split in named + ([(spec.second_split, second)] if second is not None else []):
         if len(split) == 0:
             raise DataError(f"{HUB_DATASET_ID}/{spec.name}: split '{split_name}' is empty")
     keep = [*spec.text_columns, "label"]
@@ -438,6 +461,7 @@ def load_task_from_hub(spec: TaskSpec, revision: str | None = None) -> TaskData:
         spec=spec,
         train=train.select_columns(keep),
         validation=validation.select_columns(keep),
+        second=second.select_columns(keep) if second is not None else None,
         source=DataSource(dataset_id=HUB_DATASET_ID, config=spec.name, revision=revision),
     )
 
@@ -493,12 +517,14 @@ class ValidationSplit:
 
 
 def load_validation(
-    name: str, data_dir: str | os.PathLike | None = None, revision: str | None = None
+    name: str, data_dir: str | os.PathLike | None = None, revision: str | None = None, second: bool = False
 ) -> ValidationSplit:
     """Loads a task's evaluated split alone: from `data_dir`, else from `GLUE_DIR`, else from the Hub's
     nyu-mll/glue at `revision` (default: its latest commit).
 
-    Its rows are those of [`load_task`]'s `validation` for the same data, and its `source.revision` the same.
+    Its rows are those of [`load_task`]'s `validation` for the same data, and its `source.revision` the same;
+    with `second`, those of its second evaluated split (`TaskData.second`: MNLI's mismatched), its file
+    named in `source.files` by the split's Hub name.
 
     Raises:
         [`UnknownNameError`]: the task is not a GLUE classification task.
@@ -510,23 +536,30 @@ def load_validation(
         (40, True)
     """
     spec = get_task(name)
+    if second and not spec.second_split:
+        raise DataError(f"task {spec.name} has one evaluated split, {spec.validation_split}")
     data_dir = data_dir or os.environ.get("GLUE_DIR") or None
     if not data_dir:
         task = load_task_from_hub(spec, revision)
-        return ValidationSplit(spec=spec, rows=list(task.validation), source=task.source)
+        rows = list(task.second if second else task.validation)
+        return ValidationSplit(spec=spec, rows=rows, source=task.source)
     data_dir = Path(data_dir).expanduser().resolve()
-    path = check_data_dir(spec, data_dir) / spec.validation_file
+    folder = check_data_dir(spec, data_dir)
+    path = folder / (spec.second_file if second else spec.validation_file)
     columns = read_glue_columns(path, spec)
     rows = [dict(zip(columns, values, strict=True)) for values in zip(*columns.values(), strict=True)]
     sha256 = sha256_file(path)
+    file = {"path": path.relative_to(data_dir).as_posix(), "sha256": sha256}
+    # The revision is the first evaluated split's file's, as load_task records it.
+    revision = sha256_file(folder / spec.validation_file) if second else sha256
     return ValidationSplit(
         spec=spec,
         rows=rows,
         source=DataSource(
             dataset_id="glue-tsv",
             config=spec.name,
-            revision=f"sha256:{sha256}",
-            files={"validation": {"path": path.relative_to(data_dir).as_posix(), "sha256": sha256}},
+            revision=f"sha256:{revision}",
+            files={spec.second_split if second else "validation": file},
         ),
     )
 
@@ -573,10 +606,13 @@ def task_statistics(data: TaskData, tokenizer, max_length: int) -> dict[str, Spl
         >>> list(task_statistics(load_task("sst2", "glue"), AutoTokenizer.from_pretrained("tiny-gpt2"), 128))
         ['train', 'validation']
     """
-    return {
+    statistics = {
         "train": split_statistics(data.train, data.spec, tokenizer, max_length),
         data.spec.validation_split: split_statistics(data.validation, data.spec, tokenizer, max_length),
     }
+    if data.second is not None:
+        statistics[data.spec.second_split] = split_statistics(data.second, data.spec, tokenizer, max_length)
+    return statistics
 
 
 def sample_rows(

@@ -302,6 +302,8 @@ def download_verified(
     )
     if PREDICTIONS_FILE in results.manifest:  # none in a run written before predictions were recorded
         read_predictions(folder, results, where)
+    if results.second_split is not None:  # MNLI's mismatched genres: predictions of their own
+        read_predictions(folder, results, where, results.second_split)
     problems = card_problems(results, folder)
     if problems:
         raise IntegrityError(

@@ -50,6 +50,18 @@ MAX_SCALING_POSITIONS = 2048
 
 
 @dataclass
+class SplitEvaluation:
+    """A second evaluated split (MNLI's mismatched genres), scored as the first: its metrics, gold labels,
+    predictions and float32 logits, in split order (publish writes them to `predictions_<split>.csv`)."""
+
+    split: str
+    metrics: Metrics
+    labels: list[int]
+    predictions: list[int]
+    logits: torch.Tensor
+
+
+@dataclass
 class EvalResult:
     """What evaluation measured, plus the trained model it measured (for the stages after)."""
 
@@ -66,6 +78,7 @@ class EvalResult:
     # float32 `(rows, labels)` logits of the evaluated split, in order: publish writes them to predictions.csv
     # (pipeline.predictions). None only in an EvalResult built by hand without them, which publish refuses.
     logits: torch.Tensor | None = None
+    second: SplitEvaluation | None = None  # the task's second evaluated split, when it has one
 
 
 def _memory_method(memory: PeakMemory) -> str:
@@ -310,6 +323,31 @@ def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> Eval
         attention_layers_changed=trained.attention_layers_changed,
         compression_factor=trained.base_parameters / after,
     )
+    second = None
+    if data.second is not None:  # scored as the first split; speed and memory are measured on the first
+        second_logits, _ = classify(
+            model,
+            tokenizer,
+            data.second_split_data(),
+            max_length,
+            batch_size,
+            progress=True,
+            desc=spec.second_split,
+        )
+        second_labels = list(data.second["label"])
+        second = SplitEvaluation(
+            split=spec.second_split,
+            metrics=quality_metrics(
+                second_logits.numpy(),
+                second_labels,
+                spec.label_names,
+                spec.official_metric,
+                spec.positive_label,
+            ),
+            labels=second_labels,
+            predictions=second_logits.argmax(dim=-1).tolist(),
+            logits=second_logits,
+        )
     module = trained.module
     # The trace runs on the first two rows: a real batch, with padding when their lengths differ.
     first_rows = tokenize(tokenizer, validation[:2], spec.text_columns, trained.config.max_length).to(device)
@@ -325,4 +363,5 @@ def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> Eval
         example={column: validation[0][column] for column in spec.text_columns},
         stock=stock_load(trained, data, batch_size),
         logits=logits,
+        second=second,
     )

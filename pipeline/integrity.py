@@ -58,10 +58,12 @@ from .results import (
     RESULTS_FILE,
     RUN_TAG_DIGEST_HEX,
     RUN_TAG_RE,
+    SECOND_PREDICTIONS_FILE,
     SIGNATURE_FILE,
     WEIGHTS_SUFFIX,
     Metrics,
     Results,
+    SplitResult,
     Verification,
     check_manifest,
     is_transport_path,
@@ -69,7 +71,7 @@ from .results import (
     sha256_file,
     training_log,
 )
-from .verify import all_finite, verification_from_counts
+from .verify import all_finite, both_gates, verification_from_counts
 
 ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
 ADAPTER_CONFIG_FILE = "adapter_config.json"
@@ -88,6 +90,12 @@ RUN_FILES = frozenset(
         SIGNATURE_FILE,
         LICENSE_FILE,
         PREDICTIONS_FILE,  # checked by pipeline.predictions; absent in runs written before it was recorded
+        # The second evaluated split's predictions (MNLI's predictions_validation_mismatched.csv).
+        *(
+            SECOND_PREDICTIONS_FILE.format(split=spec.second_split)
+            for spec in TASKS.values()
+            if spec.second_split
+        ),
         "tokenizer.json",
         TOKENIZER_CONFIG_FILE,
         "chat_template.jinja",
@@ -419,7 +427,7 @@ def figures(prefix: str, recorded: Any, recomputed: Any) -> list[Figure]:
     return [Figure(prefix, recorded, recomputed)]
 
 
-def metrics_figures(recorded: Metrics, recomputed: Metrics) -> list[Figure]:
+def metrics_figures(recorded: Metrics, recomputed: Metrics, prefix: str = "metrics") -> list[Figure]:
     """Every quality figure of a run, recorded against recomputed ([`figures`]): bit for bit, but the loss
     within [`pipeline.metrics.LOSS_REL_TOL`] (it may have been recorded in float32).
 
@@ -428,23 +436,28 @@ def metrics_figures(recorded: Metrics, recomputed: Metrics) -> list[Figure]:
         [1e-06]
     """
     return [
-        dataclasses.replace(figure, rel_tol=LOSS_REL_TOL) if figure.name == "metrics.loss" else figure
-        for figure in figures("metrics", recorded, recomputed)
+        dataclasses.replace(figure, rel_tol=LOSS_REL_TOL) if figure.name == f"{prefix}.loss" else figure
+        for figure in figures(prefix, recorded, recomputed)
     ]
 
 
-def recomputed_verification(results: Results) -> Verification:
-    """The verification computed again from results.json's class counts, correct rows and parameter counts.
+def recomputed_verification(results: Results, split: SplitResult | None = None) -> Verification:
+    """The verification computed again from results.json's class counts, correct rows and parameter counts:
+    the run's (both gates, [`pipeline.verify.both_gates`], when its task has a second evaluated split), or,
+    given `split`, that split's own.
 
     Raises:
         [`IntegrityError`]: the counts are impossible (labels that are not the task's, more correct rows
         than rows, no parameters).
     """
     labels = list(results.dataset.label_names)
-    recorded = results.verification
+    recorded, metrics = (
+        (split.verification, split.metrics) if split else (results.verification, results.metrics)
+    )
+    where = f"{'second_split.' if split else ''}verification"
     if list(recorded.class_counts) != labels:
         raise IntegrityError(
-            f"{RESULTS_FILE}: verification.class_counts names {list(recorded.class_counts)}, the labels are "
+            f"{RESULTS_FILE}: {where}.class_counts names {list(recorded.class_counts)}, the labels are "
             f"{labels}"
         )
     parameters = results.parameters
@@ -452,11 +465,9 @@ def recomputed_verification(results: Results) -> Verification:
         raise IntegrityError(
             f"{RESULTS_FILE}: parameters before/after {parameters.before}/{parameters.after}"
         )
-    finite = all_finite(dataclasses.asdict(results.metrics)) and all_finite(
-        dataclasses.asdict(results.efficiency)
-    )
+    finite = all_finite(dataclasses.asdict(metrics)) and all_finite(dataclasses.asdict(results.efficiency))
     try:
-        return verification_from_counts(
+        verification = verification_from_counts(
             [recorded.class_counts[name] for name in labels],
             recorded.correct,
             labels,
@@ -464,7 +475,11 @@ def recomputed_verification(results: Results) -> Verification:
             finite,
         )
     except ValueError as error:
-        raise IntegrityError(f"{RESULTS_FILE}: {error}") from None
+        raise IntegrityError(f"{RESULTS_FILE}: {where}: {error}") from None
+    if split is not None or results.second_split is None:
+        return verification
+    second = results.second_split
+    return both_gates(verification, recomputed_verification(results, second), second.split)
 
 
 def official_metric_of(results: Results) -> tuple[str | None, int]:
@@ -487,31 +502,33 @@ def official_metric_of(results: Results) -> tuple[str | None, int]:
     return spec.official_metric, spec.positive_label
 
 
-def metrics_from_confusion(results: Results) -> Metrics:
-    """The label metrics computed again from the recorded confusion matrix (its rows are the true labels).
+def metrics_from_confusion(results: Results, split: SplitResult | None = None) -> Metrics:
+    """The label metrics computed again from the recorded confusion matrix (its rows are the true labels): the
+    run's, or, given `split`, that evaluated split's.
 
     The loss and the predictions hash need the predictions themselves; they are carried over as recorded
     (`attncard verify` recomputes them from the model).
     """
     labels = list(results.dataset.label_names)
-    matrix = results.metrics.confusion_matrix
+    recorded, verification = (
+        (split.metrics, split.verification) if split else (results.metrics, results.verification)
+    )
+    matrix = recorded.confusion_matrix
     size = len(labels)
     if len(matrix) != size or any(len(row) != size or min(row) < 0 for row in matrix):
         raise IntegrityError(
             f"{RESULTS_FILE}: metrics.confusion_matrix is not a {size}×{size} table of counts"
         )
     total = sum(map(sum, matrix))
-    if not 0 < total <= MAX_ROWS or total != results.verification.n:
+    if not 0 < total <= MAX_ROWS or total != verification.n:
         raise IntegrityError(
             f"{RESULTS_FILE}: metrics.confusion_matrix counts {total} rows, verification.n is "
-            f"{results.verification.n}"
+            f"{verification.n}"
         )
     y_true = [t for t in range(size) for p in range(size) for _ in range(matrix[t][p])]
     y_pred = [p for t in range(size) for p in range(size) for _ in range(matrix[t][p])]
     metrics = label_metrics(y_true, y_pred, labels, *official_metric_of(results))
-    return dataclasses.replace(
-        metrics, loss=results.metrics.loss, predictions_sha256=results.metrics.predictions_sha256
-    )
+    return dataclasses.replace(metrics, loss=recorded.loss, predictions_sha256=recorded.predictions_sha256)
 
 
 def recorded_figure_problems(results: Results) -> list[str]:
@@ -544,11 +561,43 @@ def recorded_figure_problems(results: Results) -> list[str]:
         ]
         if not figure.equal(_REL_TOL)
     ]
+    problems += second_split_problems(results)
     # The paired verdict against the dense model is recomputed from its counts (pipeline.paired).
     problems += [f"comparison: {problem}" for problem in comparison_problems(results)]
     problems += mcc_difference_problems(results)
     # The status first: it is what a forger is after.
     return sorted(problems, key=lambda problem: not problem.startswith("verification.status "))
+
+
+def second_split_problems(results: Results) -> list[str]:
+    """Every way results.json's second evaluated split (MNLI's mismatched) disagrees with its task or with
+    its own figures recomputed from its counts; empty when it agrees, or when the task has one split."""
+    recorded = results.second_split
+    expected = TASKS[results.dataset.task].second_split if results.dataset.task in TASKS else ""
+    if results.schema_version < OFFICIAL_METRIC_SCHEMA:
+        expected = ""  # schema 3 evaluated the first split alone
+    if recorded is None or recorded.split != expected:
+        if recorded is None and not expected:
+            return []
+        shown = recorded.split if recorded is not None else None
+        return [
+            f"second_split is {shown!r}, but the task {results.dataset.task} evaluates {expected or 'none'}"
+        ]
+    return [
+        f"{figure.name} is {figure.recorded!r} but {figure.recomputed!r} when recomputed"
+        for figure in [
+            *figures(
+                "second_split.verification", recorded.verification, recomputed_verification(results, recorded)
+            ),
+            *figures("second_split.metrics", recorded.metrics, metrics_from_confusion(results, recorded)),
+            Figure(
+                "second_split.metrics.accuracy (against its verification.accuracy)",
+                recorded.metrics.accuracy,
+                recorded.verification.accuracy,
+            ),
+        ]
+        if not figure.equal(_REL_TOL)
+    ]
 
 
 def mcc_difference_problems(results: Results) -> list[str]:

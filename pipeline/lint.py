@@ -524,23 +524,32 @@ def _check_model_index(card: _Card, results: Results) -> list[Finding]:
     results.json's, exactly; each must be there."""
     if card.metadata is None or card.front_matter is None or "model-index" not in card.metadata:
         return []  # already reported by the front matter check
-    expected = {metric.type: (metric.field, metric.value) for metric in model_index_metrics(results)}
+    expected = {
+        (results.dataset.split, metric.type): (metric.field, metric.value)
+        for metric in model_index_metrics(results)
+    }
+    if (second := results.second_split) is not None:  # MNLI's mismatched split: results of its own
+        expected |= {
+            (second.split, metric.type): (metric.field, metric.value)
+            for metric in model_index_metrics(results, second)
+        }
+    shown_split = len({split for split, _ in expected}) > 1
     seen = set()
     findings = []
-    for metric_type, node in _model_index_metrics(yaml.compose(card.front_matter)):
-        if metric_type not in expected:
+    for split, metric_type, node in _model_index_metrics(yaml.compose(card.front_matter)):
+        if (split, metric_type) not in expected:
             continue
-        seen.add(metric_type)
-        field_name, value = expected[metric_type]
+        seen.add((split, metric_type))
+        field_name, value = expected[(split, metric_type)]
         line = card.front_matter_line + node.start_mark.line
         recorded = yaml.safe_load(yaml.serialize(node))
         if not _is_number(recorded) or recorded != value:
-            message = f"model-index {metric_type} is {recorded!r}; results.json {field_name} is {value!r}"
+            named = f"{metric_type} of {split}" if shown_split else metric_type
+            message = f"model-index {named} is {recorded!r}; results.json {field_name} is {value!r}"
             findings.append(Finding(CARD_FILE, line, message))
-    for metric_type in expected.keys() - seen:
-        findings.append(
-            Finding(CARD_FILE, card.front_matter_line, f"model-index has no {metric_type} metric")
-        )
+    for split, metric_type in sorted(expected.keys() - seen):
+        named = f"{metric_type} metric of {split}" if shown_split else f"{metric_type} metric"
+        findings.append(Finding(CARD_FILE, card.front_matter_line, f"model-index has no {named}"))
     return findings
 
 
@@ -612,15 +621,18 @@ def _is_hub_repo_id(text: str) -> bool:
     return "/" in text
 
 
-def _model_index_metrics(root: yaml.Node) -> Iterator[tuple[str, yaml.Node]]:
-    """Yields `(type, value node)` for every metric of the model-index, with the nodes' line marks."""
+def _model_index_metrics(root: yaml.Node) -> Iterator[tuple[str, str, yaml.Node]]:
+    """Yields `(dataset split, type, value node)` for every metric of the model-index, with the nodes' line
+    marks."""
     for model in _sequence(_mapping_get(root, "model-index")):
         for result in _sequence(_mapping_get(model, "results")):
+            split = _mapping_get(_mapping_get(result, "dataset"), "split")
+            split_name = split.value if isinstance(split, yaml.ScalarNode) else ""
             for metric in _sequence(_mapping_get(result, "metrics")):
                 metric_type = _mapping_get(metric, "type")
                 value = _mapping_get(metric, "value")
                 if isinstance(metric_type, yaml.ScalarNode) and value is not None:
-                    yield metric_type.value, value
+                    yield split_name, metric_type.value, value
 
 
 def _mapping_get(node: yaml.Node | None, key: str) -> yaml.Node | None:

@@ -33,18 +33,20 @@ from pathlib import Path
 import numpy as np
 
 from .errors import IntegrityError
-from .integrity import Figure, figures, metrics_figures, official_metric_of
+from .integrity import Figure, figures, metrics_figures, official_metric_of, recomputed_verification
 from .metrics import predictions_sha256, quality_metrics
 from .results import (
     MAX_PREDICTIONS_BYTES,
     PREDICTIONS_FILE,
     RESULTS_FILE,
+    SECOND_PREDICTIONS_FILE,
     Metrics,
     Results,
+    SplitResult,
     Verification,
     sha256_file,
 )
-from .verify import all_finite, verification_from_counts
+from .verify import all_finite, both_gates, verification_from_counts
 
 # Bytes one line may take: three whole numbers of at most 20 digits and their commas, then per label a comma
 # and a logit; Python writes a float in at most 24 characters (`-1.1754943508222875e-38`).
@@ -138,8 +140,12 @@ def max_predictions_bytes(rows: int, label_count: int) -> int:
     return min(longest, MAX_PREDICTIONS_BYTES)
 
 
-def read_predictions(folder: str | Path, results: Results, where: str | None = None) -> Predictions:
-    """Reads a run folder's predictions.csv and checks it line by line and against results.json.
+def read_predictions(
+    folder: str | Path, results: Results, where: str | None = None, split: SplitResult | None = None
+) -> Predictions:
+    """Reads a run folder's predictions.csv (or, given `split`, its second evaluated split's
+    `predictions_<split>.csv`, checked against that split's records) and checks it line by line and against
+    results.json.
 
     Every line must be what [`write_predictions`] writes for this run: the header for the run's label count;
     whole numbers without signs or leading zeros; indices 0 to n − 1 in order; label ids of the task;
@@ -172,16 +178,19 @@ def read_predictions(folder: str | Path, results: Results, where: str | None = N
         True
     """
     where = where or str(folder)
-    path = Path(folder) / PREDICTIONS_FILE
+    file = SECOND_PREDICTIONS_FILE.format(split=split.split) if split else PREDICTIONS_FILE
+    path = Path(folder) / file
+    metrics, verification = (split or results).metrics, (split or results).verification
+    prefix = "second_split." if split else ""
 
     def refuse(problem: str) -> IntegrityError:
         return IntegrityError(
-            f"{where}: {PREDICTIONS_FILE} {problem}; it is not the file publish wrote for this run: do not "
-            "use this checkpoint"
+            f"{where}: {file} {problem}; it is not the file publish wrote for this run: do not use this "
+            "checkpoint"
         )
 
     names = list(results.dataset.label_names)
-    count, rows = len(names), results.verification.n
+    count, rows = len(names), verification.n
     if path.is_symlink() or not path.is_file():
         raise refuse("is missing or not a plain file")
     limit = max_predictions_bytes(rows, count)
@@ -218,7 +227,9 @@ def read_predictions(folder: str | Path, results: Results, where: str | None = N
                     )
                 continue
             if number - 1 > rows:
-                raise refuse(f"holds more than {rows} rows, {RESULTS_FILE} records verification.n = {rows}")
+                raise refuse(
+                    f"holds more than {rows} rows, {RESULTS_FILE} records {prefix}verification.n = {rows}"
+                )
             block.append(line)
             if len(block) == _BLOCK_ROWS:
                 rows_read = _check_block(
@@ -232,22 +243,22 @@ def read_predictions(folder: str | Path, results: Results, where: str | None = N
             block, rows_read, count, refuse, (label_blocks, prediction_blocks, logit_blocks)
         )
     if rows_read != rows:
-        raise refuse(f"holds {rows_read} rows, {RESULTS_FILE} records verification.n = {rows}")
+        raise refuse(f"holds {rows_read} rows, {RESULTS_FILE} records {prefix}verification.n = {rows}")
     if not rows_read:
         raise refuse("holds no rows")
     labels, predicted = np.concatenate(label_blocks), np.concatenate(prediction_blocks)
     del label_blocks, prediction_blocks  # copied into the two arrays
     digest = predictions_sha256(predicted)
-    if digest != results.metrics.predictions_sha256:
+    if digest != metrics.predictions_sha256:
         raise refuse(
-            f"predictions hash to {digest[:12]}…, {RESULTS_FILE} records metrics.predictions_sha256 "
-            f"{results.metrics.predictions_sha256[:12]}…"
+            f"predictions hash to {digest[:12]}…, {RESULTS_FILE} records {prefix}metrics.predictions_sha256 "
+            f"{metrics.predictions_sha256[:12]}…"
         )
     counted = dict(zip(names, np.bincount(labels, minlength=count).tolist(), strict=True))
-    if counted != results.verification.class_counts:
+    if counted != verification.class_counts:
         raise refuse(
-            f"counts the gold labels {counted}, {RESULTS_FILE} records verification.class_counts "
-            f"{results.verification.class_counts}"
+            f"counts the gold labels {counted}, {RESULTS_FILE} records {prefix}verification.class_counts "
+            f"{verification.class_counts}"
         )
     return Predictions(
         labels=labels.tolist(),
@@ -359,8 +370,16 @@ def _logits(
     return narrow.reshape(rows, count)
 
 
-def recompute(predictions: Predictions, results: Results) -> tuple[Metrics, Verification]:
-    """Every quality figure and the verification, computed again from a run's predictions.
+def recompute(
+    predictions: Predictions, results: Results, split: SplitResult | None = None
+) -> tuple[Metrics, Verification]:
+    """Every quality figure and the verification, computed again from a run's predictions (given `split`, from
+    its second evaluated split's, and that split's own gate).
+
+    A run whose task has a second evaluated split fails when either gate fails: the run's verification takes
+    the second split's gate as recomputed from its recorded counts
+    ([`pipeline.integrity.recomputed_verification`]; `attncard verify --predictions` recomputes that one
+    from its own predictions too).
 
     The metrics are [`pipeline.metrics.quality_metrics`] of the logits and gold labels, as evaluation
     computed them; the verification is [`pipeline.verify.verification_from_counts`] of the gold labels'
@@ -391,10 +410,14 @@ def recompute(predictions: Predictions, results: Results) -> tuple[Metrics, Veri
         parameters.before / parameters.after,
         finite,
     )
+    if split is None and (second := results.second_split) is not None:
+        verification = both_gates(verification, recomputed_verification(results, second), second.split)
     return metrics, verification
 
 
-def prediction_figures(predictions: Predictions, results: Results) -> list[Figure]:
+def prediction_figures(
+    predictions: Predictions, results: Results, split: SplitResult | None = None
+) -> list[Figure]:
     """Each recorded quality figure and verification figure of a run against the same figure recomputed from
     its predictions ([`recompute`]); the loss is compared within [`pipeline.metrics.LOSS_REL_TOL`].
 
@@ -403,7 +426,12 @@ def prediction_figures(predictions: Predictions, results: Results) -> list[Figur
         >>> [pair.name for pair in pairs][:3], all(pair.equal() for pair in pairs)
         (['metrics.accuracy', 'metrics.f1_macro', 'metrics.f1_weighted'], True)
     """
-    metrics, verification = recompute(predictions, results)
+    metrics, verification = recompute(predictions, results, split)
+    if split is not None:
+        return [
+            *metrics_figures(split.metrics, metrics, "second_split.metrics"),
+            *figures("second_split.verification", split.verification, verification),
+        ]
     return [
         *metrics_figures(results.metrics, metrics),
         *figures("verification", results.verification, verification),

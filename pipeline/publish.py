@@ -71,12 +71,14 @@ from .results import (
     CARD_FILE,
     PREDICTIONS_FILE,
     SCHEMA_VERSION,
+    SECOND_PREDICTIONS_FILE,
     Comparison,
     DatasetRecord,
     EnvironmentRecord,
     ModelRecord,
     ModuleRecord,
     Results,
+    SplitResult,
     TrainConfig,
     TrainingRecord,
     UsageRecord,
@@ -90,7 +92,7 @@ from .results import (
     utc_now,
 )
 from .train import train
-from .verify import verify
+from .verify import both_gates, verify, verify_second
 
 logger = logging.getLogger(__name__)
 FINAL_LOSS_STEPS = 20  # the final training loss reported is the mean over this many last steps
@@ -107,6 +109,7 @@ def collect_results(
     evaluation: EvalResult,
     verification: Verification,
     environment: EnvironmentRecord,
+    second_split: SplitResult | None = None,
 ) -> Results:
     """Gathers what the stages measured into one [`Results`] (its manifest is filled in by the writer)."""
     trained = evaluation.trained
@@ -161,6 +164,7 @@ def collect_results(
         environment=environment,
         repo_id=repo_id,
         stock=evaluation.stock,
+        second_split=second_split,
     )
 
 
@@ -221,6 +225,9 @@ def write_run_folder(evaluation: EvalResult, results: Results, run_dir: str | os
             raise ValueError("the evaluation holds no logits; publish needs them for predictions.csv")
         # Every row's labels and logits, covered by the manifest: the quality figures, without the weights.
         write_predictions(partial / PREDICTIONS_FILE, evaluation.labels, evaluation.logits.numpy())
+        if (second := evaluation.second) is not None:
+            name = SECOND_PREDICTIONS_FILE.format(split=second.split)
+            write_predictions(partial / name, second.labels, second.logits.numpy())
         write_eval_results(results, partial)
         licence = render_license(results)
         if licence is not None:
@@ -609,6 +616,11 @@ def run_publish(options: PublishOptions) -> Path:
     trained = train(loaded, data, options.train, module, module_config)
     evaluation = evaluate(trained, data)
     verification = verify(evaluation, data.spec.label_names)
+    second_split = None
+    if evaluation.second is not None:  # MNLI: the mismatched genres have a gate of their own
+        second_verification = verify_second(evaluation, data.spec.label_names)
+        second_split = SplitResult(evaluation.second.split, evaluation.second.metrics, second_verification)
+        verification = both_gates(verification, second_verification, evaluation.second.split)
     if module_provenance(module.name).source_sha256 != provenance.source_sha256:
         # The card shows the module's source as it is now: it must be the source that ran.
         raise AttncardError(
@@ -637,6 +649,7 @@ def run_publish(options: PublishOptions) -> Path:
         evaluation=evaluation,
         verification=verification,
         environment=environment,
+        second_split=second_split,
     )
     results.comparison = dense_comparison(
         results, evaluation, baseline, options.margin, explicit=options.baseline is not None

@@ -381,7 +381,13 @@ def sign_and_push(
     tag = "tagged" if result.created_tag else "tag already there"
     logger.info(
         "pushed %s/ to %s@%s (%s), %s %s: %s",
-        run_dir, result.repo_id, result.commit[:_SHORT_SHA], commit, tag, result.tag, result.url,
+        run_dir,
+        result.repo_id,
+        result.commit[:_SHORT_SHA],
+        commit,
+        tag,
+        result.tag,
+        result.url,
     )
     return result
 

@@ -21,7 +21,16 @@ from huggingface_hub import EvalResult, EvalResultEntry, ModelCard, ModelCardDat
 from ..modules import get_module
 from . import paired
 from .data import GLUE_BIBTEX, GLUE_CITATION, GLUE_LANGUAGE, HUB_DATASET_ID, TASKS
-from .results import COMMIT_RE, RESULTS_FILE, Results, TrainConfig, reproduce_command
+from .results import (
+    COMMIT_RE,
+    RESULTS_FILE,
+    SECOND_PREDICTIONS_FILE,
+    Results,
+    SplitResult,
+    Status,
+    TrainConfig,
+    reproduce_command,
+)
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 CARD_TEMPLATE = "model_card.md.j2"
@@ -193,6 +202,9 @@ def card_data(results: Results) -> ModelCardData:
         licence["license_name"] = results.model.license_name or UNKNOWN_LICENSE_NAME
         licence["license_link"] = LICENSE_FILE
     index = model_index_metrics(results)
+    # MNLI: the mismatched split's metrics too, as results of their own split.
+    second = results.second_split
+    second_index = model_index_metrics(results, second) if second is not None else []
     return ModelCardData(
         model_name=results.repo_name,
         **licence,
@@ -206,13 +218,17 @@ def card_data(results: Results) -> ModelCardData:
         eval_results=[
             EvalResult(
                 **task,
-                **dataset,
+                **{**dataset, "dataset_split": split},
                 metric_type=metric.type,
                 metric_name=metric.name,
                 metric_value=metric.value,
                 **({"metric_args": metric.args} if metric.args else {}),
             )
-            for metric in index
+            for split, metrics in (
+                (results.dataset.split, index),
+                (getattr(second, "split", ""), second_index),
+            )
+            for metric in metrics
         ],
     )
 
@@ -236,28 +252,30 @@ class IndexMetric:
     args: dict[str, str | int] | None = None
 
 
-def model_index_metrics(results: Results) -> list[IndexMetric]:
+def model_index_metrics(results: Results, split: SplitResult | None = None) -> list[IndexMetric]:
     """The metrics of the card's model-index, in order: from schema 4 on, the task's official GLUE metric
     first (Matthews' correlation for CoLA, F1 of the positive class for MRPC and QQP), then accuracy, then
-    macro F1 where F1 is not the official metric; before, accuracy and macro F1.
+    macro F1 where F1 is not the official metric; before, accuracy and macro F1. Given `split`, those of the
+    task's second evaluated split (MNLI's mismatched).
 
     Example:
         >>> [(metric.type, metric.name) for metric in model_index_metrics(results)]  # SST-2, schema 4
         [('accuracy', 'Accuracy'), ('f1', 'F1 (macro)')]
     """
-    metrics, official = results.metrics, results.metrics.official
-    accuracy = IndexMetric("accuracy", "Accuracy", metrics.accuracy, "metrics.accuracy")
-    macro_f1 = IndexMetric("f1", "F1 (macro)", metrics.f1_macro, "metrics.f1_macro", {"average": "macro"})
+    metrics = (split or results).metrics
+    official, where = metrics.official, "second_split.metrics" if split else "metrics"
+    accuracy = IndexMetric("accuracy", "Accuracy", metrics.accuracy, f"{where}.accuracy")
+    macro_f1 = IndexMetric("f1", "F1 (macro)", metrics.f1_macro, f"{where}.f1_macro", {"average": "macro"})
     if official is None or official.name == "accuracy":
         return [accuracy, macro_f1]
     if official.name == "f1":
         positive = results.dataset.label_names.index(official.positive_label)
         args = {"average": "binary", "pos_label": positive}
         f1 = IndexMetric(
-            "f1", f"F1 ({official.positive_label})", official.value, "metrics.official.value", args
+            "f1", f"F1 ({official.positive_label})", official.value, f"{where}.official.value", args
         )
         return [f1, accuracy]
-    mcc = IndexMetric(official.name, "Matthews correlation", official.value, "metrics.official.value")
+    mcc = IndexMetric(official.name, "Matthews correlation", official.value, f"{where}.official.value")
     return [mcc, accuracy, macro_f1]
 
 
@@ -279,18 +297,25 @@ class OfficialFigure:
     note: str
 
 
-def official_figure(results: Results) -> OfficialFigure | None:
-    """The official metric of a run as its card shows it; None before schema 4, which recorded none.
+def official_figure(results: Results, split: SplitResult | None = None) -> OfficialFigure | None:
+    """The official metric of a run as its card shows it (given `split`, of that second evaluated split);
+    None before schema 4, which recorded none.
 
     Example:
         >>> official_figure(results).headline  # an SST-2 run
         'accuracy 87.50%'
     """
-    official = results.metrics.official
+    metrics = (split or results).metrics
+    official = metrics.official
     if official is None:
         return None
     task = TASK_TITLES.get(results.dataset.task, results.dataset.task)
-    accuracy = f"accuracy {_pct(results.metrics.accuracy)}"
+    accuracy = f"accuracy {_pct(metrics.accuracy)}"
+    if split is None and (second := results.second_split) is not None:  # MNLI: both splits, by name
+        accuracy = (
+            f"accuracy {_pct(metrics.accuracy)} on {results.dataset.split} and "
+            f"{_pct(second.metrics.accuracy)} on {second.split}"
+        )
     gate = (
         "The pass gate ([Verification](#verification)) is on accuracy for every task: it must clear the "
         "majority-class share by three standard errors."
@@ -316,13 +341,17 @@ def official_figure(results: Results) -> OfficialFigure | None:
 def status_line(results: Results) -> str:
     """One sentence under the title saying what the status means for this run."""
     v = results.verification
-    return {
+    line = {
         "PASS": f"accuracy {_pct(v.accuracy)} clears the threshold {_pct(v.threshold)} and the model is "
         f"compressed {_num(v.compression_factor)}×.",
         "PASS_NO_COMPRESSION": f"accuracy {_pct(v.accuracy)} clears the threshold {_pct(v.threshold)}; the "
         "model is not compressed.",
         "FAIL": f"{_capitalize_first(v.reasons[0])}. Do not use this checkpoint.",
     }[v.status.value]
+    if (second := results.second_split) is not None and v.status != Status.FAIL:
+        s = second.verification
+        line += f" On {second.split}, accuracy {_pct(s.accuracy)} clears its threshold {_pct(s.threshold)}."
+    return line
 
 
 def _signed_points(share: float) -> str:
@@ -865,6 +894,10 @@ def render_card(results: Results, plots: list[dict[str, str]] | None = None) -> 
         status_line=status_line(results),
         comparison_line=comparison_line(results),
         official=official_figure(results),
+        second_official=official_figure(results, results.second_split),
+        second_predictions_file=SECOND_PREDICTIONS_FILE.format(
+            split=getattr(results.second_split, "split", "")
+        ),
         # The counts and the dense runs, shown under the verdict when the line gives one.
         comparison=results.comparison if _has_verdict(results) else None,
         task_title=TASK_TITLES.get(results.dataset.task, results.dataset.task),

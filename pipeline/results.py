@@ -42,6 +42,8 @@ CARD_FILE = "README.md"
 # Each evaluated row's index, gold label, predicted label and logits, in split order (pipeline.predictions):
 # every quality figure of the card can be recomputed from it without the model.
 PREDICTIONS_FILE = "predictions.csv"
+# The predictions of a second evaluated split (MNLI's mismatched): predictions_<split>.csv, the same format.
+SECOND_PREDICTIONS_FILE = "predictions_{split}.csv"
 WEIGHTS_SUFFIX = ".safetensors"  # the files a cards copy leaves out
 # The OpenSSF model-signing signature of a run folder (see pipeline.signing): it signs every other file,
 # results.json included, so no manifest can list it.
@@ -324,6 +326,23 @@ class Verification:
     compression_factor: float
     status: Status
     reasons: list[str]
+
+
+@dataclass
+class SplitResult:
+    """A task's second evaluated split (MNLI's `validation_mismatched`; schema 4), scored and gated as the
+    first: its own metrics, predictions (`predictions_<split>.csv`) and 3·SE gate. The run's status
+    (`Results.verification.status`) is FAIL when either gate fails.
+
+    Attributes:
+        split: its name on the Hub (`TaskSpec.second_split`).
+        metrics: every quality figure of the split, the official metric included.
+        verification: its own gate against its majority class.
+    """
+
+    split: str
+    metrics: Metrics
+    verification: Verification
 
 
 @dataclass
@@ -625,6 +644,8 @@ class Results:
     # The paired verdict against the dense baseline; None for `none` itself (the baseline) and for runs
     # written before it was recorded. A module run with no baseline found has one with `baselines` empty.
     comparison: Comparison | None = None
+    # A task with a second evaluated split (MNLI's mismatched, from schema 4 on): its metrics and gate.
+    second_split: SplitResult | None = None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -654,6 +675,16 @@ class Results:
         if not isinstance(results.parameters, expected):
             fields = ", ".join(f.name for f in dataclasses.fields(expected))
             raise ResultsError(f"results.json: parameters of schema {version} hold exactly {fields}")
+        second = results.second_split
+        if version < OFFICIAL_METRIC_SCHEMA and second is not None:
+            raise ResultsError(
+                f"results.json: second_split is recorded from schema {OFFICIAL_METRIC_SCHEMA} on, not in "
+                f"schema {version}"
+            )
+        if second is not None and (second.metrics.official is None) != (results.metrics.official is None):
+            raise ResultsError(
+                "results.json: second_split.metrics records an official metric as metrics does"
+            )
         if (results.metrics.official is None) == (version >= OFFICIAL_METRIC_SCHEMA):
             has = "has no" if results.metrics.official is None else "has"
             raise ResultsError(
@@ -891,12 +922,20 @@ def _text_fields(results: Results) -> typing.Iterator[tuple[str, str, _Format]]:
     yield "training.hyperparameters.lr_schedule", schedule, _pattern("a schedule's name", _SCHEDULE_RE)
     for target in training.lora_target_modules:
         yield "training.lora_target_modules", target, _Format("a module name", _TARGET_MODULE_RE.match)
-    yield "metrics.predictions_sha256", r.metrics.predictions_sha256, _SHA256
-    if (official := r.metrics.official) is not None:
-        names = _Format(f"one of {', '.join(OFFICIAL_METRIC_NAMES)}", OFFICIAL_METRIC_NAMES.__contains__)
-        yield "metrics.official.name", official.name, names
-        if official.positive_label:
-            yield "metrics.official.positive_label", official.positive_label, _LABEL
+    names = _Format(f"one of {', '.join(OFFICIAL_METRIC_NAMES)}", OFFICIAL_METRIC_NAMES.__contains__)
+    for prefix, metrics in (
+        ("metrics", r.metrics),
+        ("second_split.metrics", getattr(r.second_split, "metrics", None)),
+    ):
+        if metrics is None:
+            continue
+        yield f"{prefix}.predictions_sha256", metrics.predictions_sha256, _SHA256
+        if (official := metrics.official) is not None:
+            yield f"{prefix}.official.name", official.name, names
+            if official.positive_label:
+                yield f"{prefix}.official.positive_label", official.positive_label, _LABEL
+    if r.second_split is not None:
+        yield "second_split.split", r.second_split.split, _NAME
     efficiency = r.efficiency
     yield "efficiency.device", efficiency.device, _Format("a torch device", _DEVICE_RE.match)
     yield (
@@ -1021,6 +1060,16 @@ def _check_formats(results: Results) -> None:
             else []
         ),
     ]
+    if (second := results.second_split) is not None:
+        named += [
+            ("second_split.verification.class_counts", set(second.verification.class_counts)),
+            ("second_split.verification.majority_label", {second.verification.majority_label}),
+            ("second_split.metrics.per_class", {scores.label for scores in second.metrics.per_class}),
+        ]
+        if second.metrics.official is not None and second.metrics.official.positive_label:
+            named.append(
+                ("second_split.metrics.official.positive_label", {second.metrics.official.positive_label})
+            )
     for where, names in named:
         if not names <= set(labels):
             raise ResultsError(
@@ -1173,6 +1222,8 @@ def max_file_bytes(path: str) -> int | None:
         return None
     if path.endswith(".png"):
         return MAX_PLOT_BYTES
+    if re.fullmatch(r"predictions_[a-z_]+\.csv", path):  # a second split's (SECOND_PREDICTIONS_FILE)
+        return MAX_PREDICTIONS_BYTES
     named = {
         RESULTS_FILE: MAX_RESULTS_BYTES,
         CARD_FILE: MAX_CARD_BYTES,
@@ -1405,6 +1456,7 @@ __all__ = [
     "RUN_TAG_DIGEST_HEX",
     "RUN_TAG_RE",
     "SCHEMA_VERSION",
+    "SECOND_PREDICTIONS_FILE",
     "TAG_PREFIX",
     "TRANSPORT_FILES",
     "TRANSPORT_FOLDERS",
@@ -1426,6 +1478,7 @@ __all__ = [
     "ParametersV2",
     "Results",
     "SampleRow",
+    "SplitResult",
     "SplitStatistics",
     "Status",
     "StockLoad",

@@ -21,14 +21,22 @@ from pathlib import Path
 import torch
 
 from .data import TaskData, get_task, load_task, load_task_from_hub, sample_rows, task_statistics
-from .download import DownloadOptions, download_verified, load_files, predict_logits, stock_load_files
+from .download import (
+    DownloadOptions,
+    VerifiedModel,
+    download_verified,
+    load_files,
+    predict_logits,
+    stock_load_files,
+)
+from .errors import DataError
 from .evaluate import count_deployed_parameters
 from .hub_io import check_options
 from .integrity import Figure, figures, metrics_figures, official_metric_of
 from .metrics import quality_metrics
-from .results import Results
+from .results import Metrics, Results, Verification
 from .reverify_predictions import Reverification, check_recorded_data, recorded_data_dir, reverification
-from .verify import all_finite, verification_from_counts
+from .verify import all_finite, both_gates, verification_from_counts
 
 
 def reverify(
@@ -103,6 +111,14 @@ def reverify(
     verification = verification_from_counts(
         counts, correct, data.spec.label_names, compression, all_finite(dataclasses.asdict(metrics))
     )
+    second_figures = []
+    if (second := results.second_split) is not None:  # MNLI's mismatched genres: evaluated and gated too
+        second_metrics, second_verification = _second_split(verified, data, results, compression)
+        verification = both_gates(verification, second_verification, second.split)
+        second_figures = [
+            *metrics_figures(second.metrics, second_metrics, "second_split.metrics"),
+            *figures("second_split.verification", second.verification, second_verification),
+        ]
     device = results.efficiency.device
     return reverification(
         results,
@@ -120,6 +136,7 @@ def reverify(
             Figure("dataset.revision", results.dataset.revision, data.source.revision),
             *(figures("stock", results.stock, stock) if stock is not None else []),
             *_data_figures(results, data, verified.tokenizer),
+            *second_figures,
         ],
         note=""
         if device == "cpu"
@@ -128,6 +145,25 @@ def reverify(
             "CPU: float rounding differs between them, which can move a borderline prediction"
         ),
     )
+
+
+def _second_split(
+    verified: VerifiedModel, data: TaskData, results: Results, compression: float
+) -> tuple[Metrics, Verification]:
+    """The second evaluated split's metrics and its own gate, from the model's predictions now."""
+    second = data.second_split_data()
+    if len(second.validation) != results.second_split.verification.n:
+        raise DataError(
+            f"the {data.spec.second_split} data here have {len(second.validation)} rows, the run was "
+            f"evaluated on {results.second_split.verification.n}; pass --data-dir with the same GLUE files"
+        )
+    labels = list(second.validation["label"])
+    logits = predict_logits(verified, second, batch_size=results.efficiency.batch_size)
+    metrics = quality_metrics(logits.numpy(), labels, data.spec.label_names, *official_metric_of(results))
+    correct = int((logits.argmax(dim=-1) == torch.tensor(labels)).sum())
+    counts = [labels.count(i) for i in range(len(data.spec.label_names))]
+    finite = all_finite(dataclasses.asdict(metrics))
+    return metrics, verification_from_counts(counts, correct, data.spec.label_names, compression, finite)
 
 
 def _data_figures(results: Results, data: TaskData, tokenizer) -> list[Figure]:

@@ -30,13 +30,15 @@ from .integrity import (
 )
 from .metrics import mcc_difference, predictions_sha256
 from .paired import paired_comparison
-from .predictions import Predictions, baseline_predictions, read_predictions, recompute
+from .predictions import Predictions, baseline_predictions, prediction_figures, read_predictions, recompute
 from .results import (
     COMMIT_RE,
     PREDICTIONS_FILE,
     RESULTS_FILE,
+    SECOND_PREDICTIONS_FILE,
     Metrics,
     Results,
+    SplitResult,
     Status,
     Verification,
     sha256_file,
@@ -228,15 +230,22 @@ def reverify_predictions(
     split = recorded_validation(results, data_dir, where)
     metrics, verification = recompute(predictions, results)
     labels = split.labels
-    # The file's gold labels against the data's (their hashes, as the predictions are hashed), first row off.
-    pairs = zip(predictions.labels, labels, strict=True)
-    differing = [row for row, (written, read) in enumerate(pairs) if written != read]
-    label_check = Figure(
-        f"{PREDICTIONS_FILE} gold labels" + (f" (first differing: row {differing[0]})" if differing else ""),
-        predictions_sha256(predictions.labels),
-        predictions_sha256(labels),
-    )
+    label_check = _gold_label_figure(predictions, labels, PREDICTIONS_FILE)
     samples = sample_rows(split.rows, split.spec, count=len(results.dataset.samples))
+    second_figures = []
+    if (second := results.second_split) is not None:  # MNLI's mismatched genres: their own rows and gate
+        second_predictions = read_predictions(folder, results, where, second)
+        second_data = recorded_validation(results, data_dir, where, second=True)
+        recorded_file = results.dataset.files.get(second.split, {}).get("sha256")
+        second_figures = [
+            _gold_label_figure(
+                second_predictions, second_data.labels, SECOND_PREDICTIONS_FILE.format(split=second.split)
+            ),
+            *prediction_figures(second_predictions, results, second),
+        ]
+        if second_data.source.files:  # a GLUE folder: its file must be the one evaluated
+            read = second_data.source.files[second.split]["sha256"]
+            second_figures.append(Figure(f"dataset.files.{second.split}.sha256", recorded_file, read))
     return reverification(
         results,
         metrics,
@@ -253,7 +262,20 @@ def reverify_predictions(
             Figure("dataset.revision", results.dataset.revision, split.source.revision),
             *figures("dataset.samples", results.dataset.samples, samples),
             *comparison_figures(results, predictions, [folder.parent] if baselines is None else baselines),
+            *second_figures,
         ],
+    )
+
+
+def _gold_label_figure(predictions: Predictions, labels: list[int], file: str) -> Figure:
+    """The file's gold labels against the data's (their hashes, as the predictions are hashed), the first row
+    where they differ named."""
+    pairs = zip(predictions.labels, labels, strict=True)
+    differing = [row for row, (written, read) in enumerate(pairs) if written != read]
+    return Figure(
+        f"{file} gold labels" + (f" (first differing: row {differing[0]})" if differing else ""),
+        predictions_sha256(predictions.labels),
+        predictions_sha256(labels),
     )
 
 
@@ -333,25 +355,32 @@ def recorded_data_dir(
     )
 
 
-def check_recorded_data(results: Results, revision: str, rows: int, where: str) -> None:
+def check_recorded_data(
+    results: Results, revision: str, rows: int, where: str, split: SplitResult | None = None
+) -> None:
     """Refuses data other than those the run was evaluated on: another validation file or commit
-    (`revision`), or another number of `rows` ([`DataError`])."""
+    (`revision`), or another number of `rows` ([`DataError`]) than the run's evaluated split (given `split`,
+    its second evaluated split) has."""
     record = results.dataset
-    if revision != record.revision or rows != results.verification.n:
+    expected = (split or results).verification.n
+    if revision != record.revision or rows != expected:
         raise DataError(
-            f"{where}: the {record.task} validation data here ({revision[: 7 + SHA_PREFIX]}…, "
-            f"{rows} rows) are not the data the run was evaluated on "
-            f"({record.revision[: 7 + SHA_PREFIX]}…, {results.verification.n} rows); pass --data-dir with "
-            "the same GLUE files"
+            f"{where}: the {record.task} {split.split if split else 'validation'} data here "
+            f"({revision[: 7 + SHA_PREFIX]}…, {rows} rows) are not the data the run was evaluated on "
+            f"({record.revision[: 7 + SHA_PREFIX]}…, {expected} rows); pass --data-dir with the same GLUE "
+            "files"
         )
 
 
-def recorded_validation(results: Results, data_dir: str | os.PathLike | None, where: str) -> ValidationSplit:
-    """The evaluated split of the recorded task ([`recorded_data_dir`]), when it is the recorded one
-    ([`check_recorded_data`])."""
+def recorded_validation(
+    results: Results, data_dir: str | os.PathLike | None, where: str, second: bool = False
+) -> ValidationSplit:
+    """The evaluated split of the recorded task ([`recorded_data_dir`]), or with `second` its second evaluated
+    split (MNLI's mismatched), when it is the recorded one ([`check_recorded_data`])."""
     data_dir = recorded_data_dir(results, data_dir, where)
-    split = load_validation(results.dataset.task, data_dir, revision=results.dataset.revision)
-    check_recorded_data(results, split.source.revision, len(split.rows), where)
+    split = load_validation(results.dataset.task, data_dir, revision=results.dataset.revision, second=second)
+    recorded_split = results.second_split if second else None
+    check_recorded_data(results, split.source.revision, len(split.rows), where, recorded_split)
     return split
 
 

@@ -43,7 +43,8 @@ COLUMNS = (
         "the task's official GLUE metric, `metrics.official` (Matthews' correlation for CoLA, F1 of the "
         "positive class for MRPC and QQP, accuracy for the others): the mean of the seeds' ± their sample "
         "standard deviation. Runs written before results.json recorded it (schema 3) give their accuracy, "
-        "and a row whose seeds record different metrics gives the accuracy of all.",
+        "and a row whose seeds record different metrics gives the accuracy of all. MNLI gives its "
+        "mismatched split's after the matched split's.",
     ),
     (
         "Accuracy (mean ± sd)",
@@ -455,6 +456,10 @@ def _row(group: Group) -> list[str]:
     first = group.cards[0].results
     accuracy = _mean_sd(group.accuracies)
     metric, values = group.official
+    quality = f"{metric} {_mean_sd(values)}"
+    seconds = [card.results.second_split for card in group.cards]
+    if all(second is not None and second.metrics.official for second in seconds):  # MNLI's mismatched
+        quality += f"; {seconds[0].split}: {_mean_sd([second.metrics.official.value for second in seconds])}"
     by_seed = ", ".join(f"{card.results.metrics.accuracy:.4f} (seed {card.seed})" for card in group.cards)
     statuses = []
     for status in STATUS_ORDER:
@@ -467,7 +472,7 @@ def _row(group: Group) -> list[str]:
         group.task,
         str(first.training.hyperparameters.steps),
         ", ".join(str(seed) for seed in group.seeds),
-        f"{metric} {_mean_sd(values)}",
+        quality,
         accuracy,
         by_seed,
         "; ".join(statuses),

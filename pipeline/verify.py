@@ -8,18 +8,21 @@ threshold is p0 + 3·SE. The status is one of:
 - PASS_NO_COMPRESSION: accuracy at or above the threshold, no compression.
 
 Also reported: the exact one-sided binomial p-value of the accuracy against p0, and its Wilson 95% interval.
+
+A task with a second evaluated split (MNLI's mismatched genres) gates each split on its own, and the run
+fails when either does ([`both_gates`]).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING
 
 from scipy.stats import binomtest
 
-from .results import Status, Verification
+from .results import Metrics, Status, Verification
 
 # The arithmetic imports no torch: `attncard verify --predictions` recomputes the verification without it.
 if TYPE_CHECKING:
@@ -89,9 +92,32 @@ def verify(evaluation: EvalResult, label_names: list[str] | tuple[str, ...]) -> 
         >>> verification.status, verification.n
         (<Status.PASS_NO_COMPRESSION: 'PASS_NO_COMPRESSION'>, 40)
     """
-    counts = Counter(evaluation.labels)
-    correct = sum(int(t == p) for t, p in zip(evaluation.labels, evaluation.predictions, strict=True))
-    finite = all_finite(asdict(evaluation.metrics)) and all_finite(asdict(evaluation.efficiency))
+    return _gate(evaluation, evaluation.labels, evaluation.predictions, evaluation.metrics, label_names)
+
+
+def verify_second(evaluation: EvalResult, label_names: list[str] | tuple[str, ...]) -> Verification | None:
+    """[`verify`] of the task's second evaluated split (`evaluation.second`); None when it has none.
+
+    Example:
+        >>> verify_second(evaluation, ["negative", "positive"]) is None  # SST-2: one split
+        True
+    """
+    second = evaluation.second
+    if second is None:
+        return None
+    return _gate(evaluation, second.labels, second.predictions, second.metrics, label_names)
+
+
+def _gate(
+    evaluation: EvalResult,
+    labels: list[int],
+    predictions: list[int],
+    metrics: Metrics,
+    label_names: list[str] | tuple[str, ...],
+) -> Verification:
+    counts = Counter(labels)
+    correct = sum(int(t == p) for t, p in zip(labels, predictions, strict=True))
+    finite = all_finite(asdict(metrics)) and all_finite(asdict(evaluation.efficiency))
     return verification_from_counts(
         [counts.get(i, 0) for i in range(len(label_names))],
         correct,
@@ -156,3 +182,21 @@ def verification_from_counts(
         status=status,
         reasons=reasons,
     )
+
+
+def both_gates(first: Verification, second: Verification | None, second_split: str) -> Verification:
+    """The run's verification when its task has a second evaluated split: the first split's, with the status
+    FAIL when the second split's gate fails (its reasons first, naming the split); `first` as it is when the
+    task has one split or the second passes.
+
+    Example:
+        >>> passed = verification_from_counts([428, 444], 690, ["negative", "positive"], 1.0, True)
+        >>> failed = verification_from_counts([428, 444], 450, ["negative", "positive"], 1.0, True)
+        >>> gated = both_gates(passed, failed, "validation_mismatched")
+        >>> gated.status, gated.reasons[0]
+        (<Status.FAIL: 'FAIL'>, 'on validation_mismatched, accuracy 51.6055% is below the threshold ...')
+    """
+    if second is None or second.status != Status.FAIL or first.status == Status.FAIL:
+        return first
+    reasons = [f"on {second_split}, {reason}" for reason in second.reasons]
+    return replace(first, status=Status.FAIL, reasons=[*reasons, *first.reasons])

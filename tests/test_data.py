@@ -80,11 +80,31 @@ def test_mnli_fixture(tmp_path):
     ]
     for name in ("train.tsv", "dev_matched.tsv"):
         (folder / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (folder / "dev_mismatched.tsv").write_text("\n".join(lines[:3]) + "\n", encoding="utf-8")
     data = load_task("mnli", tmp_path)
     assert data.spec.validation_split == "validation_matched"
     assert data.validation.column_names == ["premise", "hypothesis", "label"]
     assert data.validation["label"] == [0, 2, 1]  # entailment, contradiction, neutral as on the Hub
     assert data.validation[1]["premise"] == '"Quoted premise.'
+    # The mismatched genres: a second evaluated split, read alone as verify --predictions reads it.
+    assert data.second["label"] == [0, 2]
+    assert list(data.source.files) == ["train", "validation", "validation_mismatched"]
+    second = load_validation("mnli", tmp_path, second=True)
+    assert second.rows == list(data.second)
+    assert second.source.revision == data.source.revision
+    assert second.source.files == {"validation_mismatched": data.source.files["validation_mismatched"]}
+    with pytest.raises(DataError, match="task sst2 has one evaluated split"):
+        load_validation("sst2", tmp_path, second=True)
+
+
+def test_mnli_needs_its_mismatched_file(tmp_path):
+    folder = tmp_path / "MNLI"
+    folder.mkdir()
+    lines = [MNLI_HEADER, "0\t1\t1e\tfiction\t( p )\t( h )\t(ROOT p)\t(ROOT h)\tp\th\tneutral\tneutral"]
+    for name in ("train.tsv", "dev_matched.tsv"):
+        (folder / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"dev_mismatched\.tsv: file not found"):
+        load_task("mnli", tmp_path)
 
 
 def test_official_folder_names(small_glue):
