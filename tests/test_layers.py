@@ -129,7 +129,7 @@ def test_lint_and_each_modules_card_and_plots_run_with_torch_made_to_fail(tmp_pa
     hook): none of it needs torch."""
     environment = without_heavy_packages(tmp_path)
     runs = sorted(path.parent for path in CARDS.glob("*-seed0/results.json"))
-    assert len(runs) == 5, runs  # one run of each built-in module
+    assert len(runs) == 10, runs  # one run of each built-in module on each task (schema 4's MRPC, 3's SST-2)
     code = (
         "import sys, tempfile\n"
         "from pathlib import Path\n"
@@ -150,13 +150,14 @@ def test_lint_and_each_modules_card_and_plots_run_with_torch_made_to_fail(tmp_pa
         check=False,
     )
     assert rendered.returncode == 0, rendered.stderr[-3000:]
-    assert rendered.stdout.splitlines() == [
+    each_task = [
         "adaptive_span scaling.png spans.png training_loss.png 1",  # spans.png: the module's own plot
         "adaptive_sparse scaling.png training_loss.png 1",
         "none training_loss.png 1",
         "span_expanded scaling.png training_loss.png 1",
         "svd_lowrank scaling.png training_loss.png 1",
     ]
+    assert rendered.stdout.splitlines() == [line for line in each_task for _ in ("mrpc", "sst2")]
     linted = subprocess.run(
         [str(ATTNCARD), "lint", str(runs[0])],
         env=environment,
