@@ -287,9 +287,8 @@ def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> Eval
     tokens = sum(lengths)
 
     labels = list(validation["label"])
-    metrics = quality_metrics(
-        logits.numpy(), labels, spec.label_names, spec.official_metric, spec.positive_label
-    )
+    official = (spec.official_metric, spec.positive_label)
+    metrics = quality_metrics(logits.numpy(), labels, spec.label_names, *official)
     y_true, y_pred = np.asarray(labels), logits.argmax(dim=-1).numpy()
     efficiency = Efficiency(
         device=str(device),
@@ -337,13 +336,7 @@ def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> Eval
         second_labels = list(data.second["label"])
         second = SplitEvaluation(
             split=spec.second_split,
-            metrics=quality_metrics(
-                second_logits.numpy(),
-                second_labels,
-                spec.label_names,
-                spec.official_metric,
-                spec.positive_label,
-            ),
+            metrics=quality_metrics(second_logits.numpy(), second_labels, spec.label_names, *official),
             labels=second_labels,
             predictions=second_logits.argmax(dim=-1).tolist(),
             logits=second_logits,

@@ -441,6 +441,23 @@ def metrics_figures(recorded: Metrics, recomputed: Metrics, prefix: str = "metri
     ]
 
 
+def evaluated_figures(
+    record: Results | SplitResult, metrics: Metrics, verification: Verification
+) -> list[Figure]:
+    """An evaluated split's recorded metrics and verification (the run's, or its second split's, named
+    `second_split.…`) against the same figures recomputed ([`metrics_figures`], [`figures`]).
+
+    Example:
+        >>> [f.name for f in evaluated_figures(results, results.metrics, results.verification)][:2]
+        ['metrics.accuracy', 'metrics.f1_macro']
+    """
+    prefix = "second_split." if isinstance(record, SplitResult) else ""
+    return [
+        *metrics_figures(record.metrics, metrics, f"{prefix}metrics"),
+        *figures(f"{prefix}verification", record.verification, verification),
+    ]
+
+
 def recomputed_verification(results: Results, split: SplitResult | None = None) -> Verification:
     """The verification computed again from results.json's class counts, correct rows and parameter counts:
     the run's (both gates, [`pipeline.verify.both_gates`], when its task has a second evaluated split), or,
@@ -451,9 +468,7 @@ def recomputed_verification(results: Results, split: SplitResult | None = None) 
         than rows, no parameters).
     """
     labels = list(results.dataset.label_names)
-    recorded, metrics = (
-        (split.verification, split.metrics) if split else (results.verification, results.metrics)
-    )
+    recorded, metrics = (split or results).verification, (split or results).metrics
     where = f"{'second_split.' if split else ''}verification"
     if list(recorded.class_counts) != labels:
         raise IntegrityError(
@@ -510,20 +525,19 @@ def metrics_from_confusion(results: Results, split: SplitResult | None = None) -
     (`attncard verify` recomputes them from the model).
     """
     labels = list(results.dataset.label_names)
-    recorded, verification = (
-        (split.metrics, split.verification) if split else (results.metrics, results.verification)
-    )
+    recorded, verification = (split or results).metrics, (split or results).verification
+    prefix = "second_split." if split else ""
     matrix = recorded.confusion_matrix
     size = len(labels)
     if len(matrix) != size or any(len(row) != size or min(row) < 0 for row in matrix):
         raise IntegrityError(
-            f"{RESULTS_FILE}: metrics.confusion_matrix is not a {size}×{size} table of counts"
+            f"{RESULTS_FILE}: {prefix}metrics.confusion_matrix is not a {size}×{size} table of counts"
         )
     total = sum(map(sum, matrix))
     if not 0 < total <= MAX_ROWS or total != verification.n:
         raise IntegrityError(
-            f"{RESULTS_FILE}: metrics.confusion_matrix counts {total} rows, verification.n is "
-            f"{verification.n}"
+            f"{RESULTS_FILE}: {prefix}metrics.confusion_matrix counts {total} rows, {prefix}verification.n "
+            f"is {verification.n}"
         )
     y_true = [t for t in range(size) for p in range(size) for _ in range(matrix[t][p])]
     y_pred = [p for t in range(size) for p in range(size) for _ in range(matrix[t][p])]
@@ -576,13 +590,13 @@ def second_split_problems(results: Results) -> list[str]:
     expected = TASKS[results.dataset.task].second_split if results.dataset.task in TASKS else ""
     if results.schema_version < OFFICIAL_METRIC_SCHEMA:
         expected = ""  # schema 3 evaluated the first split alone
-    if recorded is None or recorded.split != expected:
-        if recorded is None and not expected:
-            return []
+    if (recorded.split if recorded is not None else "") != expected:
         shown = recorded.split if recorded is not None else None
         return [
             f"second_split is {shown!r}, but the task {results.dataset.task} evaluates {expected or 'none'}"
         ]
+    if recorded is None:
+        return []
     return [
         f"{figure.name} is {figure.recorded!r} but {figure.recomputed!r} when recomputed"
         for figure in [
@@ -782,6 +796,7 @@ __all__ = [
     "check_run_tag",
     "check_safe_formats",
     "eval_results_problems",
+    "evaluated_figures",
     "figures",
     "mcc_difference_problems",
     "metrics_figures",

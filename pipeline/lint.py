@@ -86,7 +86,7 @@ from huggingface_hub.utils import validate_repo_id
 from ..modules.base import FAMILIES
 from .errors import AttncardError, NonFiniteNumberError, ResultsError
 from .paired import comparison_problems
-from .render import model_index_metrics, template_environment
+from .render import model_index_results, template_environment
 from .results import (
     COMMIT_RE,
     MAX_RESULTS_BYTES,
@@ -520,19 +520,15 @@ def _check_placeholders(card: _Card, quoted: list[str] | None = None) -> list[Fi
 
 
 def _check_model_index(card: _Card, results: Results) -> list[Finding]:
-    """The model-index metrics (`render.model_index_metrics`: the official metric, accuracy, F1) must equal
-    results.json's, exactly; each must be there."""
+    """The model-index metrics of each evaluated split (`render.model_index_results`: the official metric,
+    accuracy, F1) must equal results.json's, exactly; each must be there."""
     if card.metadata is None or card.front_matter is None or "model-index" not in card.metadata:
         return []  # already reported by the front matter check
     expected = {
-        (results.dataset.split, metric.type): (metric.field, metric.value)
-        for metric in model_index_metrics(results)
+        (split, metric.type): (metric.field, metric.value)
+        for split, metrics in model_index_results(results)
+        for metric in metrics
     }
-    if (second := results.second_split) is not None:  # MNLI's mismatched split: results of its own
-        expected |= {
-            (second.split, metric.type): (metric.field, metric.value)
-            for metric in model_index_metrics(results, second)
-        }
     shown_split = len({split for split, _ in expected}) > 1
     seen = set()
     findings = []

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import IntegrityError
-from .integrity import Figure, figures, metrics_figures, official_metric_of, recomputed_verification
+from .integrity import Figure, evaluated_figures, official_metric_of, recomputed_verification
 from .metrics import predictions_sha256, quality_metrics
 from .results import (
     MAX_PREDICTIONS_BYTES,
@@ -426,16 +426,7 @@ def prediction_figures(
         >>> [pair.name for pair in pairs][:3], all(pair.equal() for pair in pairs)
         (['metrics.accuracy', 'metrics.f1_macro', 'metrics.f1_weighted'], True)
     """
-    metrics, verification = recompute(predictions, results, split)
-    if split is not None:
-        return [
-            *metrics_figures(split.metrics, metrics, "second_split.metrics"),
-            *figures("second_split.verification", split.verification, verification),
-        ]
-    return [
-        *metrics_figures(results.metrics, metrics),
-        *figures("verification", results.verification, verification),
-    ]
+    return evaluated_figures(split or results, *recompute(predictions, results, split))
 
 
 __all__ = [

@@ -201,17 +201,14 @@ def card_data(results: Results) -> ModelCardData:
         # The spec: `other` with an id of the licence and a link to it, here the LICENSE file of the run.
         licence["license_name"] = results.model.license_name or UNKNOWN_LICENSE_NAME
         licence["license_link"] = LICENSE_FILE
-    index = model_index_metrics(results)
-    # MNLI: the mismatched split's metrics too, as results of their own split.
-    second = results.second_split
-    second_index = model_index_metrics(results, second) if second is not None else []
+    index = model_index_results(results)
     return ModelCardData(
         model_name=results.repo_name,
         **licence,
         **adapter,
         datasets=[HUB_DATASET_ID],
         language=[GLUE_LANGUAGE],
-        metrics=list(dict.fromkeys(metric.type for metric in index)),
+        metrics=list(dict.fromkeys(metric.type for metric in index[0][1])),
         tags=tags,
         pipeline_tag="text-classification",
         library_name="peft",
@@ -224,10 +221,7 @@ def card_data(results: Results) -> ModelCardData:
                 metric_value=metric.value,
                 **({"metric_args": metric.args} if metric.args else {}),
             )
-            for split, metrics in (
-                (results.dataset.split, index),
-                (getattr(second, "split", ""), second_index),
-            )
+            for split, metrics in index
             for metric in metrics
         ],
     )
@@ -277,6 +271,20 @@ def model_index_metrics(results: Results, split: SplitResult | None = None) -> l
         return [f1, accuracy]
     mcc = IndexMetric(official.name, "Matthews correlation", official.value, f"{where}.official.value")
     return [mcc, accuracy, macro_f1]
+
+
+def model_index_results(results: Results) -> list[tuple[str, list[IndexMetric]]]:
+    """The model-index's results, `(dataset split, its metrics)`: the evaluated split's
+    ([`model_index_metrics`]), then the second evaluated split's (MNLI's mismatched) when the task has one.
+
+    Example:
+        >>> [(split, len(metrics)) for split, metrics in model_index_results(results)]
+        [('validation', 2)]
+    """
+    index = [(results.dataset.split, model_index_metrics(results))]
+    if (second := results.second_split) is not None:
+        index.append((second.split, model_index_metrics(results, second)))
+    return index
 
 
 @dataclass(frozen=True)
@@ -877,7 +885,8 @@ def render_card(results: Results, plots: list[dict[str, str]] | None = None) -> 
         >>> card.startswith("---"), "**Status: PASS_NO_COMPRESSION**" in card
         (True, True)
     """
-    if not all(math.isfinite(metric.value) for metric in model_index_metrics(results)):
+    index = [metric for _, metrics in model_index_results(results) for metric in metrics]
+    if not all(math.isfinite(metric.value) for metric in index):
         raise ValueError("the metrics of the card's model-index must be finite to be written into it")
     config = results.training.hyperparameters
     hyperparameters = [

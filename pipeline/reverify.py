@@ -32,7 +32,7 @@ from .download import (
 from .errors import DataError
 from .evaluate import count_deployed_parameters
 from .hub_io import check_options
-from .integrity import Figure, figures, metrics_figures, official_metric_of
+from .integrity import Figure, evaluated_figures, figures, official_metric_of
 from .metrics import quality_metrics
 from .results import Metrics, Results, Verification
 from .reverify_predictions import Reverification, check_recorded_data, recorded_data_dir, reverification
@@ -102,23 +102,19 @@ def reverify(
             if results.stock is None
             else stock_load_files(files, data, base_model, batch_size=results.efficiency.batch_size)
         )
-    labels = list(data.validation["label"])
-    logits = predict_logits(verified, data, batch_size=results.efficiency.batch_size)
-    metrics = quality_metrics(logits.numpy(), labels, data.spec.label_names, *official_metric_of(results))
-    counts = [labels.count(i) for i in range(len(data.spec.label_names))]
     compression = verified.base_parameters / count_deployed_parameters(verified.model)
-    correct = int((logits.argmax(dim=-1) == torch.tensor(labels)).sum())
-    verification = verification_from_counts(
-        counts, correct, data.spec.label_names, compression, all_finite(dataclasses.asdict(metrics))
-    )
+    metrics, verification = _scored(verified, data, results, compression)
     second_figures = []
     if (second := results.second_split) is not None:  # MNLI's mismatched genres: evaluated and gated too
-        second_metrics, second_verification = _second_split(verified, data, results, compression)
+        second_data = data.second_split_data()
+        if len(second_data.validation) != second.verification.n:
+            raise DataError(
+                f"the {second.split} data here have {len(second_data.validation)} rows, the run was "
+                f"evaluated on {second.verification.n}; pass --data-dir with the same GLUE files"
+            )
+        second_metrics, second_verification = _scored(verified, second_data, results, compression)
         verification = both_gates(verification, second_verification, second.split)
-        second_figures = [
-            *metrics_figures(second.metrics, second_metrics, "second_split.metrics"),
-            *figures("second_split.verification", second.verification, second_verification),
-        ]
+        second_figures = evaluated_figures(second, second_metrics, second_verification)
     device = results.efficiency.device
     return reverification(
         results,
@@ -130,8 +126,7 @@ def reverify(
         repo_id=verified.repo_id,
         revision=verified.revision,
         compared=[
-            *metrics_figures(results.metrics, metrics),
-            *figures("verification", results.verification, verification),
+            *evaluated_figures(results, metrics, verification),
             Figure("parameters.compression_factor", results.parameters.compression_factor, compression),
             Figure("dataset.revision", results.dataset.revision, data.source.revision),
             *(figures("stock", results.stock, stock) if stock is not None else []),
@@ -147,21 +142,15 @@ def reverify(
     )
 
 
-def _second_split(
+def _scored(
     verified: VerifiedModel, data: TaskData, results: Results, compression: float
 ) -> tuple[Metrics, Verification]:
-    """The second evaluated split's metrics and its own gate, from the model's predictions now."""
-    second = data.second_split_data()
-    if len(second.validation) != results.second_split.verification.n:
-        raise DataError(
-            f"the {data.spec.second_split} data here have {len(second.validation)} rows, the run was "
-            f"evaluated on {results.second_split.verification.n}; pass --data-dir with the same GLUE files"
-        )
-    labels = list(second.validation["label"])
-    logits = predict_logits(verified, second, batch_size=results.efficiency.batch_size)
+    """The metrics of `data.validation` from the model's predictions now, and that split's own gate."""
+    labels = list(data.validation["label"])
+    logits = predict_logits(verified, data, batch_size=results.efficiency.batch_size)
     metrics = quality_metrics(logits.numpy(), labels, data.spec.label_names, *official_metric_of(results))
-    correct = int((logits.argmax(dim=-1) == torch.tensor(labels)).sum())
     counts = [labels.count(i) for i in range(len(data.spec.label_names))]
+    correct = int((logits.argmax(dim=-1) == torch.tensor(labels)).sum())
     finite = all_finite(dataclasses.asdict(metrics))
     return metrics, verification_from_counts(counts, correct, data.spec.label_names, compression, finite)
 

@@ -20,6 +20,7 @@ from attncard.pipeline.lint import lint_run_folder
 from attncard.pipeline.predictions import read_predictions
 from attncard.pipeline.publish import copy_to_cards
 from attncard.pipeline.results import CARD_FILE, RESULTS_FILE, Results, build_manifest
+from attncard.pipeline.reverify import reverify
 from attncard.pipeline.summary import read_cards, render_leaderboard
 from attncard.pipeline.verify import both_gates
 from conftest import SST2_ROWS
@@ -160,3 +161,12 @@ def test_the_leaderboard_gives_both_splits(mnli_run, tmp_path):
         "no spread)"
     )
     assert f"| {expected} |" in row
+
+
+def test_verify_evaluates_both_splits_with_the_model(mnli_run, tiny_model_dir):
+    run_dir, glue = mnli_run
+    check = reverify(run_dir, data_dir=glue, base_model=tiny_model_dir("gpt2"))
+    assert check.matches, check.problems
+    names = [figure.name for figure in check.figures]
+    assert "second_split.metrics.accuracy" in names and "second_split.verification.status" in names
+    assert check.recomputed_status == Results.load(run_dir).verification.status
