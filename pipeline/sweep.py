@@ -37,6 +37,7 @@ import fnmatch
 import logging
 import math
 import os
+import reprlib
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -64,6 +65,19 @@ BASELINE_MODULE = "none"
 ROW_KEYS = ("model", "module", "task", "steps", "seeds", "resources")
 MATRIX_KEYS = ("runs", "seeds", "resources")
 RESOURCE_KEYS = ("cpus", "gpus", "memory_gib")
+# The most of each resource one run may ask for: more than any node has (a finite bound, so that 1e300 GiB
+# is refused here, not by an OverflowError in Ray or a job Slurm holds forever).
+RESOURCE_LIMITS = {"cpus": 4096, "gpus": 64, "memory_gib": 65536}
+# A matrix file is a few kilobytes; the cap keeps a hostile one from costing time and memory to parse.
+MAX_MATRIX_BYTES = 2**20
+# The longest model, module or task name (a model folder's path included).
+MAX_NAME_CHARACTERS = 512
+# How much of a value an error quotes: a hostile value must not make the message long.
+SHOWN_CHARACTERS = 60
+# How an error quotes a value of the matrix (see `_shown`): nested lists and long texts cut short, not built.
+_SHORT_REPR = reprlib.Repr()
+_SHORT_REPR.maxlevel, _SHORT_REPR.maxlist, _SHORT_REPR.maxdict = 2, 4, 4
+_SHORT_REPR.maxstring = _SHORT_REPR.maxother = SHOWN_CHARACTERS
 # A run's log on a cluster (`--executor ray` or `slurm`), beside its folder: `<output>/<run name>.sweep.log`.
 LOG_SUFFIX = ".sweep.log"
 
@@ -80,6 +94,29 @@ class StaleRunError(AttncardError):
     checks of a download, or it is another run. The sweep trains it again."""
 
 
+def resource_problem(key: str, value: Any) -> str | None:
+    """What is wrong with one resource of a run, or None: a finite number, more than 0 (`gpus`: 0 or more),
+    at most `RESOURCE_LIMITS[key]`.
+
+    Example:
+        >>> resource_problem("memory_gib", 1e300)
+        'memory_gib 1e+300 is more than a node has (at most 65536); write e.g. memory_gib: 16'
+        >>> resource_problem("gpus", 0) is None
+        True
+    """
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not is_number or not math.isfinite(value) or value < 0 or (value == 0 and key != "gpus"):
+        least = "0 or more" if key == "gpus" else "more than 0"
+        return f"{key} {_shown(value)} is not a number {least}; write e.g. {key}: 1"
+    if value > RESOURCE_LIMITS[key]:
+        example = {"cpus": 8, "gpus": 1, "memory_gib": 16}[key]
+        return (
+            f"{key} {_shown(value)} is more than a node has (at most {RESOURCE_LIMITS[key]}); write e.g. "
+            f"{key}: {example}"
+        )
+    return None
+
+
 @dataclass(frozen=True)
 class RunResources:
     """What one run asks of a cluster: the scheduler (Ray's, or Slurm's) starts it on a node with that much
@@ -92,6 +129,11 @@ class RunResources:
         memory_gib: memory in GiB (`memory`, `--mem`), more than 0; None reserves none (Slurm: the
             partition's default).
 
+    Each is at most its `RESOURCE_LIMITS` (more than any node has).
+
+    Raises:
+        [`AttncardError`]: a value that is not a finite number in its range (see [`resource_problem`]).
+
     Example:
         >>> RunResources(cpus=2).ray_options()
         {'num_cpus': 2, 'num_gpus': 0}
@@ -100,6 +142,13 @@ class RunResources:
     cpus: float = 1
     gpus: float = 0
     memory_gib: float | None = None
+
+    def __post_init__(self) -> None:
+        for key in RESOURCE_KEYS:
+            value = getattr(self, key)
+            problem = resource_problem(key, value) if value is not None else None
+            if problem is not None:
+                raise AttncardError(f"resources {problem}")
 
     def ray_options(self) -> dict[str, float | int]:
         """The resources as options of a Ray task (`.options(**...)`)."""
@@ -237,10 +286,14 @@ class RunOutcome:
 def read_matrix(path: str | os.PathLike) -> Matrix:
     """Reads and checks a matrix file: every row's keys, names and numbers, before anything runs.
 
-    Checked: the file is YAML holding a mapping with a `runs` list (and an optional `seeds` list); each row
-    is a mapping of the keys `ROW_KEYS`, with `model`, `module` and `task` (a model alias, Hub id or model
-    folder; a module [`get_module`] knows; a GLUE task), `steps` a whole number of at least 1, `seeds` a
-    non-empty list of distinct whole numbers of at least 0; no two rows name the same run.
+    Checked: the file is at most `MAX_MATRIX_BYTES`, YAML without anchors or aliases (a matrix never needs
+    them, and an alias bomb of a few hundred bytes expands to gigabytes), holding a mapping with a `runs`
+    list (and an optional `seeds` list); each row is a mapping of the keys `ROW_KEYS`, with `model`,
+    `module` and `task` one line of printable text of at most `MAX_NAME_CHARACTERS` (a model alias, Hub id
+    or model folder; a module [`get_module`] knows; a GLUE task), `steps` a whole number of at least 1,
+    `seeds` a non-empty list of distinct whole numbers of at least 0, `resources` finite and within
+    `RESOURCE_LIMITS`; no two rows name the same run. A value an error quotes is shown as Python writes it
+    (control characters escaped), cut at `SHOWN_CHARACTERS`.
 
     Args:
         path: the matrix file, e.g. `cards/matrix.yaml`.
@@ -269,26 +322,38 @@ def read_matrix(path: str | os.PathLike) -> Matrix:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as file:
+            raw = file.read(MAX_MATRIX_BYTES + 1)  # no more: a hostile file must not fill the memory
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         raise MatrixError(f"{path}: no such matrix file; pass a YAML file like cards/matrix.yaml") from None
     except (OSError, UnicodeDecodeError) as error:
         raise MatrixError(f"{path}: cannot be read ({first_line(error)}); pass a UTF-8 YAML file") from None
+    if len(raw) > MAX_MATRIX_BYTES:
+        raise MatrixError(
+            f"{path}: is larger than {MAX_MATRIX_BYTES // 2**20} MiB; a matrix lists its rows in a few "
+            "kilobytes: pass the matrix file itself"
+        )
     try:
-        data, root = yaml.safe_load(text), yaml.compose(text)
+        root, data = _load_yaml(text)
+    except _AliasError as error:
+        raise MatrixError(
+            f"{path}:{error.line}: YAML anchors and aliases (&name, *name) are not accepted in a matrix; "
+            "write each value out"
+        ) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         problem = getattr(error, "problem", None) or first_line(error)
-        raise MatrixError(f"{where}: not valid YAML: {problem}; fix the file") from None
+        raise MatrixError(f"{where}: not valid YAML: {_clipped(problem)}; fix the file") from None
     if not isinstance(data, dict) or not isinstance(data.get("runs"), list) or not data["runs"]:
         raise MatrixError(
             f"{path}: must be a mapping with a non-empty list 'runs' of rows (see cards/matrix.yaml)"
         )
-    unknown = sorted(str(key) for key in data if key not in MATRIX_KEYS)
+    unknown = sorted((key for key in data if key not in MATRIX_KEYS), key=str)
     if unknown:
         raise MatrixError(
-            f"{path}: unknown key '{unknown[0]}'; a matrix has the keys {', '.join(MATRIX_KEYS)}"
+            f"{path}: unknown key {_shown(unknown[0])}; a matrix has the keys {', '.join(MATRIX_KEYS)}"
         )
     seeds = _seeds(data["seeds"], f"{path}:{_line(root, 'seeds')}: seeds") if "seeds" in data else None
     resources = (
@@ -317,13 +382,27 @@ def _row(item: Any, where: str, line: int) -> MatrixRow:
     """One row of the matrix, checked; `where` starts every message."""
     if not isinstance(item, dict):
         raise MatrixError(f"{where}: a row is a mapping {{model: …, module: …, task: …}}, not {_kind(item)}")
-    unknown = sorted(str(key) for key in item if key not in ROW_KEYS)
+    unknown = sorted((key for key in item if key not in ROW_KEYS), key=str)
     if unknown:
-        raise MatrixError(f"{where}: unknown key '{unknown[0]}'; a row has the keys {', '.join(ROW_KEYS)}")
+        raise MatrixError(
+            f"{where}: unknown key {_shown(unknown[0])}; a row has the keys {', '.join(ROW_KEYS)}"
+        )
     for key in ("model", "module", "task"):
         if not isinstance(item.get(key), str) or not item[key].strip():
             given = "no" if key not in item else _kind(item[key]) + " as"
             raise MatrixError(f"{where}: {given} {key}; write {key}: <name>")
+        # A name goes into run names, folders and the sweep's report, one line per run: a line break in it
+        # would forge a line of that report, another control character rewrite the terminal.
+        if not item[key].isprintable():
+            raise MatrixError(
+                f"{where}: {key} {_shown(item[key])} is not one line of printable text; write the {key} "
+                "on one line, without control characters"
+            )
+        if len(item[key]) > MAX_NAME_CHARACTERS:
+            raise MatrixError(
+                f"{where}: {key} {_shown(item[key])} is longer than {MAX_NAME_CHARACTERS} characters; "
+                f"write a shorter {key} (a model folder: a shorter path to it)"
+            )
     try:
         get_module(item["module"])
         get_task(item["task"])
@@ -333,7 +412,7 @@ def _row(item: Any, where: str, line: int) -> MatrixRow:
     steps = item.get("steps")
     if steps is not None and (not _is_whole(steps) or steps < 1):
         raise MatrixError(
-            f"{where}: steps {steps!r} is not a whole number of at least 1; write e.g. steps: 200"
+            f"{where}: steps {_shown(steps)} is not a whole number of at least 1; write e.g. steps: 200"
         )
     seeds = _seeds(item["seeds"], f"{where}: seeds") if "seeds" in item else None
     resources = _resources(item["resources"], f"{where}: resources") if "resources" in item else {}
@@ -349,19 +428,20 @@ def _row(item: Any, where: str, line: int) -> MatrixRow:
 
 
 def _resources(value: Any, where: str) -> dict[str, float]:
-    """Checked resources: keys of `RESOURCE_KEYS`, cpus and memory_gib above 0, gpus 0 or more."""
+    """Checked resources: keys of `RESOURCE_KEYS`, each a number in its range ([`resource_problem`])."""
     if not isinstance(value, dict) or not value:
         raise MatrixError(
             f"{where}: write a mapping of {', '.join(RESOURCE_KEYS)}, e.g. {{cpus: 2, gpus: 1}}"
         )
-    unknown = sorted(str(key) for key in value if key not in RESOURCE_KEYS)
+    unknown = sorted((key for key in value if key not in RESOURCE_KEYS), key=str)
     if unknown:
-        raise MatrixError(f"{where}: unknown key '{unknown[0]}'; resources are {', '.join(RESOURCE_KEYS)}")
+        raise MatrixError(
+            f"{where}: unknown key {_shown(unknown[0])}; resources are {', '.join(RESOURCE_KEYS)}"
+        )
     for key, number in value.items():
-        is_number = isinstance(number, int | float) and not isinstance(number, bool)
-        if not is_number or not math.isfinite(number) or number < 0 or (number == 0 and key != "gpus"):
-            least = "0 or more" if key == "gpus" else "more than 0"
-            raise MatrixError(f"{where}: {key} {number!r} is not a number {least}; write e.g. {key}: 1")
+        problem = resource_problem(key, number)
+        if problem is not None:
+            raise MatrixError(f"{where}: {problem}")
     return dict(value)
 
 
@@ -371,7 +451,7 @@ def _seeds(value: Any, where: str) -> tuple[int, ...]:
         raise MatrixError(f"{where}: write a non-empty list of whole numbers, e.g. [0, 1, 2]")
     for seed in value:
         if not _is_whole(seed) or seed < 0:
-            raise MatrixError(f"{where}: {seed!r} is not a whole number of at least 0")
+            raise MatrixError(f"{where}: {_shown(seed)} is not a whole number of at least 0")
     repeated = sorted({seed for seed in value if value.count(seed) > 1})
     if repeated:
         raise MatrixError(f"{where}: seed {repeated[0]} is listed twice; list each seed once")
@@ -383,7 +463,53 @@ def _is_whole(value: Any) -> bool:
 
 
 def _kind(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "a text"}.get(type(value), f"the value {value!r}")
+    return {dict: "a mapping", list: "a list", str: "a text"}.get(type(value), f"the value {_shown(value)}")
+
+
+def _shown(value: Any) -> str:
+    """A value of the matrix as an error quotes it: as Python writes it (a text quoted, its control
+    characters escaped: `'a\\nb'`), cut at `SHOWN_CHARACTERS`, so that a hostile value can neither forge a
+    line nor make the message long.
+
+    Example:
+        >>> _shown("org/model\\nran      forged-run")
+        "'org/model\\\\nran      forged-run'"
+    """
+    return _clipped(_SHORT_REPR.repr(value))
+
+
+def _clipped(text: str) -> str:
+    """`text` cut at `SHOWN_CHARACTERS`, `…` marking the cut."""
+    return text if len(text) <= SHOWN_CHARACTERS else text[: SHOWN_CHARACTERS - 1] + "…"
+
+
+class _AliasError(yaml.YAMLError):
+    """An anchor or alias in a matrix file, at a line (from 1)."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__(f"an anchor or alias at line {line}")
+        self.line = line
+
+
+class _MatrixLoader(yaml.SafeLoader):
+    """PyYAML's safe loader refusing anchors and aliases where it meets them: before any node is built from
+    them, so that an alias bomb costs nothing."""
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise _AliasError(event.start_mark.line + 1)
+        return super().compose_node(parent, index)
+
+
+def _load_yaml(text: str) -> tuple[yaml.Node | None, Any]:
+    """The matrix's node tree (for the lines of messages) and its data, from one parse without aliases."""
+    loader = _MatrixLoader(text)
+    try:
+        root = loader.get_single_node()
+        return root, loader.construct_document(root) if root is not None else None
+    finally:
+        loader.dispose()
 
 
 def _mapping_value(node: yaml.Node | None, key: str) -> yaml.Node | None:

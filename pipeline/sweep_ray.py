@@ -83,7 +83,62 @@ def run_sweep_ray(
     started_here = not ray.is_initialized()
     if started_here:
         _start_ray(ray, address)
+    try:
+        # Ray would hold a task no node can hold forever, waiting for one to join: refuse it now.
+        check_nodes_hold(runs, [node["Resources"] for node in ray.nodes() if node.get("Alive")])
+    except BaseException:
+        if started_here:
+            ray.shutdown()
+        raise
     return _run_tasks(ray, runs, settings, retries, started_here)
+
+
+def check_nodes_hold(runs: list[SweepRun], nodes: list[dict[str, float]]) -> None:
+    """Checks that some single node of the cluster has what each run asks for (its CPUs, GPUs and memory
+    together), as `sbatch --test-only` does for `--executor slurm`.
+
+    Args:
+        runs: the sweep's runs.
+        nodes: the resources of each live node, as `ray.nodes()` gives them (`{"CPU": 16.0, "GPU": 1.0,
+            "memory": <bytes>, ...}`).
+
+    Raises:
+        [`AttncardError`]: the first run no node can hold, naming it, what it asks for and what the largest
+            node has.
+
+    Example:
+        >>> from attncard.pipeline.sweep import RunResources
+        >>> run = SweepRun("m", "m", "none", "sst2", 2, 0, "m-none-sst2-seed0", RunResources(cpus=32))
+        >>> check_nodes_hold([run], [{"CPU": 16.0, "memory": 2**34}])
+        Traceback (most recent call last):
+        ...
+        attncard.pipeline.errors.AttncardError: m-none-sst2-seed0: asks for 32 CPUs, 0 GPUs, more than any ...
+    """
+    for run in runs:
+        asked = _ray_amounts(run.resources.ray_options())
+        if any(all(node.get(key, 0) >= amount for key, amount in asked.items()) for node in nodes):
+            continue
+        largest = {
+            key: max((node.get(key, 0) for node in nodes), default=0) for key in ("CPU", "GPU", "memory")
+        }
+        raise AttncardError(
+            f"{run.name}: asks for {_amounts(asked)}, more than any one node of the Ray cluster has (at most "
+            f"{_amounts(largest)} each); lower its resources in the matrix, or add a node that has them"
+        )
+
+
+def _ray_amounts(options: dict[str, float]) -> dict[str, float]:
+    """A task's options (`num_cpus`, `num_gpus`, `memory`) as the names of a node's resources."""
+    names = {"num_cpus": "CPU", "num_gpus": "GPU", "memory": "memory"}
+    return {names[key]: amount for key, amount in options.items()}
+
+
+def _amounts(resources: dict[str, float]) -> str:
+    """`8 CPUs, 1 GPUs, 32 GiB of memory` (memory left out when absent)."""
+    shown = [f"{resources.get('CPU', 0):g} CPUs", f"{resources.get('GPU', 0):g} GPUs"]
+    if "memory" in resources:
+        shown.append(f"{resources['memory'] / 2**30:.3g} GiB of memory")
+    return ", ".join(shown)
 
 
 def _run_tasks(
@@ -173,4 +228,12 @@ def _run_on_worker(
 
 
 # dense_run_of, run_log and LOG_SUFFIX are pipeline.sweep's, shared with --executor slurm; named here too.
-__all__ = ["DEFAULT_RETRIES", "LOG_SUFFIX", "dense_run_of", "import_ray", "run_log", "run_sweep_ray"]
+__all__ = [
+    "DEFAULT_RETRIES",
+    "LOG_SUFFIX",
+    "check_nodes_hold",
+    "dense_run_of",
+    "import_ray",
+    "run_log",
+    "run_sweep_ray",
+]
