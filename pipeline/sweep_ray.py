@@ -10,9 +10,14 @@ with its worker (the process killed, the node gone) is started again up to `retr
 while the others go on.
 
 Every node must see the driver's current folder at the same path (a shared file system): a task works there,
-so that the matrix's and the options' relative paths mean what they mean to the driver. Each run's progress,
-as the local executor shows it on stderr, goes to `<output>/<run name>.sweep.log`, beside the run folder (not
-in it: a run folder holds exactly the files its manifest lists), each attempt appended.
+so that the matrix's and the options' relative paths mean what they mean to the driver. A task has the
+driver's `GLUE_DIR`, `HF_*`, `HUGGINGFACE_*` and `TRANSFORMERS_*` variables (Ray's runtime env), except the
+Hub token: Ray's runtime-env agent logs a runtime env's variables on every node, so the token goes in a file
+under `--output` only this user can read, removed when the sweep ends, and a task gets its path
+(`hub_token_file`). A Ray instance the sweep starts is started without the token in its environment.
+
+Each run's progress, as the local executor shows it on stderr, goes to `<output>/<run name>.sweep.log`, beside
+the run folder (not in it: a run folder holds exactly the files its manifest lists), each attempt appended.
 
 `ray` is imported when the sweep starts (`pip install 'attncard[ray]'`).
 """
@@ -25,14 +30,26 @@ from collections.abc import Iterator
 from typing import Any
 
 from .errors import AttncardError, first_line
-from .sweep import LOG_SUFFIX, RunOutcome, SweepRun, SweepSettings, dense_run_of, run_log, run_on_worker
+from .sweep import (
+    LOG_SUFFIX,
+    SECRET_VARIABLES,
+    RunOutcome,
+    SweepRun,
+    SweepSettings,
+    cluster_environment,
+    dense_run_of,
+    hub_token_file,
+    run_log,
+    run_on_worker,
+)
 
 logger = logging.getLogger(__name__)
 
 # Ray's max_retries: how often a run lost with its worker or node is started again.
 DEFAULT_RETRIES = 2
-# The driver's environment that the runs read (the GLUE folder, the Hub's token, endpoint and cache), given to
-# every task: on a cluster the workers otherwise have the environment of `ray start`.
+# The driver's environment that the runs read (the GLUE folder, the Hub's endpoint and cache), given to every
+# task: on a cluster the workers otherwise have the environment of `ray start`. Not the token
+# (`SECRET_VARIABLES`): a task gets the path of a file that holds it.
 FORWARDED_PREFIXES = ("GLUE_DIR", "HF_", "HUGGINGFACE_", "TRANSFORMERS_")
 
 
@@ -141,20 +158,58 @@ def _amounts(resources: dict[str, float]) -> str:
     return ", ".join(shown)
 
 
+def task_environment(extra: dict[str, str]) -> dict[str, str]:
+    """The environment variables of every task of the sweep (Ray's `runtime_env["env_vars"]`): the driver's
+    that start with `FORWARDED_PREFIXES`, never `SECRET_VARIABLES`, and `extra` (the token file's path).
+
+    Example:
+        >>> os.environ["HF_TOKEN"], os.environ["HF_ENDPOINT"] = "hf_example", "https://hub.example"
+        >>> environment = task_environment({"ATTNCARD_HF_TOKEN_FILE": "/shared/runs/.attncard-token-x/token"})
+        >>> "HF_TOKEN" in environment, environment["HF_ENDPOINT"]
+        (False, 'https://hub.example')
+        >>> del os.environ["HF_TOKEN"], os.environ["HF_ENDPOINT"]
+    """
+    forwarded = {
+        name: value
+        for name, value in os.environ.items()
+        if name.startswith(FORWARDED_PREFIXES) and name not in SECRET_VARIABLES
+    }
+    return {**forwarded, **extra}
+
+
 def _run_tasks(
     ray: Any, runs: list[SweepRun], settings: SweepSettings, retries: int, started_here: bool
+) -> Iterator[RunOutcome]:
+    # The token's file lives as long as the sweep (a task retried late reads it too), and past Ray's shutdown.
+    with hub_token_file(settings.output) as token_environment:
+        yield from _submit_and_wait(ray, runs, settings, retries, started_here, token_environment)
+
+
+def _submit_and_wait(
+    ray: Any,
+    runs: list[SweepRun],
+    settings: SweepSettings,
+    retries: int,
+    started_here: bool,
+    token_environment: dict[str, str],
 ) -> Iterator[RunOutcome]:
     cwd = os.getcwd()
     remote = ray.remote(_run_on_worker)
     submitted: dict[str, Any] = {}
     pending: dict[Any, SweepRun] = {}
+    environment = task_environment(token_environment)
+    # Each task's own runtime env (not the job's, at ray.init): so also on a Ray instance the caller started.
+    runtime_env = {"env_vars": environment} if environment else None
     try:
         for run in runs:
             dense = dense_run_of(run, runs)
             # The dense run's ObjectRef as an argument: Ray starts this task once that one is done.
             dense_refs = [submitted[dense.name]] if dense is not None and dense.name in submitted else []
             ref = remote.options(
-                name=f"sweep:{run.name}", max_retries=retries, **run.resources.ray_options()
+                name=f"sweep:{run.name}",
+                max_retries=retries,
+                runtime_env=runtime_env,
+                **run.resources.ray_options(),
             ).remote(run, settings, cwd, *dense_refs)
             submitted[run.name] = ref
             pending[ref] = run
@@ -183,17 +238,17 @@ def _run_tasks(
 
 
 def _start_ray(ray: Any, address: str | None) -> None:
-    environment = {name: value for name, value in os.environ.items() if name.startswith(FORWARDED_PREFIXES)}
     options: dict[str, Any] = {"address": address} if address else {"num_cpus": os.cpu_count()}
     try:
-        ray.init(
-            **options,
-            include_dashboard=False,
-            # The runs' progress goes to their logs; the driver shows the progress bar and the failures.
-            log_to_driver=False,
-            logging_level=logging.WARNING,
-            runtime_env={"env_vars": environment} if environment else None,
-        )
+        # A local instance's processes, and so its workers, inherit this environment: not the token.
+        with cluster_environment({}):
+            ray.init(
+                **options,
+                include_dashboard=False,
+                # The runs' progress goes to their logs; the driver shows the progress bar and the failures.
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+            )
     except (ConnectionError, RuntimeError, ValueError) as error:
         where = f"--address {address}" if address else "a local Ray instance"
         raise AttncardError(
@@ -236,4 +291,5 @@ __all__ = [
     "import_ray",
     "run_log",
     "run_sweep_ray",
+    "task_environment",
 ]
