@@ -876,7 +876,7 @@ def run_on_worker(run: SweepRun, settings: SweepSettings, cwd: str) -> RunOutcom
     logging.getLogger("attncard.pipeline.push").propagate = False
     try:
         logger.info(f"{run.name}: started on {socket.gethostname()}, process {os.getpid()}")
-        with _environment({"HF_TOKEN": token} if token is not None else {}):
+        with _environment({"HF_TOKEN": token} if token else {}):
             return next(run_sweep([run], settings))
     finally:
         for stage_logger, handler, level, propagate in handlers:
