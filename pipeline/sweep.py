@@ -73,6 +73,9 @@ RESOURCE_KEYS = ("cpus", "gpus", "memory_gib")
 RESOURCE_LIMITS = {"cpus": 4096, "gpus": 64, "memory_gib": 65536}
 # A matrix file is a few kilobytes; the cap keeps a hostile one from costing time and memory to parse.
 MAX_MATRIX_BYTES = 2**20
+# How deep a matrix nests (the top, `runs`, a row, its `resources`: 4); deeper is refused before PyYAML's
+# recursion goes that deep.
+MAX_MATRIX_DEPTH = 16
 # The longest model, module or task name (a model folder's path included).
 MAX_NAME_CHARACTERS = 512
 # How much of a value an error quotes: a hostile value must not make the message long.
@@ -298,7 +301,8 @@ def read_matrix(path: str | os.PathLike) -> Matrix:
     """Reads and checks a matrix file: every row's keys, names and numbers, before anything runs.
 
     Checked: the file is at most `MAX_MATRIX_BYTES`, YAML without anchors or aliases (a matrix never needs
-    them, and an alias bomb of a few hundred bytes expands to gigabytes), holding a mapping with a `runs`
+    them, and an alias bomb of a few hundred bytes expands to gigabytes) nor nesting deeper than
+    `MAX_MATRIX_DEPTH`, holding a mapping with a `runs`
     list (and an optional `seeds` list); each row is a mapping of the keys `ROW_KEYS`, with `model`,
     `module` and `task` one line of printable text of at most `MAX_NAME_CHARACTERS` (a model alias, Hub id
     or model folder; a module [`get_module`] knows; a GLUE task), `steps` a whole number of at least 1,
@@ -351,6 +355,11 @@ def read_matrix(path: str | os.PathLike) -> Matrix:
         raise MatrixError(
             f"{path}:{error.line}: YAML anchors and aliases (&name, *name) are not accepted in a matrix; "
             "write each value out"
+        ) from None
+    except _DepthError as error:
+        raise MatrixError(
+            f"{path}:{error.line}: nests deeper than {MAX_MATRIX_DEPTH} levels of lists and mappings; a "
+            "matrix has 4 (the top, runs, a row, its resources): see cards/matrix.yaml"
         ) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
@@ -502,15 +511,32 @@ class _AliasError(yaml.YAMLError):
         self.line = line
 
 
+class _DepthError(yaml.YAMLError):
+    """A matrix file nested deeper than `MAX_MATRIX_DEPTH`, at a line (from 1)."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__(f"nested too deep at line {line}")
+        self.line = line
+
+
 class _MatrixLoader(yaml.SafeLoader):
-    """PyYAML's safe loader refusing anchors and aliases where it meets them: before any node is built from
-    them, so that an alias bomb costs nothing."""
+    """PyYAML's safe loader refusing anchors and aliases where it meets them, before any node is built from
+    them (an alias bomb costs nothing), and nodes nested deeper than `MAX_MATRIX_DEPTH` (PyYAML builds nodes
+    by recursion: a file of brackets would end in a RecursionError)."""
+
+    depth = 0
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
             raise _AliasError(event.start_mark.line + 1)
-        return super().compose_node(parent, index)
+        if self.depth >= MAX_MATRIX_DEPTH:
+            raise _DepthError(event.start_mark.line + 1)
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
 
 def _load_yaml(text: str) -> tuple[yaml.Node | None, Any]:

@@ -70,6 +70,14 @@ def test_any_anchor_or_alias_is_refused(tmp_path, text):
     assert "YAML anchors and aliases (&name, *name) are not accepted in a matrix" in message, message
 
 
+@pytest.mark.parametrize("depth", [17, 100_000])
+def test_a_matrix_nested_deeper_than_any_matrix_is_refused_in_a_short_message(tmp_path, depth):
+    """PyYAML builds nested nodes by recursion: 100,000 brackets ended in a RecursionError traceback."""
+    message = _refused(tmp_path, "runs:\n  - {" + DENSE + ", seeds: " + "[" * depth + "]" * depth + "}\n")
+    assert message.startswith(f"{tmp_path / 'matrix.yaml'}:2: ") and len(message) < 300, message[:1000]
+    assert "nests deeper than 16 levels" in message, message
+
+
 def test_a_matrix_file_larger_than_the_cap_is_refused_before_it_is_parsed(tmp_path):
     text = "runs:\n  - {" + DENSE + "}\n" + "#" * (2**20) + "\n"
     message = _refused(tmp_path, text)
