@@ -32,13 +32,17 @@ is reported in one line and the sweep goes on with the next.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fnmatch
 import logging
 import math
 import os
+import reprlib
+import shutil
 import socket
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -64,8 +68,32 @@ BASELINE_MODULE = "none"
 ROW_KEYS = ("model", "module", "task", "steps", "seeds", "resources")
 MATRIX_KEYS = ("runs", "seeds", "resources")
 RESOURCE_KEYS = ("cpus", "gpus", "memory_gib")
+# The most of each resource one run may ask for: more than any node has (a finite bound, so that 1e300 GiB
+# is refused here, not by an OverflowError in Ray or a job Slurm holds forever).
+RESOURCE_LIMITS = {"cpus": 4096, "gpus": 64, "memory_gib": 65536}
+# A matrix file is a few kilobytes; the cap keeps a hostile one from costing time and memory to parse.
+MAX_MATRIX_BYTES = 2**20
+# How deep a matrix nests (the top, `runs`, a row, its `resources`: 4); deeper is refused before PyYAML's
+# recursion goes that deep.
+MAX_MATRIX_DEPTH = 16
+# The longest model, module or task name (a model folder's path included).
+MAX_NAME_CHARACTERS = 512
+# How much of a value an error quotes: a hostile value must not make the message long.
+SHOWN_CHARACTERS = 60
+# How an error quotes a value of the matrix (see `_shown`): nested lists and long texts cut short, not built.
+_SHORT_REPR = reprlib.Repr()
+_SHORT_REPR.maxlevel, _SHORT_REPR.maxlist, _SHORT_REPR.maxdict = 2, 4, 4
+_SHORT_REPR.maxstring = _SHORT_REPR.maxother = SHOWN_CHARACTERS
 # A run's log on a cluster (`--executor ray` or `slurm`), beside its folder: `<output>/<run name>.sweep.log`.
 LOG_SUFFIX = ".sweep.log"
+# The variables that hold the Hub token (huggingface_hub reads HF_TOKEN, then HUGGING_FACE_HUB_TOKEN). A
+# cluster records the environment it hands its workers (Ray's runtime-env agent logs `env_vars` on every
+# node, slurmctld keeps a job's environment): these never go into it, the workers read the token from a file
+# (`hub_token_file`).
+SECRET_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+# The variable that gives a worker the path of that file, and the prefix of its folder under --output.
+TOKEN_FILE_VARIABLE = "ATTNCARD_HF_TOKEN_FILE"
+TOKEN_FOLDER_PREFIX = ".attncard-token-"
 
 
 class MatrixError(AttncardError):
@@ -80,6 +108,29 @@ class StaleRunError(AttncardError):
     checks of a download, or it is another run. The sweep trains it again."""
 
 
+def resource_problem(key: str, value: Any) -> str | None:
+    """What is wrong with one resource of a run, or None: a finite number, more than 0 (`gpus`: 0 or more),
+    at most `RESOURCE_LIMITS[key]`.
+
+    Example:
+        >>> resource_problem("memory_gib", 1e300)
+        'memory_gib 1e+300 is more than a node has (at most 65536); write e.g. memory_gib: 16'
+        >>> resource_problem("gpus", 0) is None
+        True
+    """
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not is_number or not math.isfinite(value) or value < 0 or (value == 0 and key != "gpus"):
+        least = "0 or more" if key == "gpus" else "more than 0"
+        return f"{key} {_shown(value)} is not a number {least}; write e.g. {key}: 1"
+    if value > RESOURCE_LIMITS[key]:
+        example = {"cpus": 8, "gpus": 1, "memory_gib": 16}[key]
+        return (
+            f"{key} {_shown(value)} is more than a node has (at most {RESOURCE_LIMITS[key]}); write e.g. "
+            f"{key}: {example}"
+        )
+    return None
+
+
 @dataclass(frozen=True)
 class RunResources:
     """What one run asks of a cluster: the scheduler (Ray's, or Slurm's) starts it on a node with that much
@@ -92,6 +143,11 @@ class RunResources:
         memory_gib: memory in GiB (`memory`, `--mem`), more than 0; None reserves none (Slurm: the
             partition's default).
 
+    Each is at most its `RESOURCE_LIMITS` (more than any node has).
+
+    Raises:
+        [`AttncardError`]: a value that is not a finite number in its range (see [`resource_problem`]).
+
     Example:
         >>> RunResources(cpus=2).ray_options()
         {'num_cpus': 2, 'num_gpus': 0}
@@ -100,6 +156,13 @@ class RunResources:
     cpus: float = 1
     gpus: float = 0
     memory_gib: float | None = None
+
+    def __post_init__(self) -> None:
+        for key in RESOURCE_KEYS:
+            value = getattr(self, key)
+            problem = resource_problem(key, value) if value is not None else None
+            if problem is not None:
+                raise AttncardError(f"resources {problem}")
 
     def ray_options(self) -> dict[str, float | int]:
         """The resources as options of a Ray task (`.options(**...)`)."""
@@ -237,10 +300,15 @@ class RunOutcome:
 def read_matrix(path: str | os.PathLike) -> Matrix:
     """Reads and checks a matrix file: every row's keys, names and numbers, before anything runs.
 
-    Checked: the file is YAML holding a mapping with a `runs` list (and an optional `seeds` list); each row
-    is a mapping of the keys `ROW_KEYS`, with `model`, `module` and `task` (a model alias, Hub id or model
-    folder; a module [`get_module`] knows; a GLUE task), `steps` a whole number of at least 1, `seeds` a
-    non-empty list of distinct whole numbers of at least 0; no two rows name the same run.
+    Checked: the file is at most `MAX_MATRIX_BYTES`, YAML without anchors or aliases (a matrix never needs
+    them, and an alias bomb of a few hundred bytes expands to gigabytes) nor nesting deeper than
+    `MAX_MATRIX_DEPTH`, holding a mapping with a `runs`
+    list (and an optional `seeds` list); each row is a mapping of the keys `ROW_KEYS`, with `model`,
+    `module` and `task` one line of printable text of at most `MAX_NAME_CHARACTERS` (a model alias, Hub id
+    or model folder; a module [`get_module`] knows; a GLUE task), `steps` a whole number of at least 1,
+    `seeds` a non-empty list of distinct whole numbers of at least 0, `resources` finite and within
+    `RESOURCE_LIMITS`; no two rows name the same run. A value an error quotes is shown as Python writes it
+    (control characters escaped), cut at `SHOWN_CHARACTERS`.
 
     Args:
         path: the matrix file, e.g. `cards/matrix.yaml`.
@@ -269,26 +337,43 @@ def read_matrix(path: str | os.PathLike) -> Matrix:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as file:
+            raw = file.read(MAX_MATRIX_BYTES + 1)  # no more: a hostile file must not fill the memory
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         raise MatrixError(f"{path}: no such matrix file; pass a YAML file like cards/matrix.yaml") from None
     except (OSError, UnicodeDecodeError) as error:
         raise MatrixError(f"{path}: cannot be read ({first_line(error)}); pass a UTF-8 YAML file") from None
+    if len(raw) > MAX_MATRIX_BYTES:
+        raise MatrixError(
+            f"{path}: is larger than {MAX_MATRIX_BYTES // 2**20} MiB; a matrix lists its rows in a few "
+            "kilobytes: pass the matrix file itself"
+        )
     try:
-        data, root = yaml.safe_load(text), yaml.compose(text)
+        root, data = _load_yaml(text)
+    except _AliasError as error:
+        raise MatrixError(
+            f"{path}:{error.line}: YAML anchors and aliases (&name, *name) are not accepted in a matrix; "
+            "write each value out"
+        ) from None
+    except _DepthError as error:
+        raise MatrixError(
+            f"{path}:{error.line}: nests deeper than {MAX_MATRIX_DEPTH} levels of lists and mappings; a "
+            "matrix has 4 (the top, runs, a row, its resources): see cards/matrix.yaml"
+        ) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         problem = getattr(error, "problem", None) or first_line(error)
-        raise MatrixError(f"{where}: not valid YAML: {problem}; fix the file") from None
+        raise MatrixError(f"{where}: not valid YAML: {_clipped(problem)}; fix the file") from None
     if not isinstance(data, dict) or not isinstance(data.get("runs"), list) or not data["runs"]:
         raise MatrixError(
             f"{path}: must be a mapping with a non-empty list 'runs' of rows (see cards/matrix.yaml)"
         )
-    unknown = sorted(str(key) for key in data if key not in MATRIX_KEYS)
+    unknown = sorted((key for key in data if key not in MATRIX_KEYS), key=str)
     if unknown:
         raise MatrixError(
-            f"{path}: unknown key '{unknown[0]}'; a matrix has the keys {', '.join(MATRIX_KEYS)}"
+            f"{path}: unknown key {_shown(unknown[0])}; a matrix has the keys {', '.join(MATRIX_KEYS)}"
         )
     seeds = _seeds(data["seeds"], f"{path}:{_line(root, 'seeds')}: seeds") if "seeds" in data else None
     resources = (
@@ -317,13 +402,27 @@ def _row(item: Any, where: str, line: int) -> MatrixRow:
     """One row of the matrix, checked; `where` starts every message."""
     if not isinstance(item, dict):
         raise MatrixError(f"{where}: a row is a mapping {{model: …, module: …, task: …}}, not {_kind(item)}")
-    unknown = sorted(str(key) for key in item if key not in ROW_KEYS)
+    unknown = sorted((key for key in item if key not in ROW_KEYS), key=str)
     if unknown:
-        raise MatrixError(f"{where}: unknown key '{unknown[0]}'; a row has the keys {', '.join(ROW_KEYS)}")
+        raise MatrixError(
+            f"{where}: unknown key {_shown(unknown[0])}; a row has the keys {', '.join(ROW_KEYS)}"
+        )
     for key in ("model", "module", "task"):
         if not isinstance(item.get(key), str) or not item[key].strip():
             given = "no" if key not in item else _kind(item[key]) + " as"
             raise MatrixError(f"{where}: {given} {key}; write {key}: <name>")
+        # A name goes into run names, folders and the sweep's report, one line per run: a line break in it
+        # would forge a line of that report, another control character rewrite the terminal.
+        if not item[key].isprintable():
+            raise MatrixError(
+                f"{where}: {key} {_shown(item[key])} is not one line of printable text; write the {key} "
+                "on one line, without control characters"
+            )
+        if len(item[key]) > MAX_NAME_CHARACTERS:
+            raise MatrixError(
+                f"{where}: {key} {_shown(item[key])} is longer than {MAX_NAME_CHARACTERS} characters; "
+                f"write a shorter {key} (a model folder: a shorter path to it)"
+            )
     try:
         get_module(item["module"])
         get_task(item["task"])
@@ -333,7 +432,7 @@ def _row(item: Any, where: str, line: int) -> MatrixRow:
     steps = item.get("steps")
     if steps is not None and (not _is_whole(steps) or steps < 1):
         raise MatrixError(
-            f"{where}: steps {steps!r} is not a whole number of at least 1; write e.g. steps: 200"
+            f"{where}: steps {_shown(steps)} is not a whole number of at least 1; write e.g. steps: 200"
         )
     seeds = _seeds(item["seeds"], f"{where}: seeds") if "seeds" in item else None
     resources = _resources(item["resources"], f"{where}: resources") if "resources" in item else {}
@@ -349,19 +448,20 @@ def _row(item: Any, where: str, line: int) -> MatrixRow:
 
 
 def _resources(value: Any, where: str) -> dict[str, float]:
-    """Checked resources: keys of `RESOURCE_KEYS`, cpus and memory_gib above 0, gpus 0 or more."""
+    """Checked resources: keys of `RESOURCE_KEYS`, each a number in its range ([`resource_problem`])."""
     if not isinstance(value, dict) or not value:
         raise MatrixError(
             f"{where}: write a mapping of {', '.join(RESOURCE_KEYS)}, e.g. {{cpus: 2, gpus: 1}}"
         )
-    unknown = sorted(str(key) for key in value if key not in RESOURCE_KEYS)
+    unknown = sorted((key for key in value if key not in RESOURCE_KEYS), key=str)
     if unknown:
-        raise MatrixError(f"{where}: unknown key '{unknown[0]}'; resources are {', '.join(RESOURCE_KEYS)}")
+        raise MatrixError(
+            f"{where}: unknown key {_shown(unknown[0])}; resources are {', '.join(RESOURCE_KEYS)}"
+        )
     for key, number in value.items():
-        is_number = isinstance(number, int | float) and not isinstance(number, bool)
-        if not is_number or not math.isfinite(number) or number < 0 or (number == 0 and key != "gpus"):
-            least = "0 or more" if key == "gpus" else "more than 0"
-            raise MatrixError(f"{where}: {key} {number!r} is not a number {least}; write e.g. {key}: 1")
+        problem = resource_problem(key, number)
+        if problem is not None:
+            raise MatrixError(f"{where}: {problem}")
     return dict(value)
 
 
@@ -371,7 +471,7 @@ def _seeds(value: Any, where: str) -> tuple[int, ...]:
         raise MatrixError(f"{where}: write a non-empty list of whole numbers, e.g. [0, 1, 2]")
     for seed in value:
         if not _is_whole(seed) or seed < 0:
-            raise MatrixError(f"{where}: {seed!r} is not a whole number of at least 0")
+            raise MatrixError(f"{where}: {_shown(seed)} is not a whole number of at least 0")
     repeated = sorted({seed for seed in value if value.count(seed) > 1})
     if repeated:
         raise MatrixError(f"{where}: seed {repeated[0]} is listed twice; list each seed once")
@@ -383,7 +483,70 @@ def _is_whole(value: Any) -> bool:
 
 
 def _kind(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "a text"}.get(type(value), f"the value {value!r}")
+    return {dict: "a mapping", list: "a list", str: "a text"}.get(type(value), f"the value {_shown(value)}")
+
+
+def _shown(value: Any) -> str:
+    """A value of the matrix as an error quotes it: as Python writes it (a text quoted, its control
+    characters escaped: `'a\\nb'`), cut at `SHOWN_CHARACTERS`, so that a hostile value can neither forge a
+    line nor make the message long.
+
+    Example:
+        >>> _shown("org/model\\nran      forged-run")
+        "'org/model\\\\nran      forged-run'"
+    """
+    return _clipped(_SHORT_REPR.repr(value))
+
+
+def _clipped(text: str) -> str:
+    """`text` cut at `SHOWN_CHARACTERS`, `…` marking the cut."""
+    return text if len(text) <= SHOWN_CHARACTERS else text[: SHOWN_CHARACTERS - 1] + "…"
+
+
+class _AliasError(yaml.YAMLError):
+    """An anchor or alias in a matrix file, at a line (from 1)."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__(f"an anchor or alias at line {line}")
+        self.line = line
+
+
+class _DepthError(yaml.YAMLError):
+    """A matrix file nested deeper than `MAX_MATRIX_DEPTH`, at a line (from 1)."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__(f"nested too deep at line {line}")
+        self.line = line
+
+
+class _MatrixLoader(yaml.SafeLoader):
+    """PyYAML's safe loader refusing anchors and aliases where it meets them, before any node is built from
+    them (an alias bomb costs nothing), and nodes nested deeper than `MAX_MATRIX_DEPTH` (PyYAML builds nodes
+    by recursion: a file of brackets would end in a RecursionError)."""
+
+    depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise _AliasError(event.start_mark.line + 1)
+        if self.depth >= MAX_MATRIX_DEPTH:
+            raise _DepthError(event.start_mark.line + 1)
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def _load_yaml(text: str) -> tuple[yaml.Node | None, Any]:
+    """The matrix's node tree (for the lines of messages) and its data, from one parse without aliases."""
+    loader = _MatrixLoader(text)
+    try:
+        root = loader.get_single_node()
+        return root, loader.construct_document(root) if root is not None else None
+    finally:
+        loader.dispose()
 
 
 def _mapping_value(node: yaml.Node | None, key: str) -> yaml.Node | None:
@@ -714,14 +877,17 @@ def run_on_worker(run: SweepRun, settings: SweepSettings, cwd: str) -> RunOutcom
     ([`run_sweep`] of this one run) in the driver's folder `cwd`, its progress appended to [`run_log`].
 
     The log starts with `<run name>: started on <host>, process <pid>`, then the lines the local executor
-    prints on stderr. A run that fails is a failed [`RunOutcome`], as with [`run_sweep`]: this raises only
-    when the run cannot start (`cwd` is not there, the log cannot be written).
+    prints on stderr. When the environment names the Hub token's file (`TOKEN_FILE_VARIABLE`, see
+    [`hub_token_file`]), the token read from it is `HF_TOKEN` while the run runs, and only then. A run that
+    fails is a failed [`RunOutcome`], as with [`run_sweep`]: this raises only when the run cannot start
+    (`cwd` is not there, the token's file cannot be read, the log cannot be written).
 
     Example (what a Ray task or a Slurm job calls, in the folder every node sees):
 
         outcome = run_on_worker(run, SweepSettings(output=Path("runs")), cwd="/shared/study")
     """
     os.chdir(cwd)  # the driver's folder, which every node sees: relative paths mean the same there
+    token = _read_token_file()
     log = run_log(run, settings)
     log.parent.mkdir(parents=True, exist_ok=True)
     # The handlers of the command line's progress (cli.common.progress_on_stderr), into the log.
@@ -736,7 +902,8 @@ def run_on_worker(run: SweepRun, settings: SweepSettings, cwd: str) -> RunOutcom
     logging.getLogger("attncard.pipeline.push").propagate = False
     try:
         logger.info(f"{run.name}: started on {socket.gethostname()}, process {os.getpid()}")
-        return next(run_sweep([run], settings))
+        with _environment({"HF_TOKEN": token} if token else {}):
+            return next(run_sweep([run], settings))
     finally:
         for stage_logger, handler, level, propagate in handlers:
             stage_logger.removeHandler(handler)
@@ -745,11 +912,114 @@ def run_on_worker(run: SweepRun, settings: SweepSettings, cwd: str) -> RunOutcom
             stage_logger.propagate = propagate
 
 
+# --- the Hub token, on a cluster ---------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def hub_token_file(folder: str | os.PathLike) -> Iterator[dict[str, str]]:
+    """While the block runs, the Hub token of this environment (`HF_TOKEN`, else `HUGGING_FACE_HUB_TOKEN`) in
+    a file only this user can read, for the workers of a cluster to read: what to add to their environment
+    is its path, never the token.
+
+    The file is `<folder>/.attncard-token-<random>/token`, mode 0600 in a folder of mode 0700 (whatever the
+    umask); `folder` must be on the file system every node sees (the sweep's `--output`). The folder is
+    removed when the block ends, however it ends (a driver killed outright leaves it: delete it by hand).
+
+    Args:
+        folder: where to create the token's folder (created if missing).
+
+    Returns:
+        A context manager giving `{TOKEN_FILE_VARIABLE: <absolute path of the file>}`, or `{}` when this
+        environment has no token (nothing is written then).
+
+    Example:
+        >>> os.environ["HF_TOKEN"] = "hf_example"
+        >>> with hub_token_file("runs") as environment:
+        ...     path = Path(environment[TOKEN_FILE_VARIABLE])
+        ...     modes = [oct(file.stat().st_mode & 0o777) for file in (path, path.parent)]
+        ...     print(path.read_text(), *modes)
+        hf_example 0o600 0o700
+        >>> path.parent.exists()
+        False
+        >>> del os.environ["HF_TOKEN"]
+    """
+    token = next((os.environ[name] for name in SECRET_VARIABLES if os.environ.get(name)), None)
+    if token is None:
+        yield {}
+        return
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    secret_folder = Path(tempfile.mkdtemp(prefix=TOKEN_FOLDER_PREFIX, dir=folder)).resolve()
+    try:
+        os.chmod(secret_folder, 0o700)  # mkdtemp's mode already, said here: the folder is the user's alone
+        path = secret_folder / "token"
+        # Created with its mode: no moment when another user could open it.
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            file.write(token)
+        os.chmod(path, 0o600)  # os.open's mode is cut by the umask, never widened: this is what it is
+        yield {TOKEN_FILE_VARIABLE: str(path)}
+    finally:
+        shutil.rmtree(secret_folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def cluster_environment(extra: Mapping[str, str]) -> Iterator[None]:
+    """While the block runs, this process's environment without `SECRET_VARIABLES` and with `extra`, then as
+    it was: what the block starts (`sbatch`, which exports its environment into a job; a Ray instance, whose
+    workers inherit its environment) does not have the token.
+
+    Example:
+        >>> os.environ["HF_TOKEN"] = "hf_example"
+        >>> with cluster_environment({TOKEN_FILE_VARIABLE: "/shared/runs/.attncard-token-x/token"}):
+        ...     "HF_TOKEN" in os.environ, os.environ[TOKEN_FILE_VARIABLE]
+        (False, '/shared/runs/.attncard-token-x/token')
+        >>> os.environ.pop("HF_TOKEN")
+        'hf_example'
+    """
+    with _environment({**dict.fromkeys(SECRET_VARIABLES), **extra}):
+        yield
+
+
+@contextlib.contextmanager
+def _environment(changes: Mapping[str, str | None]) -> Iterator[None]:
+    """Sets each variable of `changes` (None: unsets it) while the block runs, then puts back what was."""
+    before = {name: os.environ.get(name) for name in changes}
+    try:
+        for name, value in changes.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _read_token_file() -> str | None:
+    """The Hub token from the file `TOKEN_FILE_VARIABLE` names, in a worker; None when it names none."""
+    path = os.environ.get(TOKEN_FILE_VARIABLE)
+    if not path:
+        return None
+    try:
+        return Path(path).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as error:
+        raise AttncardError(
+            f"the Hub token's file {path} cannot be read on {socket.gethostname()} ({first_line(error)}); "
+            "run the sweep with --output on a shared file system every node sees at the same path"
+        ) from None
+
+
 __all__ = [
     "BASELINE_MODULE",
     "DEFAULT_SEEDS",
     "LOG_SUFFIX",
     "RESOURCE_KEYS",
+    "SECRET_VARIABLES",
+    "TOKEN_FILE_VARIABLE",
     "Matrix",
     "MatrixError",
     "MatrixRow",
@@ -759,7 +1029,9 @@ __all__ = [
     "SweepRun",
     "SweepSettings",
     "check_sweep",
+    "cluster_environment",
     "dense_run_of",
+    "hub_token_file",
     "plan_sweep",
     "previous_run",
     "publish_options",

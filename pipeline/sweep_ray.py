@@ -10,9 +10,14 @@ with its worker (the process killed, the node gone) is started again up to `retr
 while the others go on.
 
 Every node must see the driver's current folder at the same path (a shared file system): a task works there,
-so that the matrix's and the options' relative paths mean what they mean to the driver. Each run's progress,
-as the local executor shows it on stderr, goes to `<output>/<run name>.sweep.log`, beside the run folder (not
-in it: a run folder holds exactly the files its manifest lists), each attempt appended.
+so that the matrix's and the options' relative paths mean what they mean to the driver. A task has the
+driver's `GLUE_DIR`, `HF_*`, `HUGGINGFACE_*` and `TRANSFORMERS_*` variables (Ray's runtime env), except the
+Hub token: Ray's runtime-env agent logs a runtime env's variables on every node, so the token goes in a file
+under `--output` only this user can read, removed when the sweep ends, and a task gets its path
+(`hub_token_file`). A Ray instance the sweep starts is started without the token in its environment.
+
+Each run's progress, as the local executor shows it on stderr, goes to `<output>/<run name>.sweep.log`, beside
+the run folder (not in it: a run folder holds exactly the files its manifest lists), each attempt appended.
 
 `ray` is imported when the sweep starts (`pip install 'attncard[ray]'`).
 """
@@ -25,14 +30,26 @@ from collections.abc import Iterator
 from typing import Any
 
 from .errors import AttncardError, first_line
-from .sweep import LOG_SUFFIX, RunOutcome, SweepRun, SweepSettings, dense_run_of, run_log, run_on_worker
+from .sweep import (
+    LOG_SUFFIX,
+    SECRET_VARIABLES,
+    RunOutcome,
+    SweepRun,
+    SweepSettings,
+    cluster_environment,
+    dense_run_of,
+    hub_token_file,
+    run_log,
+    run_on_worker,
+)
 
 logger = logging.getLogger(__name__)
 
 # Ray's max_retries: how often a run lost with its worker or node is started again.
 DEFAULT_RETRIES = 2
-# The driver's environment that the runs read (the GLUE folder, the Hub's token, endpoint and cache), given to
-# every task: on a cluster the workers otherwise have the environment of `ray start`.
+# The driver's environment that the runs read (the GLUE folder, the Hub's endpoint and cache), given to every
+# task: on a cluster the workers otherwise have the environment of `ray start`. Not the token
+# (`SECRET_VARIABLES`): a task gets the path of a file that holds it.
 FORWARDED_PREFIXES = ("GLUE_DIR", "HF_", "HUGGINGFACE_", "TRANSFORMERS_")
 
 
@@ -83,23 +100,116 @@ def run_sweep_ray(
     started_here = not ray.is_initialized()
     if started_here:
         _start_ray(ray, address)
+    try:
+        # Ray would hold a task no node can hold forever, waiting for one to join: refuse it now.
+        check_nodes_hold(runs, [node["Resources"] for node in ray.nodes() if node.get("Alive")])
+    except BaseException:
+        if started_here:
+            ray.shutdown()
+        raise
     return _run_tasks(ray, runs, settings, retries, started_here)
+
+
+def check_nodes_hold(runs: list[SweepRun], nodes: list[dict[str, float]]) -> None:
+    """Checks that some single node of the cluster has what each run asks for (its CPUs, GPUs and memory
+    together), as `sbatch --test-only` does for `--executor slurm`.
+
+    Args:
+        runs: the sweep's runs.
+        nodes: the resources of each live node, as `ray.nodes()` gives them (`{"CPU": 16.0, "GPU": 1.0,
+            "memory": <bytes>, ...}`).
+
+    Raises:
+        [`AttncardError`]: the first run no node can hold, naming it, what it asks for and what the largest
+            node has.
+
+    Example:
+        >>> from attncard.pipeline.sweep import RunResources
+        >>> run = SweepRun("m", "m", "none", "sst2", 2, 0, "m-none-sst2-seed0", RunResources(cpus=32))
+        >>> check_nodes_hold([run], [{"CPU": 16.0, "memory": 2**34}])
+        Traceback (most recent call last):
+        ...
+        attncard.pipeline.errors.AttncardError: m-none-sst2-seed0: asks for 32 CPUs, 0 GPUs, more than any ...
+    """
+    for run in runs:
+        asked = _ray_amounts(run.resources.ray_options())
+        if any(all(node.get(key, 0) >= amount for key, amount in asked.items()) for node in nodes):
+            continue
+        largest = {
+            key: max((node.get(key, 0) for node in nodes), default=0) for key in ("CPU", "GPU", "memory")
+        }
+        raise AttncardError(
+            f"{run.name}: asks for {_amounts(asked)}, more than any one node of the Ray cluster has (at most "
+            f"{_amounts(largest)} each); lower its resources in the matrix, or add a node that has them"
+        )
+
+
+def _ray_amounts(options: dict[str, float]) -> dict[str, float]:
+    """A task's options (`num_cpus`, `num_gpus`, `memory`) as the names of a node's resources."""
+    names = {"num_cpus": "CPU", "num_gpus": "GPU", "memory": "memory"}
+    return {names[key]: amount for key, amount in options.items()}
+
+
+def _amounts(resources: dict[str, float]) -> str:
+    """`8 CPUs, 1 GPUs, 32 GiB of memory` (memory left out when absent)."""
+    shown = [f"{resources.get('CPU', 0):g} CPUs", f"{resources.get('GPU', 0):g} GPUs"]
+    if "memory" in resources:
+        shown.append(f"{resources['memory'] / 2**30:.3g} GiB of memory")
+    return ", ".join(shown)
+
+
+def task_environment(extra: dict[str, str]) -> dict[str, str]:
+    """The environment variables of every task of the sweep (Ray's `runtime_env["env_vars"]`): the driver's
+    that start with `FORWARDED_PREFIXES`, never `SECRET_VARIABLES`, and `extra` (the token file's path).
+
+    Example:
+        >>> os.environ["HF_TOKEN"], os.environ["HF_ENDPOINT"] = "hf_example", "https://hub.example"
+        >>> environment = task_environment({"ATTNCARD_HF_TOKEN_FILE": "/shared/runs/.attncard-token-x/token"})
+        >>> "HF_TOKEN" in environment, environment["HF_ENDPOINT"]
+        (False, 'https://hub.example')
+        >>> del os.environ["HF_TOKEN"], os.environ["HF_ENDPOINT"]
+    """
+    forwarded = {
+        name: value
+        for name, value in os.environ.items()
+        if name.startswith(FORWARDED_PREFIXES) and name not in SECRET_VARIABLES
+    }
+    return {**forwarded, **extra}
 
 
 def _run_tasks(
     ray: Any, runs: list[SweepRun], settings: SweepSettings, retries: int, started_here: bool
 ) -> Iterator[RunOutcome]:
+    # The token's file lives as long as the sweep (a task retried late reads it too), and past Ray's shutdown.
+    with hub_token_file(settings.output) as token_environment:
+        yield from _submit_and_wait(ray, runs, settings, retries, started_here, token_environment)
+
+
+def _submit_and_wait(
+    ray: Any,
+    runs: list[SweepRun],
+    settings: SweepSettings,
+    retries: int,
+    started_here: bool,
+    token_environment: dict[str, str],
+) -> Iterator[RunOutcome]:
     cwd = os.getcwd()
     remote = ray.remote(_run_on_worker)
     submitted: dict[str, Any] = {}
     pending: dict[Any, SweepRun] = {}
+    environment = task_environment(token_environment)
+    # Each task's own runtime env (not the job's, at ray.init): so also on a Ray instance the caller started.
+    runtime_env = {"env_vars": environment} if environment else None
     try:
         for run in runs:
             dense = dense_run_of(run, runs)
             # The dense run's ObjectRef as an argument: Ray starts this task once that one is done.
             dense_refs = [submitted[dense.name]] if dense is not None and dense.name in submitted else []
             ref = remote.options(
-                name=f"sweep:{run.name}", max_retries=retries, **run.resources.ray_options()
+                name=f"sweep:{run.name}",
+                max_retries=retries,
+                runtime_env=runtime_env,
+                **run.resources.ray_options(),
             ).remote(run, settings, cwd, *dense_refs)
             submitted[run.name] = ref
             pending[ref] = run
@@ -128,17 +238,17 @@ def _run_tasks(
 
 
 def _start_ray(ray: Any, address: str | None) -> None:
-    environment = {name: value for name, value in os.environ.items() if name.startswith(FORWARDED_PREFIXES)}
     options: dict[str, Any] = {"address": address} if address else {"num_cpus": os.cpu_count()}
     try:
-        ray.init(
-            **options,
-            include_dashboard=False,
-            # The runs' progress goes to their logs; the driver shows the progress bar and the failures.
-            log_to_driver=False,
-            logging_level=logging.WARNING,
-            runtime_env={"env_vars": environment} if environment else None,
-        )
+        # A local instance's processes, and so its workers, inherit this environment: not the token.
+        with cluster_environment({}):
+            ray.init(
+                **options,
+                include_dashboard=False,
+                # The runs' progress goes to their logs; the driver shows the progress bar and the failures.
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+            )
     except (ConnectionError, RuntimeError, ValueError) as error:
         where = f"--address {address}" if address else "a local Ray instance"
         raise AttncardError(
@@ -173,4 +283,13 @@ def _run_on_worker(
 
 
 # dense_run_of, run_log and LOG_SUFFIX are pipeline.sweep's, shared with --executor slurm; named here too.
-__all__ = ["DEFAULT_RETRIES", "LOG_SUFFIX", "dense_run_of", "import_ray", "run_log", "run_sweep_ray"]
+__all__ = [
+    "DEFAULT_RETRIES",
+    "LOG_SUFFIX",
+    "check_nodes_hold",
+    "dense_run_of",
+    "import_ray",
+    "run_log",
+    "run_sweep_ray",
+    "task_environment",
+]

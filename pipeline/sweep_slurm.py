@@ -22,7 +22,10 @@ job works in the driver's folder, so that the matrix's and the options' relative
 to the driver, and submitit's files (the pickled call, its result, the job's stdout and stderr) go to
 `<output>/.slurm/<job id>/`. Each run's progress, as the local executor shows it on stderr, goes to
 `<output>/<run name>.sweep.log`, each attempt appended. A job has the driver's environment (`--export=ALL`:
-`GLUE_DIR`, `HF_TOKEN`, `HF_ENDPOINT` and the rest, as with `--executor ray`).
+`GLUE_DIR`, `HF_ENDPOINT` and the rest, as with `--executor ray`) except the Hub token: sbatch exports its
+environment into the job and slurmctld keeps it, so sbatch is run without `HF_TOKEN` and
+`HUGGING_FACE_HUB_TOKEN`; the token goes in a file under `--output` only this user can read, removed when the
+sweep ends, and a job gets its path (`hub_token_file`).
 
 `submitit` is imported when the sweep starts (`pip install 'attncard[slurm]'`).
 """
@@ -41,7 +44,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .errors import AttncardError, first_line
-from .sweep import RunOutcome, SweepRun, SweepSettings, dense_run_of, run_on_worker
+from .sweep import (
+    RunOutcome,
+    SweepRun,
+    SweepSettings,
+    cluster_environment,
+    dense_run_of,
+    hub_token_file,
+    run_on_worker,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -182,8 +193,8 @@ def check_slurm(
     exported = os.environ.get("SBATCH_EXPORT", "ALL")
     if exported.split(",")[0].upper() != "ALL":  # it overrides the jobs' --export=ALL
         raise AttncardError(
-            f"SBATCH_EXPORT={exported} would keep this environment (GLUE_DIR, HF_TOKEN, ...) from the jobs; "
-            "unset SBATCH_EXPORT for the sweep, or set it to ALL"
+            f"SBATCH_EXPORT={exported} would keep this environment (GLUE_DIR, HF_ENDPOINT, ...) from the "
+            "jobs; unset SBATCH_EXPORT for the sweep, or set it to ALL"
         )
     tried: dict[tuple[str, ...], SweepRun] = {}
     for run in runs:
@@ -195,13 +206,14 @@ def check_slurm(
         )
     for options, run in tried.items():
         try:
-            shown = subprocess.run(
-                ["sbatch", "--test-only", *options, "--wrap=true"],
-                capture_output=True,
-                text=True,
-                timeout=60,
-                check=False,
-            )
+            with cluster_environment({}):  # sbatch sends its environment to slurmctld: not the token
+                shown = subprocess.run(
+                    ["sbatch", "--test-only", *options, "--wrap=true"],
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                    check=False,
+                )
         except subprocess.TimeoutExpired:
             raise AttncardError(
                 "--executor slurm: sbatch --test-only did not answer in 60 s; is the Slurm controller up "
@@ -251,8 +263,21 @@ def run_sweep_slurm(
             print(outcome.run.name, outcome.state)
     """
     check_slurm(runs, partition, time_limit_minutes, retries)
-    cluster = SubmititCluster(import_submitit(), settings, partition, time_limit_minutes)
-    return drive_jobs(runs, cluster, retries)
+    return _submit_and_watch(import_submitit(), runs, settings, partition, time_limit_minutes, retries)
+
+
+def _submit_and_watch(
+    submitit: Any,
+    runs: list[SweepRun],
+    settings: SweepSettings,
+    partition: str | None,
+    time_limit_minutes: int,
+    retries: int,
+) -> Iterator[RunOutcome]:
+    # The token's file lives as long as the sweep: a job submitted again late reads it too.
+    with hub_token_file(settings.output) as token_environment:
+        cluster = SubmititCluster(submitit, settings, partition, time_limit_minutes, token_environment)
+        yield from drive_jobs(runs, cluster, retries)
 
 
 # --- the jobs ----------------------------------------------------------------------------------------------
@@ -410,15 +435,23 @@ class SubmititCluster:
         submitit: the module ([`import_submitit`]).
         settings: the sweep's settings, given to every job.
         partition, time_limit_minutes: as [`slurm_parameters`] takes them.
+        environment: variables every job gets besides the driver's (the token file's path, from
+            `hub_token_file`); sbatch runs without `SECRET_VARIABLES`.
     """
 
     def __init__(
-        self, submitit: Any, settings: SweepSettings, partition: str | None, time_limit_minutes: int
+        self,
+        submitit: Any,
+        settings: SweepSettings,
+        partition: str | None,
+        time_limit_minutes: int,
+        environment: dict[str, str] | None = None,
     ) -> None:
         self.submitit = submitit
         self.settings = settings
         self.partition = partition
         self.time_limit_minutes = time_limit_minutes
+        self.environment = dict(environment or {})
         self.cwd = os.getcwd()
         self.folder = Path(self.cwd) / settings.output / JOBS_FOLDER
         self.jobs: dict[str, Any] = {}
@@ -443,7 +476,9 @@ class SubmititCluster:
                 **({"slurm_dependency": f"afterok:{after}"} if after is not None else {}),
             )
             try:
-                with executor.batch():
+                # submitit runs sbatch with this process's environment, which sbatch exports into the job and
+                # sends to slurmctld: the token's file path, not the token.
+                with cluster_environment(self.environment), executor.batch():
                     jobs = [executor.submit(run_on_worker, run, self.settings, self.cwd) for run in group]
             except Exception as error:  # sbatch's refusal, whatever submitit wraps it in
                 raise AttncardError(

@@ -2,13 +2,15 @@
 `ray start --address`, one CPU each, separate processes) run the tiny study of test_sweep.py (two modules, two
 seeds), the dense runs first; a worker killed in the middle of a run is retried and the sweep still ends with
 every run done; one run gives the same predictions with either executor (on a Ray instance the sweep starts
-itself)."""
+itself); the Hub token reaches a run, which pushes with it, without entering any file of Ray or of the
+sweep."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import re
+import secrets
 import signal
 import socket
 import subprocess
@@ -22,7 +24,7 @@ import pytest
 
 from attncard.pipeline.cli import main
 from attncard.pipeline.results import Results
-from conftest import check_same_predictions, sweep_in_process, write_study_files
+from conftest import HUB_USER, check_same_predictions, sweep_in_process, write_study_files
 
 pytest.importorskip("ray", reason="ray is not installed: pip install 'attncard[ray]'")
 
@@ -64,11 +66,24 @@ def _stop(processes: list[subprocess.Popen]) -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> Iterator[str]:
-    """The address of a Ray cluster of two nodes of one CPU each, on this machine; stopped at the end.
+def ray_root(tmp_path_factory) -> Path:
+    """The folder of the cluster's nodes: their temp dirs (`h/`, `w/`, with every log Ray writes) and the
+    output of `ray start`.
 
     Short folder names: Ray's sockets live in its temp dir, and a Unix socket's path has at most 107 bytes."""
-    root = tmp_path_factory.mktemp("r")
+    return tmp_path_factory.mktemp("r")
+
+
+@pytest.fixture
+def hub_token() -> str:
+    """A token of this test's own for the `hub` fixture: bytes no file may hold by chance."""
+    return f"hf_sweep_{secrets.token_hex(16)}"
+
+
+@pytest.fixture(scope="module")
+def cluster(ray_root) -> Iterator[str]:
+    """The address of a Ray cluster of two nodes of one CPU each, on this machine; stopped at the end."""
+    root = ray_root
     port = _free_port()
     address = f"127.0.0.1:{port}"
     common = ["--num-cpus=1", "--disable-usage-stats", "--block"]
@@ -179,3 +194,24 @@ def test_a_run_gives_the_same_predictions_with_either_executor(study_files, tmp_
     """On a Ray instance the sweep starts itself (no --address), as on a laptop; a Ray task runs torch on
     its one CPU."""
     check_same_predictions(*study_files, tmp_path, "bert-none-sst2-seed0", "--executor", "ray")
+
+
+def test_the_hub_token_reaches_the_run_without_entering_any_file_of_ray_or_the_sweep(
+    cluster, ray_root, study_files, tmp_path, hub, hub_token
+):
+    """Ray's runtime-env agent logs the `env_vars` of a runtime env on every node: the token must not be one
+    of them. The run pushes to the loopback Hub, which accepts only this token: the worker had it."""
+    matrix, glue = study_files
+    runs, name = tmp_path / "runs", "bert-none-sst2-seed0"
+    code, out, err = sweep_in_process(
+        matrix, glue, runs, "--executor", "ray", "--address", cluster, "--only", name,
+        "--hub-org", HUB_USER, "--push", "--allow-fail",  # 2 steps: FAIL, pushed all the same
+    )  # fmt: skip
+    assert code == 0 and out.splitlines()[-1] == "1 run: 1 ran, 0 skipped, 0 failed", (out, err[-3000:])
+    assert hub.commits(f"{HUB_USER}/{name}"), "the run was not pushed"
+    files = [path for root in (ray_root, runs) for path in root.rglob("*") if path.is_file()]
+    # The search looks where the environment of a task lands: the runtime env (HF_ENDPOINT is in it) is there.
+    assert any(hub.endpoint.encode() in path.read_bytes() for path in files if "runtime_env" in path.name)
+    leaked = [str(path) for path in files if hub_token.encode() in path.read_bytes()]
+    assert leaked == [], leaked
+    assert not [path for path in runs.iterdir() if path.name.startswith(".attncard-token")]  # removed

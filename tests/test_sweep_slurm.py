@@ -5,13 +5,15 @@ middle of its run is submitted again with its module run, and the sweep ends wit
 `--retries 0` a killed run is reported failed and the others go on; a run that asks for a GPU is granted one
 and has the driver's environment; the jobs still waited on are cancelled when the sweep is closed; Slurm's
 refusal is one line before anything is submitted; one run gives the same predictions as with the local
-executor."""
+executor; the Hub token reaches a job, which pushes with it, without entering any file of Slurm or of the
+sweep."""
 
 from __future__ import annotations
 
 import logging
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -27,7 +29,7 @@ from attncard.pipeline.cli import main
 from attncard.pipeline.results import Results
 from attncard.pipeline.sweep import SweepSettings, plan_sweep, read_matrix
 from attncard.pipeline.sweep_slurm import run_sweep_slurm
-from conftest import REPO_ROOT, check_same_predictions, sweep_in_process, write_study_files
+from conftest import HUB_USER, REPO_ROOT, check_same_predictions, sweep_in_process, write_study_files
 
 pytest.importorskip("submitit", reason="submitit is not installed: pip install 'attncard[slurm]'")
 
@@ -79,6 +81,12 @@ def slurm(tmp_path_factory) -> Iterator[Path]:
             yield root
         finally:
             subprocess.run([str(REPO_ROOT / ".ci" / "slurm-down"), str(root)], timeout=120, check=False)
+
+
+@pytest.fixture
+def hub_token() -> str:
+    """A token of this test's own for the `hub` fixture: bytes no file may hold by chance."""
+    return f"hf_sweep_{secrets.token_hex(16)}"
 
 
 @pytest.fixture(autouse=True)
@@ -274,3 +282,25 @@ def test_slurm_refuses_a_job_before_anything_is_submitted(slurm, study_files, tm
 def test_a_run_gives_the_same_predictions_with_either_executor(slurm, study_files, tmp_path):
     matrix, glue, _ = study_files
     check_same_predictions(matrix, glue, tmp_path, "bert-none-sst2-seed0", "--executor", "slurm")
+
+
+def test_the_hub_token_reaches_the_job_without_entering_any_file_of_slurm_or_the_sweep(
+    slurm, study_files, tmp_path, hub, hub_token
+):
+    """sbatch exports its environment into the job and slurmctld keeps it (its state folder holds each job's
+    environment): the token must not be in it. The run pushes to the loopback Hub, which accepts only this
+    token: the job had it."""
+    matrix, glue, _ = study_files
+    runs, name = tmp_path / "runs", "bert-none-sst2-seed0"
+    code, out, err = sweep_in_process(
+        matrix, glue, runs, "--executor", "slurm", "--only", name,
+        "--hub-org", HUB_USER, "--push", "--allow-fail",  # 2 steps: FAIL, pushed all the same
+    )  # fmt: skip
+    assert code == 0 and out.splitlines()[-1] == "1 run: 1 ran, 0 skipped, 0 failed", (out, err[-3000:])
+    assert hub.commits(f"{HUB_USER}/{name}"), "the run was not pushed"
+    files = [path for root in (slurm, runs) for path in root.rglob("*") if path.is_file()]
+    # The search looks where a job's environment lands: HF_ENDPOINT is in it, in slurmctld's state.
+    assert any(hub.endpoint.encode() in path.read_bytes() for path in files if slurm in path.parents)
+    leaked = [str(path) for path in files if hub_token.encode() in path.read_bytes()]
+    assert leaked == [], leaked
+    assert not [path for path in runs.iterdir() if path.name.startswith(".attncard-token")]  # removed

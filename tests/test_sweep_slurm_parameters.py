@@ -7,6 +7,7 @@ module runs, the retries spent, the runs that fail for good, and the jobs cancel
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import sys
 from pathlib import Path
@@ -380,3 +381,73 @@ def test_closing_the_sweep_cancels_the_jobs_it_still_waits_for():
     next(outcomes)
     outcomes.close()  # as Ctrl-C does
     assert sorted(cluster.cancelled) == ["1_1", "2", "3"]  # every job but that of the run it gave
+
+
+# --- the Hub token -----------------------------------------------------------------------------------------
+
+TOKEN = "hf_sweep_slurm_not_a_real_token_0123456789"
+
+
+@pytest.fixture
+def recording_sbatch(tmp_path, monkeypatch) -> Path:
+    """A `sbatch` on PATH that accepts every job (`Submitted batch job <n>`) and records, per call, its
+    environment (`<n>.env`: what sbatch would export into the job and send to slurmctld) and, when the
+    environment names a token file, that file's mode, its folder's mode and the sha256 of what it holds
+    (`<n>.file`); `squeue` lists nothing, `scancel` and `srun` do nothing. The folder of these records."""
+    bin_dir, records = tmp_path / "bin", tmp_path / "sbatch-records"
+    bin_dir.mkdir()
+    records.mkdir()
+    (bin_dir / "sbatch").write_text(
+        "#!/bin/sh\n"
+        f"cd {records}\n"
+        "n=$(ls | grep -c '\\.env$'); n=$((n + 1))\n"
+        'env > "$n.env"\n'
+        'if [ -n "$ATTNCARD_HF_TOKEN_FILE" ]; then\n'
+        '  stat -c %a "$ATTNCARD_HF_TOKEN_FILE" "$(dirname "$ATTNCARD_HF_TOKEN_FILE")" > "$n.file"\n'
+        '  sha256sum < "$ATTNCARD_HF_TOKEN_FILE" | cut -d" " -f1 >> "$n.file"\n'
+        "fi\n"
+        'case "$*" in *--test-only*) exit 0;; esac\n'
+        'echo "Submitted batch job $((1000 + n))"\n'
+    )
+    (bin_dir / "squeue").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "scancel").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "srun").write_text("#!/bin/sh\nexit 0\n")  # submitit looks for it
+    for program in ("sbatch", "squeue", "scancel", "srun"):
+        (bin_dir / program).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setattr(sweep_slurm, "POLL_SECONDS", 0.0)
+    monkeypatch.setattr(sweep_slurm, "RESULT_GRACE_SECONDS", 0.0)
+    return records
+
+
+def test_sbatch_sees_no_token_only_the_path_of_a_file_only_this_user_can_read(
+    matrix, tmp_path, recording_sbatch, monkeypatch
+):
+    """sbatch exports its environment into the job (--export=ALL) and slurmctld stores it: the token goes in
+    a file under --output instead, which the job reads; the file is gone when the sweep ends."""
+    pytest.importorskip("submitit", reason="submitit is not installed: pip install 'attncard[slurm]'")
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    monkeypatch.setenv("HUGGING_FACE_HUB_TOKEN", TOKEN)
+    code, err = _sweep(matrix, tmp_path, "--executor", "slurm", "--retries", "0")
+    assert code == 1 and "job 1002 ended without a result, 0 retries used" in err, err  # nothing ran
+    environments = {
+        int(path.stem): dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+        for path in recording_sbatch.glob("*.env")
+    }
+    assert sorted(environments) == [1, 2, 3]  # --test-only, the dense run, the module run after it
+    for number, environment in environments.items():
+        assert TOKEN not in environment.values() and "HF_TOKEN" not in environment, number
+        assert "HUGGING_FACE_HUB_TOKEN" not in environment, number
+    token_file = Path(environments[2]["ATTNCARD_HF_TOKEN_FILE"])
+    assert token_file.parent.parent == (tmp_path / "runs").resolve()
+    for number in (2, 3):  # each job is handed the file: mode 600 in a folder of mode 700, the token in it
+        assert environments[number]["ATTNCARD_HF_TOKEN_FILE"] == str(token_file)
+        assert (recording_sbatch / f"{number}.file").read_text().split() == [
+            "600",
+            "700",
+            hashlib.sha256(TOKEN.encode()).hexdigest(),
+        ]
+    assert not token_file.parent.exists()  # removed when the sweep ended
+    written = [path for path in (tmp_path / "runs").rglob("*") if path.is_file()]
+    assert any(path.suffix == ".pkl" for path in written), written  # submitit's pickled calls, searched too
+    assert [str(path) for path in written if TOKEN.encode() in path.read_bytes()] == []
