@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import AttncardError
+from .errors import AttncardError, markdown_text
 from .paired import DENSE_MODULE, pool_comparisons
 from .results import RESULTS_FILE, Comparison, Results, ScalingRow, Status, Verdict
 
@@ -298,7 +298,8 @@ def render_leaderboard(
         source: where the cards copies came from, when not from this folder alone (`attncard summary --hub`:
             the Hub organisation).
         checks: the checks each cards copy passed, by folder: adds the column "Checks passed".
-        refused: runs left out, each `(name, reason)`, listed below the table.
+        refused: runs left out, each `(name, reason)`, listed below the table; the reason is shown as text
+            (see [`pipeline.errors.markdown_text`]), whatever it quotes.
 
     Example:
         >>> from attncard.pipeline.publish import copy_to_cards
@@ -347,7 +348,9 @@ def render_leaderboard(
     if source is not None:
         lines += ["", "## Refused", ""]
         lines += (
-            [f"- `{_cell(name)}`: {_cell(reason)}" for name, reason in refused]
+            # A reason quotes what a run or a server sent (a results.json key, an HTTP error body): shown as
+            # text, no markup or control character of it taking effect.
+            [f"- `{_cell(name)}`: {markdown_text(reason)}" for name, reason in refused]
             if refused
             else ["No run failed a check."]
         )

@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..errors import AttncardError
+from ..errors import AttncardError, visible
 from ..summary import read_cards, write_summary
 from .common import EXIT_MISMATCH, EXIT_OK, add_data_dir_argument, add_hub_arguments, run_command
 
@@ -122,7 +122,8 @@ def _hub_summary(args: argparse.Namespace) -> int:
         deadline=args.hub_deadline,
     )
     for refused in summary.refused:
-        print(f"refused {refused.repo_id}: {refused.reason}", file=sys.stderr)
+        # The reason may quote the run or the server: its escape sequences and bidi characters shown.
+        print(f"refused {refused.repo_id}: {visible(refused.reason)}", file=sys.stderr)
     written = summary.readme.as_posix() + (f" and {summary.plot.as_posix()}" if summary.plot else "")
     print(f"wrote {written}: {len(summary.verified)} runs verified, {len(summary.refused)} refused")
     return EXIT_MISMATCH if summary.refused else EXIT_OK
