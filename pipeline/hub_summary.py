@@ -59,7 +59,7 @@ from .integrity import (
 )
 from .results import RESULTS_FILE, RUN_TAG_RE, SIGNATURE_FILE, WEIGHTS_SUFFIX, Results
 from .reverify_predictions import reverify_predictions
-from .signing import SignerOptions, check_signer_identity, verify_run_signature
+from .signing import SignerOptions, check_signer_identity, key_fingerprint, verify_run_signature
 from .summary import LEADERBOARD_FILE, LEADERBOARD_PLOT, draw_leaderboard, read_cards, render_leaderboard
 
 HUB_TAG = "attncard"  # every card attncard renders carries it (pipeline.render)
@@ -209,6 +209,9 @@ def write_hub_summary(
     check_options(options, HubSummaryOptions, "write_hub_summary")
     where_from = hub_options(options)
     check_signer_identity(options.get("require_signer"))
+    if options.get("require_key") is not None:
+        # Read once, before any run: an unreadable key is bad input, not a reason to refuse every run.
+        key_fingerprint(options["require_key"])
     output = Path(output)
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise DownloadError(

@@ -230,7 +230,14 @@ def verify_run_signature(
         )
     check_signer_identity(identity)
     issuer = oidc_issuer or GITHUB_ACTIONS_ISSUER
-    wanted = f"key {public_key}" if public_key is not None else f"{identity}" if identity else None
+    # A key is named by its fingerprint and file name, never its path: messages reach published leaderboards.
+    wanted = (
+        f"key {key_fingerprint(public_key)} ({Path(public_key).name})"
+        if public_key is not None
+        else f"{identity}"
+        if identity
+        else None
+    )
     if not (folder / SIGNATURE_FILE).is_file():
         if wanted:
             raise SignatureError(
@@ -256,7 +263,7 @@ def verify_run_signature(
     else:
         expected = SignatureReport(True, "sigstore", str(identity), verified=True, issuer=issuer)
     if dataclasses.replace(claimed, verified=True) != expected:
-        required = expected.who + (f" ({public_key})" if public_key is not None else "")
+        required = expected.who + (f" ({Path(public_key).name})" if public_key is not None else "")
         raise SignatureError(
             f"{folder}: {SIGNATURE_FILE} names {claimed.who} as its signer, but a signature by {required} is "
             "required; do not use this run"
