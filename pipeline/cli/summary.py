@@ -10,7 +10,14 @@ from pathlib import Path
 
 from ..errors import AttncardError, visible
 from ..summary import read_cards, write_summary
-from .common import EXIT_MISMATCH, EXIT_OK, add_data_dir_argument, add_hub_arguments, run_command
+from .common import (
+    EXIT_MISMATCH,
+    EXIT_OK,
+    add_data_dir_argument,
+    add_hub_arguments,
+    positive_float,
+    run_command,
+)
 
 DESCRIPTION = (
     "Write the leaderboard of a cards folder (the copies publish --cards and attncard sweep --cards write): "
@@ -54,6 +61,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_data_dir_argument(group)
     add_hub_arguments(group, "a run", "the download of one run")
+    group.add_argument(
+        "--deadline",
+        type=positive_float,
+        default=None,
+        metavar="SECONDS",
+        # The numbers are hub_summary's DEFAULT_SUMMARY_DEADLINE_S and FETCHING_RUNS, not imported: --help
+        # does not load the Hub stage.
+        help="with --hub: give up the whole leaderboard after this long: listing, downloads (4 at once) and "
+        "checks; a run not reached by then is listed as refused, not reached within the deadline "
+        "(default: 7200)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,6 +105,7 @@ def _summary(args: argparse.Namespace) -> None:
             ("--data-dir", args.data_dir),
             ("--hub-timeout", args.hub_timeout),
             ("--hub-deadline", args.hub_deadline),
+            ("--deadline", args.deadline),
         )
         if value is not None
     ]
@@ -120,6 +139,7 @@ def _hub_summary(args: argparse.Namespace) -> int:
         require_key=args.require_key,
         timeout=args.hub_timeout,
         deadline=args.hub_deadline,
+        total_deadline=args.deadline,
     )
     for refused in summary.refused:
         # The reason may quote the run or the server: its escape sequences and bidi characters shown.
