@@ -19,8 +19,8 @@ Each hostility is a plain attribute, off by default, set by a test before the cl
 - `oversized`: per route, the answer padded with spaces to this many bytes and sent without
   `Content-Length` (its end is the connection's);
 - `lfs_upload_to`: a base URL (another origin) that LFS batch answers point upload URLs to;
-- `error_body`: per repository id, `(status, body)` that every `/resolve` of a file of it answers, the body
-  as the error's text (no `X-Error-Message`): a mirror whose error page says what it likes.
+- `error_body`: per route name, or per repository id (every `/resolve` of a file of it), `(status, body)` to
+  answer, the body as the error's text (no `X-Error-Message`): a mirror whose error page says what it likes.
 
 `requests_seen` records the Host and Authorization headers of every request.
 """
@@ -131,8 +131,9 @@ class HostileHub(LoopbackHub):
         return response
 
     def _hostile_answer(self, req: _Request) -> _Response:
-        if req.route == "resolve" and req.params.get("repo") in self.error_body:
-            status, body = self.error_body[req.params["repo"]]
+        repo = req.params.get("repo") if req.route == "resolve" else None
+        if req.route in self.error_body or repo in self.error_body:
+            status, body = self.error_body.get(req.route) or self.error_body[repo]
             return _Response(status, body, {"Content-Type": "text/html"})
         statuses = self.echo.get(req.route)
         if statuses:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
 import re
 import time
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from huggingface_hub import CommitOperationAdd, HfApi
 from test_signing import make_key
 
 from attncard.pipeline.cli import main
+from attncard.pipeline.cli.common import progress_on_stderr
 from attncard.pipeline.results import run_tag, sha256_file
 from conftest import HUB_USER, TINY_GPT2_REPO, commit_run_folder, serve
 from hostile_hub import HostileHub
@@ -101,6 +103,30 @@ def test_refusal_reasons_are_escaped_in_the_leaderboard_and_on_stderr(
     assert "second line" not in readme  # an error body's first line only
     assert not UNSHOWABLE.search(err), ascii(err)
     assert "\\x1b[2K\\u202eevil" in err and err.count("\n") == 2  # one line per refused run
+
+
+def test_an_error_quoting_a_hostile_server_is_one_visible_line(
+    hostile: HostileHub, tiny_gpt2_run, capsys: pytest.CaptureFixture
+) -> None:
+    """`error:` lines (here `attncard download`'s) show what a server's error page quotes, never obey it."""
+    commit_run_folder(hostile.endpoint, TINY_GPT2_REPO, tiny_gpt2_run[0], TOKEN)
+    hostile.error_body[TINY_GPT2_REPO] = (418, HOSTILE_BODY)
+
+    assert main(["download", TINY_GPT2_REPO, "--hub-endpoint", hostile.endpoint]) == 2
+
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert not UNSHOWABLE.search(err), ascii(err)
+    assert "(<b>Mirror</b> [login](http://evil) **now** | x \\x1b[2K\\u202eevil)" in err, err
+
+
+def test_progress_lines_show_control_characters_as_escapes(capsys: pytest.CaptureFixture) -> None:
+    """What the library logs may quote a server too: the progress lines on stderr are made visible."""
+    with progress_on_stderr():
+        logging.getLogger("attncard.pipeline.hub_io").info("server says \x1b[2J\u202eevil\nforged line")
+
+    err = capsys.readouterr().err
+    assert err == "server says \\x1b[2J\\u202eevil\\nforged line\n", ascii(err)
 
 
 # --- item 8: no local path in the leaderboard --------------------------------------------------------------

@@ -165,15 +165,22 @@ def run_name(text: str) -> str:
     return text
 
 
+class _VisibleFormatter(logging.Formatter):
+    """A log line with its control characters shown as escapes ([`visible`]): a record may quote a server."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return visible(super().format(record))
+
+
 @contextlib.contextmanager
 def progress_on_stderr() -> Iterator[None]:
-    """Shows the library's progress (its `logging` INFO records) on stderr while a command runs; the push's
-    lines are prefixed `push: `."""
+    """Shows the library's progress (its `logging` INFO records) on stderr while a command runs, one line
+    each, control characters shown as escapes; the push's lines are prefixed `push: `."""
     handlers = []
     for name, prefix in (("attncard.pipeline.push", "push: "), ("attncard.pipeline", "")):
         logger = logging.getLogger(name)
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter(f"{prefix}%(message)s"))
+        handler.setFormatter(_VisibleFormatter(f"{prefix}%(message)s"))
         handlers.append((logger, handler, logger.level, logger.propagate))
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
