@@ -43,7 +43,14 @@ from huggingface_hub import HfApi, get_token
 from huggingface_hub.errors import HfHubHTTPError, HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
-from .errors import AttncardError, DownloadError, HubDeadlineError, HubUnreachableError, IntegrityError
+from .errors import (
+    AttncardError,
+    DownloadError,
+    HubDeadlineError,
+    HubUnreachableError,
+    IntegrityError,
+    first_line,
+)
 from .hub_io import (
     DEFAULT_DEADLINE_S,
     DEFAULT_TIMEOUT_S,
@@ -204,8 +211,10 @@ def write_hub_summary(
     Args:
         org: the Hub user or organisation, e.g. `attncard`.
         output: a new (or empty) folder for the leaderboard.
-        **options: the keys of [`HubSummaryOptions`] (endpoint, token, cache_dir, timeout, deadline,
-            data_dir, require_signer, signer_issuer, require_key).
+        **options: the keys of [`HubSummaryOptions`] (endpoint, token, cache_dir, timeout, deadline: each
+            run's download, total_deadline: the whole leaderboard, data_dir, require_signer, signer_issuer,
+            require_key). Runs are fetched `FETCHING_RUNS` at once, each in a process of its own; a run not
+            fetched and checked within `total_deadline` is refused as not reached within the deadline.
 
     Returns:
         [`HubSummary`]: the files written, the runs in the table and the runs refused with their reason.
@@ -213,6 +222,8 @@ def write_hub_summary(
     Raises:
         [`DownloadError`]: `output` holds files already, or the listing is refused (see [`list_runs`]).
         [`HubUnreachableError`]: the listing could not be had.
+        [`HubDeadlineError`]: the listing ran past the deadline.
+        [`SignatureError`]: `require_key` is not a readable public key.
         [`AttncardError`]: two verified runs clash in the table (see [`pipeline.summary.read_cards`]).
 
     Example:
@@ -342,7 +353,7 @@ def _refused_pairs(refused: list[RefusedRun]) -> list[tuple[str, str]]:
 
 def _reason(error: AttncardError, output: Path) -> str:
     """The error's first line, without this machine's path to the output folder (the leaderboard has none)."""
-    text = str(error).splitlines()[0] if str(error) else type(error).__name__
+    text = first_line(error)
     return text.replace(f"{output}{os.sep}", "").replace(str(output.resolve()) + os.sep, "")[:400]
 
 

@@ -69,3 +69,9 @@ def test_a_run_compared_at_another_margin_is_a_row_of_its_own(cards: Path) -> No
     # The leaderboard says why, and the other rows are as before.
     assert "compared with the dense runs at different margins or confidences" in readme
     assert _rows(readme, "none") == _rows((CARDS / "README.md").read_text(encoding="utf-8"), "none")
+
+
+def test_the_whole_commands_deadline_applies_to_hub_only(capsys: pytest.CaptureFixture) -> None:
+    assert main(["summary", str(CARDS), "--deadline", "3"]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: --deadline applies to --hub ORG only; drop it, or pass --hub ORG\n"
