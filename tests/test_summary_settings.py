@@ -75,3 +75,14 @@ def test_the_whole_commands_deadline_applies_to_hub_only(capsys: pytest.CaptureF
     assert main(["summary", str(CARDS), "--deadline", "3"]) == 2
     err = capsys.readouterr().err
     assert err == "error: --deadline applies to --hub ORG only; drop it, or pass --hub ORG\n"
+
+
+def test_the_help_gives_the_deadline_and_pool_the_hub_stage_uses(capsys: pytest.CaptureFixture) -> None:
+    """cli/summary does not import the Hub stage for --help: its numbers are written there, and must agree."""
+    from attncard.pipeline.hub_summary import DEFAULT_SUMMARY_DEADLINE_S, FETCHING_RUNS
+
+    with pytest.raises(SystemExit):
+        main(["summary", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert f"downloads ({FETCHING_RUNS} at once)" in shown
+    assert f"(default: {DEFAULT_SUMMARY_DEADLINE_S:g})" in shown
