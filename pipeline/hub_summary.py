@@ -293,6 +293,7 @@ def _stage_all(
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     staged: list[_Staged] = []
     refused: list[RefusedRun] = []
+    stopped: list[str] = []
     stop = ends + _STOP_GRACE_S
     with multiprocessing.get_context(method).Pool(min(FETCHING_RUNS, len(repos))) as pool:  # then stopped
         pending = [
@@ -304,15 +305,16 @@ def _stage_all(
                 run, reason = result.get(timeout=max(0.0, stop - time.monotonic()))
             except multiprocessing.TimeoutError:  # a fetch that did not give up in time: its process stops
                 run, reason = None, _not_reached(seconds, "reached")
+                stopped.append(repo_id.split("/")[1])
             if run is not None:
                 staged.append(run)
             else:
                 refused.append(RefusedRun(repo_id, reason))
-    # A stopped process may have left part of a copy; a refused run never owns the folder of a staged one.
-    kept = {run.folder.name for run in staged}
-    for run in refused:
-        name = run.repo_id.split("/")[1]
-        if name not in kept and name not in (LEADERBOARD_FILE, LEADERBOARD_PLOT):
+    # A stopped process may have left part of its copy; never remove the folder of a staged run (on a
+    # case-insensitive disk, a name that differs only in case is that folder).
+    kept = {run.folder.name.casefold() for run in staged}
+    for name in stopped:
+        if name.casefold() not in kept and name not in (LEADERBOARD_FILE, LEADERBOARD_PLOT):
             shutil.rmtree(output / name, ignore_errors=True)
     return staged, refused
 

@@ -173,3 +173,31 @@ def test_trickling_repositories_cannot_hold_the_command_past_its_deadline(
     assert all(f"`{repo_id}`" in refused for repo_id in repos), refused
     assert refused.count("within the deadline of 3 s") == 6, refused
     assert err.count("within the deadline of 3 s") == 6, err
+
+
+def test_a_fetch_that_does_not_give_up_is_stopped_and_its_partial_copy_removed(
+    hostile: HostileHub, tiny_gpt2_run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The backstop behind each download's own deadline: a worker still busy past the whole command's
+    deadline (and a short grace) is stopped, and what it copied so far is not left in the leaderboard."""
+    from attncard.pipeline import hub_summary
+
+    commit_run_folder(hostile.endpoint, f"{HUB_USER}/stuck-run", tiny_gpt2_run[0], TOKEN)
+
+    def stuck(repo_id: str, output: Path, hub: str, options: dict) -> None:
+        (output / repo_id.split("/")[1]).mkdir()
+        (output / repo_id.split("/")[1] / "README.md").write_text("half a copy", encoding="utf-8")
+        time.sleep(120)
+
+    monkeypatch.setattr(hub_summary, "_stage", stuck)  # the workers are forked: they run it
+    monkeypatch.setattr(hub_summary, "_STOP_GRACE_S", 0.5)
+    started = time.monotonic()
+    summary = hub_summary.write_hub_summary(
+        HUB_USER, tmp_path / "board", endpoint=hostile.endpoint, total_deadline=1
+    )
+
+    assert time.monotonic() - started < 10
+    assert [(run.repo_id, run.reason.split(";")[0]) for run in summary.refused] == [
+        (f"{HUB_USER}/stuck-run", "not reached within the deadline of 1 s of the whole leaderboard")
+    ]
+    assert sorted(path.name for path in (tmp_path / "board").iterdir()) == ["README.md"]
