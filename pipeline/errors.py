@@ -4,6 +4,8 @@ Every error raised on bad input derives from [`AttncardError`]; its message is o
 is wrong and what to do. The CLI prints that line and exits with status 2, without a traceback.
 """
 
+import unicodedata
+
 
 def first_line(error: BaseException) -> str:
     """The first line of an error's message (its class name when it has none), for one-line messages.
@@ -14,6 +16,87 @@ def first_line(error: BaseException) -> str:
     """
     lines = str(error).strip().splitlines()
     return lines[0] if lines else type(error).__name__
+
+
+# Characters that are not text to a terminal or a Markdown reader: control characters (C0, DEL, C1), format
+# characters (bidi overrides and isolates such as U+202E, zero-width spaces and joiners), surrogates, private
+# use and unassigned code points (categories C*), and line and paragraph separators.
+_INVISIBLE_CATEGORIES = ("C", "Zl", "Zp")
+
+
+def visible(text: str, limit: int | None = None) -> str:
+    r"""Text that came from a run or a server, as one line whose every character shows: each control, format
+    or separator character (ESC, a line break, DEL, U+202E, U+200B, …) written as its escape (`\x1b`,
+    `\n`, `\u202e`), so that no ANSI sequence, forged line or reversed text takes effect in a terminal.
+
+    Args:
+        text: the text, e.g. an error message that quotes a server's answer.
+        limit: the most characters to show; a longer text is cut and ends with `…`. None: no limit.
+
+    Returns:
+        The text with every such character escaped; other text, `×` or `é` included, as it was.
+
+    Example:
+        >>> print(visible("\x1b[8mhidden\nPASS \u202etxt.exe"))
+        \x1b[8mhidden\nPASS \u202etxt.exe
+        >>> visible("a" * 10, limit=4)
+        'aaa…'
+    """
+    shown = "".join(
+        _escape(char) if unicodedata.category(char).startswith(_INVISIBLE_CATEGORIES) else char
+        for char in text
+    )
+    if limit is not None and len(shown) > limit:
+        return shown[: limit - 1] + "…"
+    return shown
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(char)
+    if named:
+        return named
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+# What Markdown (CommonMark, GFM) and the HTML it may hold would read as markup, each escaped to show as is.
+_MARKDOWN_ESCAPES = str.maketrans(
+    {
+        "\\": "\\\\",
+        "|": "\\|",
+        "`": "\\`",
+        "*": "\\*",
+        "_": "\\_",
+        "~": "\\~",
+        "[": "\\[",
+        "]": "\\]",
+        "(": "\\(",
+        ")": "\\)",
+        "<": "&lt;",
+        ">": "&gt;",
+        "&": "&amp;",
+    }
+)
+
+
+def markdown_text(text: str, limit: int | None = None) -> str:
+    r"""Text that came from a run or a server, for a Markdown file (a list item or a table cell): made
+    [`visible`] (one line, control characters escaped), then every character Markdown or HTML would read as
+    markup escaped, so that no link, emphasis, tag, table-breaking `|` or line break of the text takes
+    effect and a reader sees it as it was sent.
+
+    Args:
+        text: the text, e.g. the reason a run was refused.
+        limit: the most characters of the text to show, before escaping (see [`visible`]).
+
+    Returns:
+        The escaped text.
+
+    Example:
+        >>> print(markdown_text("<a href=x>[click](http://evil)</a> | **x**\x1b[31m"))
+        &lt;a href=x&gt;\[click\]\(http://evil\)&lt;/a&gt; \| \*\*x\*\*\\x1b\[31m
+    """
+    return visible(text, limit).translate(_MARKDOWN_ESCAPES)
 
 
 class AttncardError(Exception):

@@ -15,6 +15,11 @@ filter="attncard")`), and for each:
    dense baseline's, found among the other copies ([`pipeline.reverify_predictions.reverify_predictions`]);
 4. verifies its signature, when a signer or key is required.
 
+Runs are fetched a few at once (`FETCHING_RUNS` processes), and the whole command has one deadline
+(`total_deadline`, default `DEFAULT_SUMMARY_DEADLINE_S`) besides each run's: a run not fetched and checked by
+then is listed as not reached within the deadline, so that a thousand trickling repositories cannot hold the
+command for a thousand downloads' deadlines.
+
 A run that fails a check is removed from `OUTPUT/` and listed below the table with the reason; the others
 make the leaderboard, `OUTPUT/README.md` and `OUTPUT/leaderboard.png` as `attncard summary` writes them
 ([`pipeline.summary`]), with one more column naming the checks each row passed. Every byte from the Hub is
@@ -24,9 +29,11 @@ goes to the endpoint only. Nothing here imports torch.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
 import shutil
+import time
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +43,14 @@ from huggingface_hub import HfApi, get_token
 from huggingface_hub.errors import HfHubHTTPError, HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
-from .errors import AttncardError, DownloadError, HubUnreachableError, IntegrityError
+from .errors import (
+    AttncardError,
+    DownloadError,
+    HubDeadlineError,
+    HubUnreachableError,
+    IntegrityError,
+    first_line,
+)
 from .hub_io import (
     DEFAULT_DEADLINE_S,
     DEFAULT_TIMEOUT_S,
@@ -59,12 +73,17 @@ from .integrity import (
 )
 from .results import RESULTS_FILE, RUN_TAG_RE, SIGNATURE_FILE, WEIGHTS_SUFFIX, Results
 from .reverify_predictions import reverify_predictions
-from .signing import SignerOptions, check_signer_identity, verify_run_signature
+from .signing import SignerOptions, check_signer_identity, key_fingerprint, verify_run_signature
 from .summary import LEADERBOARD_FILE, LEADERBOARD_PLOT, draw_leaderboard, read_cards, render_leaderboard
 
 HUB_TAG = "attncard"  # every card attncard renders carries it (pipeline.render)
 MAX_LISTED_RUNS = 1000  # more models than any study publishes: a longer listing is refused, not followed
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
+DEFAULT_SUMMARY_DEADLINE_S = 2 * 60 * 60.0  # the whole command: a study of hundreds of runs, at a fair pace
+# Runs fetched at once, each in a process of its own: huggingface_hub's calls block, and its shared client
+# (with the timeouts and deadline `hub_io.hub_client_timeout` gives it) is one per process.
+FETCHING_RUNS = 4
+_STOP_GRACE_S = 2.0  # how long past the deadline a fetch may take to give up before its process is stopped
 
 
 class HubSummaryOptions(HubOptions, SignerOptions, total=False):
@@ -75,12 +94,16 @@ class HubSummaryOptions(HubOptions, SignerOptions, total=False):
     Keys:
         data_dir: a folder of GLUE TSV files for the runs evaluated on such files (default: `GLUE_DIR`, else
             the recorded Hub dataset at its recorded commit).
+        total_deadline: seconds the whole leaderboard may take, listing, fetches and checks together
+            (default: `DEFAULT_SUMMARY_DEADLINE_S`); a run not fetched and checked by then is refused as not
+            reached within the deadline.
 
     Example:
-        >>> options: HubSummaryOptions = {"timeout": 30, "require_key": "signing-key.pub"}
+        >>> options: HubSummaryOptions = {"require_key": "signing-key.pub", "total_deadline": 600}
     """
 
     data_dir: str | os.PathLike | None
+    total_deadline: float | None
 
 
 @dataclass(frozen=True)
@@ -188,8 +211,10 @@ def write_hub_summary(
     Args:
         org: the Hub user or organisation, e.g. `attncard`.
         output: a new (or empty) folder for the leaderboard.
-        **options: the keys of [`HubSummaryOptions`] (endpoint, token, cache_dir, timeout, deadline,
-            data_dir, require_signer, signer_issuer, require_key).
+        **options: the keys of [`HubSummaryOptions`] (endpoint, token, cache_dir, timeout, deadline: each
+            run's download, total_deadline: the whole leaderboard, data_dir, require_signer, signer_issuer,
+            require_key). Runs are fetched `FETCHING_RUNS` at once, each in a process of its own; a run not
+            fetched and checked within `total_deadline` is refused as not reached within the deadline.
 
     Returns:
         [`HubSummary`]: the files written, the runs in the table and the runs refused with their reason.
@@ -197,6 +222,8 @@ def write_hub_summary(
     Raises:
         [`DownloadError`]: `output` holds files already, or the listing is refused (see [`list_runs`]).
         [`HubUnreachableError`]: the listing could not be had.
+        [`HubDeadlineError`]: the listing ran past the deadline.
+        [`SignatureError`]: `require_key` is not a readable public key.
         [`AttncardError`]: two verified runs clash in the table (see [`pipeline.summary.read_cards`]).
 
     Example:
@@ -209,6 +236,9 @@ def write_hub_summary(
     check_options(options, HubSummaryOptions, "write_hub_summary")
     where_from = hub_options(options)
     check_signer_identity(options.get("require_signer"))
+    if options.get("require_key") is not None:
+        # Read once, before any run: an unreadable key is bad input, not a reason to refuse every run.
+        key_fingerprint(options["require_key"])
     output = Path(output)
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise DownloadError(
@@ -216,18 +246,17 @@ def write_hub_summary(
             "leaderboard-new"
         )
     hub = hub_endpoint(options.get("endpoint"))
-    repos = list_runs(org, **where_from)
+    total = Deadline(options.get("total_deadline") or DEFAULT_SUMMARY_DEADLINE_S)
+    ends = time.monotonic() + total.left()
+    repos = list_runs(org, **{**where_from, "deadline": max(_run_deadline(where_from, ends), 1e-3)})
     output.mkdir(parents=True, exist_ok=True)
-    refused: list[RefusedRun] = []
-    staged: list[_Staged] = []
-    for repo_id in repos:
-        try:
-            staged.append(_stage(repo_id, output, hub, where_from))
-        except AttncardError as error:
-            refused.append(RefusedRun(repo_id, _reason(error, output)))
+    staged, refused = _stage_all(repos, output, hub, where_from, ends, total.seconds)
     # Every copy is in place before any is checked: the paired verdicts read their dense runs among them.
     verified: list[_Staged] = []
     for run in staged:
+        if total.left() <= 0:
+            refused.append(RefusedRun(run.repo_id, _not_reached(total.seconds, "checked")))
+            continue
         try:
             run.checks += _check(run, output, options)
             verified.append(run)
@@ -252,13 +281,81 @@ def write_hub_summary(
     return HubSummary(readme, plot, sorted(run.repo_id for run in verified), refused)
 
 
+def _stage_all(
+    repos: list[str], output: Path, hub: str, options: HubOptions, ends: float, seconds: float
+) -> tuple[list[_Staged], list[RefusedRun]]:
+    """Stages every listed run, `FETCHING_RUNS` at once, each in a process of its own, by the monotonic
+    time `ends`: `(staged, refused)`, a run not staged by then refused as not reached."""
+    if not repos:
+        return [], []
+    # fork: the workers start at once and inherit this process's settings (endpoint, cache, token); where the
+    # platform has no fork, spawn them.
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    staged: list[_Staged] = []
+    refused: list[RefusedRun] = []
+    stopped: list[str] = []
+    stop = ends + _STOP_GRACE_S
+    with multiprocessing.get_context(method).Pool(min(FETCHING_RUNS, len(repos))) as pool:  # then stopped
+        pending = [
+            (repo_id, pool.apply_async(_stage_by, (repo_id, output, hub, options, ends, seconds)))
+            for repo_id in repos
+        ]
+        for repo_id, result in pending:
+            try:
+                run, reason = result.get(timeout=max(0.0, stop - time.monotonic()))
+            except multiprocessing.TimeoutError:  # a fetch that did not give up in time: its process stops
+                run, reason = None, _not_reached(seconds, "reached")
+                stopped.append(repo_id.split("/")[1])
+            if run is not None:
+                staged.append(run)
+            else:
+                refused.append(RefusedRun(repo_id, reason))
+    # A stopped process may have left part of its copy; never remove the folder of a staged run (on a
+    # case-insensitive disk, a name that differs only in case is that folder).
+    kept = {run.folder.name.casefold() for run in staged}
+    for name in stopped:
+        if name.casefold() not in kept and name not in (LEADERBOARD_FILE, LEADERBOARD_PLOT):
+            shutil.rmtree(output / name, ignore_errors=True)
+    return staged, refused
+
+
+def _stage_by(
+    repo_id: str, output: Path, hub: str, options: HubOptions, ends: float, seconds: float
+) -> tuple[_Staged | None, str]:
+    """[`_stage`] in a worker process, by the monotonic time `ends`: `(the staged run, "")`, or `(None, the
+    reason it was refused)` (an exception would have to cross the process boundary)."""
+    deadline = _run_deadline(options, ends)
+    if deadline <= 0:
+        return None, _not_reached(seconds, "reached")
+    try:
+        return _stage(repo_id, output, hub, {**options, "deadline": deadline}), ""
+    except HubDeadlineError as error:
+        if deadline < (options.get("deadline") or DEFAULT_DEADLINE_S):  # the whole command's deadline cut it
+            return None, _not_reached(seconds, "reached")
+        return None, _reason(error, output)
+    except AttncardError as error:
+        return None, _reason(error, output)
+
+
+def _run_deadline(options: HubOptions, ends: float) -> float:
+    """The deadline of one download: its own (`deadline`), cut to what the whole command has left."""
+    return min(options.get("deadline") or DEFAULT_DEADLINE_S, ends - time.monotonic())
+
+
+def _not_reached(seconds: float, what: str) -> str:
+    return (
+        f"not {what} within the deadline of {seconds:g} s of the whole leaderboard; run it again with a "
+        "longer one (--deadline)"
+    )
+
+
 def _refused_pairs(refused: list[RefusedRun]) -> list[tuple[str, str]]:
     return [(run.repo_id, run.reason) for run in refused]
 
 
 def _reason(error: AttncardError, output: Path) -> str:
     """The error's first line, without this machine's path to the output folder (the leaderboard has none)."""
-    text = str(error).splitlines()[0] if str(error) else type(error).__name__
+    text = first_line(error)
     return text.replace(f"{output}{os.sep}", "").replace(str(output.resolve()) + os.sep, "")[:400]
 
 
@@ -356,6 +453,8 @@ def _check(run: _Staged, output: Path, options: HubSummaryOptions) -> list[str]:
 
 
 __all__ = [
+    "DEFAULT_SUMMARY_DEADLINE_S",
+    "FETCHING_RUNS",
     "HUB_TAG",
     "MAX_LISTED_RUNS",
     "HubSummary",

@@ -37,7 +37,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from .errors import SignatureError, SigningError, first_line
+from .errors import SignatureError, SigningError, first_line, visible
 from .results import (
     RESULTS_FILE,
     SIGNATURE_FILE,
@@ -57,6 +57,9 @@ KEY_PREFIX = "sha256:"
 _PREDICATE_TYPE = "https://model_signing/signature/v1.0"
 # A signature lists a run's dozen files with their digests in a few kB; no model.sig is read past this.
 MAX_SIGNATURE_BYTES = max_file_bytes(SIGNATURE_FILE)
+# The most characters of a signer model.sig claims (key hint, certificate identity, issuer) that are shown: a
+# key fingerprint takes 71, a workflow identity rarely 200.
+MAX_CLAIM_CHARS = 300
 _CURVES = ("secp256r1", "secp384r1", "secp521r1")  # those model_signing signs with
 # Fulcio's certificate extensions naming the OIDC issuer: v2 holds a DER UTF8String, v1 the raw text.
 _ISSUER_V2 = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.8")
@@ -227,7 +230,14 @@ def verify_run_signature(
         )
     check_signer_identity(identity)
     issuer = oidc_issuer or GITHUB_ACTIONS_ISSUER
-    wanted = f"key {public_key}" if public_key is not None else f"{identity}" if identity else None
+    # A key is named by its fingerprint and file name, never its path: messages reach published leaderboards.
+    wanted = (
+        f"key {key_fingerprint(public_key)} ({Path(public_key).name})"
+        if public_key is not None
+        else f"{identity}"
+        if identity
+        else None
+    )
     if not (folder / SIGNATURE_FILE).is_file():
         if wanted:
             raise SignatureError(
@@ -253,7 +263,7 @@ def verify_run_signature(
     else:
         expected = SignatureReport(True, "sigstore", str(identity), verified=True, issuer=issuer)
     if dataclasses.replace(claimed, verified=True) != expected:
-        required = expected.who + (f" ({public_key})" if public_key is not None else "")
+        required = expected.who + (f" ({Path(public_key).name})" if public_key is not None else "")
         raise SignatureError(
             f"{folder}: {SIGNATURE_FILE} names {claimed.who} as its signer, but a signature by {required} is "
             "required; do not use this run"
@@ -428,7 +438,15 @@ def _read_bundle(raw: bytes, where: Path) -> tuple[SignatureReport, dict[str, st
             f"{where}: signed with model_signing's {'/'.join(map(str, method))} serialization; attncard "
             "checks per-file sha256 signatures (model_signing's default): sign the run again without sharding"
         )
-    return claimed, files
+    # What the bundle claims is shown (download prints it) and may be forged: a mirror can add model.sig even
+    # to a run pinned by its tag. Escape-sequence, line-break and bidi characters are made visible and the
+    # length bounded, so that a claim can neither hide "NOT verified" nor forge a line of its own.
+    shown = dataclasses.replace(
+        claimed,
+        signer=visible(claimed.signer, MAX_CLAIM_CHARS),
+        issuer=visible(claimed.issuer, MAX_CLAIM_CHARS),
+    )
+    return shown, files
 
 
 def _certificate_claim(certificate: x509.Certificate) -> SignatureReport:

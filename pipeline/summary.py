@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import AttncardError
+from .errors import AttncardError, markdown_text
 from .paired import DENSE_MODULE, pool_comparisons
 from .results import RESULTS_FILE, Comparison, Results, ScalingRow, Status, Verdict
 
@@ -116,12 +116,25 @@ class Card:
 
 @dataclass(frozen=True)
 class Group:
-    """The cards copies of one (model, module, task), one per seed, in the order of their seeds."""
+    """The cards copies of one (model, module, task), one per seed, in the order of their seeds.
+
+    Attributes:
+        setting: "" when the seeds' comparisons with the dense runs can be pooled (one margin and confidence,
+            or none recorded). Otherwise the (model, module, task) is split into one group per setting, each
+            named by it (`compared at margin 2 points, 95% interval`, or `not compared` for the seeds without
+            a comparison): a verdict pools only comparisons made at one margin and confidence.
+    """
 
     model: str
     module: str
     task: str
     cards: tuple[Card, ...]
+    setting: str = ""
+
+    @property
+    def name(self) -> str:
+        """The module as a row names it: with its setting when the (model, module, task) was split."""
+        return f"{self.module} ({self.setting})" if self.setting else self.module
 
     @property
     def seeds(self) -> list[int]:
@@ -217,10 +230,33 @@ def read_cards(cards_dir: str | Path) -> list[Group]:
         grouped.setdefault(key, []).append(Card(folder=path.parent.name, results=results))
     groups = []
     for (model, module, task), cards in grouped.items():
-        cards.sort(key=lambda card: (card.seed, card.folder))
-        _check_group(cards_dir, cards)
-        groups.append(Group(model=model, module=module, task=task, cards=tuple(cards)))
-    return sorted(groups, key=lambda g: (g.model, g.task, g.module != DENSE_MODULE, g.module))
+        for setting, part in _by_setting(cards):
+            part.sort(key=lambda card: (card.seed, card.folder))
+            _check_group(cards_dir, part)
+            groups.append(Group(model=model, module=module, task=task, cards=tuple(part), setting=setting))
+    return sorted(groups, key=lambda g: (g.model, g.task, g.module != DENSE_MODULE, g.module, g.setting))
+
+
+def _by_setting(cards: list[Card]) -> list[tuple[str, list[Card]]]:
+    """The cards of a (model, module, task) by the margin and confidence of their comparisons with the dense
+    runs: `[("", cards)]` when those can be pooled (one setting, or none), else one part per setting, named
+    (see [`Group`]), the seeds without a comparison a part of their own."""
+    parts: dict[tuple[float, float] | None, list[Card]] = {}
+    for card in cards:
+        comparison = card.results.comparison
+        compared = comparison is not None and bool(comparison.baselines)
+        parts.setdefault((comparison.margin, comparison.confidence) if compared else None, []).append(card)
+    if len([setting for setting in parts if setting is not None]) <= 1:
+        return [("", cards)]
+    return [
+        ("not compared" if setting is None else f"compared at {_setting(*setting)}", part)
+        for setting, part in parts.items()
+    ]
+
+
+def _setting(margin: float, confidence: float) -> str:
+    """`margin 1 point, 95% interval`."""
+    return f"margin {100 * margin:g} point{'' if 100 * margin == 1 else 's'}, {100 * confidence:g}% interval"
 
 
 def _check_group(cards_dir: Path, cards: list[Card]) -> None:
@@ -298,7 +334,8 @@ def render_leaderboard(
         source: where the cards copies came from, when not from this folder alone (`attncard summary --hub`:
             the Hub organisation).
         checks: the checks each cards copy passed, by folder: adds the column "Checks passed".
-        refused: runs left out, each `(name, reason)`, listed below the table.
+        refused: runs left out, each `(name, reason)`, listed below the table; the reason is shown as text
+            (see [`pipeline.errors.markdown_text`]), whatever it quotes.
 
     Example:
         >>> from attncard.pipeline.publish import copy_to_cards
@@ -344,10 +381,21 @@ def render_leaderboard(
             passed = sorted({checks.get(card.folder, "") for card in group.cards})
             cells.insert(len(cells) - 1, "; ".join(passed))
         lines.append("| " + " | ".join(_cell(text) for text in cells) + " |")
+    if any(group.setting for group in groups):
+        lines += [
+            "",
+            "A (model, module, task) whose seeds were compared with the dense runs at different margins or "
+            "confidences has one row per setting, named in its Module cell (`compared at margin 2 points, "
+            "95% interval`; `not compared` for its seeds without a comparison): a paired verdict pools only "
+            "comparisons made at one margin and confidence, and one at a wider margin says less than one at "
+            "a narrower. Publish the seeds again at one margin (`--margin`) to pool them.",
+        ]
     if source is not None:
         lines += ["", "## Refused", ""]
         lines += (
-            [f"- `{_cell(name)}`: {_cell(reason)}" for name, reason in refused]
+            # A reason quotes what a run or a server sent (a results.json key, an HTTP error body): shown as
+            # text, no markup or control character of it taking effect.
+            [f"- `{_cell(name)}`: {markdown_text(reason)}" for name, reason in refused]
             if refused
             else ["No run failed a check."]
         )
@@ -384,7 +432,7 @@ def _answer(groups: list[Group]) -> list[str]:
         "|---|---|---|---|---|",
     ]
     for group in compared:
-        name = group.module if len(settings) == 1 else f"{group.module} ({group.model}, {group.task})"
+        name = group.name if len(settings) == 1 else f"{group.name} ({group.model}, {group.task})"
         cells = [
             name,
             _keeps_accuracy(group),
@@ -468,7 +516,7 @@ def _row(group: Group) -> list[str]:
             statuses.append(f"{status.value}: {_seeds(seeds)}")
     return [
         group.model,
-        group.module,
+        group.name,
         group.task,
         str(first.training.hyperparameters.steps),
         ", ".join(str(seed) for seed in group.seeds),
@@ -605,7 +653,7 @@ def draw_leaderboard(groups: list[Group], path: str | Path) -> Path:
                 label=None if labelled else f"{model}, {task}",
             )
             labelled = True
-            axis.annotate(group.module, (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
+            axis.annotate(group.name, (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
     if band:
         axis.axvspan(
             min(low for low, _ in band),

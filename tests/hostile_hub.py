@@ -18,7 +18,9 @@ Each hostility is a plain attribute, off by default, set by a test before the cl
   compression bomb: a few hundred KiB on the wire);
 - `oversized`: per route, the answer padded with spaces to this many bytes and sent without
   `Content-Length` (its end is the connection's);
-- `lfs_upload_to`: a base URL (another origin) that LFS batch answers point upload URLs to.
+- `lfs_upload_to`: a base URL (another origin) that LFS batch answers point upload URLs to;
+- `error_body`: per route name, or per repository id (every `/resolve` of a file of it), `(status, body)` to
+  answer, the body as the error's text (no `X-Error-Message`): a mirror whose error page says what it likes.
 
 `requests_seen` records the Host and Authorization headers of every request.
 """
@@ -51,6 +53,7 @@ class HostileHub(LoopbackHub):
         self.compressed: dict[str, int] = {}
         self.oversized: dict[str, int] = {}
         self.lfs_upload_to: str | None = None
+        self.error_body: dict[str, tuple[int, bytes]] = {}
         self.requests_seen: list[tuple[str, str, str | None]] = []  # (Host, path, Authorization)
 
     def _dispatch(self, handler: _Handler) -> None:
@@ -128,6 +131,10 @@ class HostileHub(LoopbackHub):
         return response
 
     def _hostile_answer(self, req: _Request) -> _Response:
+        repo = req.params.get("repo") if req.route == "resolve" else None
+        if req.route in self.error_body or repo in self.error_body:
+            status, body = self.error_body.get(req.route) or self.error_body[repo]
+            return _Response(status, body, {"Content-Type": "text/html"})
         statuses = self.echo.get(req.route)
         if statuses:
             status = statuses.pop(0)

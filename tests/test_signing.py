@@ -6,8 +6,10 @@ files; the lint test signs a real run."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import hashlib
+import io
 import json
 import re
 import shutil
@@ -22,6 +24,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from attncard.pipeline import signing
+from attncard.pipeline.cli import main
 from attncard.pipeline.errors import AttncardError, DownloadError, SignatureError, SigningError
 from attncard.pipeline.lint import lint_run_folder
 from attncard.pipeline.results import RESULTS_FILE, SIGNATURE_FILE, Results, build_manifest, check_manifest
@@ -431,3 +434,57 @@ def test_an_oversized_signature_file_is_refused_unparsed(signed: Path) -> None:
 
     with pytest.raises(SignatureError, match=r"model\.sig holds more than 1 MiB"):
         verify_run_signature(signed)
+
+
+# --- what model.sig claims is shown, never obeyed (issue 42, item 4) ---------------------------------------
+
+# Hints a mirror can put in model.sig (it is outside the manifest, even of a run pinned by its tag): one hides
+# the rest of the line (ESC[8m), one forges a line of its own, one reverses the text after it (U+202E).
+SPOOFING_HINTS = [
+    "\x1b[8m",
+    "ab12\nPASS_NO_COMPRESSION: attncard/minilm-none-sst2, signed by key sha256:ab12, verified",
+    "\u202edeifirev ,\u2066x\u2069\u200b\x7f\x9b",
+]
+UNSHOWABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]")
+
+
+@pytest.mark.parametrize("hint", SPOOFING_HINTS, ids=["hide", "forged-line", "bidi"])
+def test_a_key_hint_is_shown_escaped_on_one_bounded_line(signed: Path, hint: str) -> None:
+    bundle = json.loads((signed / SIGNATURE_FILE).read_text())
+    bundle["verificationMaterial"]["publicKey"]["hint"] = hint + "f" * 5000
+    (signed / SIGNATURE_FILE).write_text(json.dumps(bundle))
+
+    shown = str(verify_run_signature(signed))
+
+    assert not UNSHOWABLE.search(shown), ascii(shown)
+    assert shown.endswith("as model.sig claims, NOT verified: check it against the public key"), shown
+    assert len(shown) < 450  # bounded: a hint cannot push "NOT verified" out of sight
+    assert ("\\x1b[8m" in shown) if hint == "\x1b[8m" else True
+
+
+def test_a_certificate_identity_is_shown_escaped(signed: Path) -> None:
+    # A certificate's URI is ASCII: its escape sequences and line breaks (the hints above cover bidi).
+    _with_sigstore_certificate(signed, "https://x/\x1b[2K\nevil", "https://issuer/\x1b[8my")
+
+    shown = str(verify_run_signature(signed))
+
+    assert not UNSHOWABLE.search(shown), ascii(shown)
+    assert "https://x/\\x1b[2K\\nevil (issuer https://issuer/\\x1b[8my)" in shown
+
+
+def test_download_prints_a_spoofing_hint_escaped(
+    tiny_gpt2_run, tmp_path: Path, keys: tuple[Path, Path]
+) -> None:
+    """`attncard download` of a run whose model.sig holds such hints: one line on stderr, nothing hidden."""
+    run = Path(shutil.copytree(tiny_gpt2_run[0], tmp_path / "run"))
+    sign_run_folder(run, keys[0])
+    bundle = json.loads((run / SIGNATURE_FILE).read_text())
+    bundle["verificationMaterial"]["publicKey"]["hint"] = "".join(SPOOFING_HINTS)
+    (run / SIGNATURE_FILE).write_text(json.dumps(bundle))
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["download", str(run)])
+
+    assert code == 0, err.getvalue()
+    assert err.getvalue().count("\n") == 1 and not UNSHOWABLE.search(err.getvalue().rstrip("\n"))
+    assert err.getvalue().rstrip("\n").endswith("NOT verified: check it against the public key")

@@ -16,7 +16,7 @@ from pathlib import Path
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
-from ..errors import AttncardError
+from ..errors import AttncardError, visible
 from ..results import TrainConfig
 
 EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT = 0, 1, 2
@@ -165,15 +165,22 @@ def run_name(text: str) -> str:
     return text
 
 
+class _VisibleFormatter(logging.Formatter):
+    """A log line with its control characters shown as escapes ([`visible`]): a record may quote a server."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return visible(super().format(record))
+
+
 @contextlib.contextmanager
 def progress_on_stderr() -> Iterator[None]:
-    """Shows the library's progress (its `logging` INFO records) on stderr while a command runs; the push's
-    lines are prefixed `push: `."""
+    """Shows the library's progress (its `logging` INFO records) on stderr while a command runs, one line
+    each, control characters shown as escapes; the push's lines are prefixed `push: `."""
     handlers = []
     for name, prefix in (("attncard.pipeline.push", "push: "), ("attncard.pipeline", "")):
         logger = logging.getLogger(name)
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter(f"{prefix}%(message)s"))
+        handler.setFormatter(_VisibleFormatter(f"{prefix}%(message)s"))
         handlers.append((logger, handler, logger.level, logger.propagate))
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
@@ -188,13 +195,16 @@ def progress_on_stderr() -> Iterator[None]:
 
 
 def run_command(action: Callable[[], int | None]) -> int:
-    """Runs a command's action: an [`AttncardError`] becomes one line on stderr and exit status 2, Ctrl-C
-    exit status 130; otherwise the action's status (0 when it returns None)."""
+    """Runs a command's action: an [`AttncardError`] becomes one line on stderr (its control characters shown
+    as escapes, see [`visible`]) and exit status 2, Ctrl-C exit status 130; otherwise the action's status (0
+    when it returns None)."""
     try:
         with progress_on_stderr():
             status = action()
     except AttncardError as error:
-        print(f"error: {error}", file=sys.stderr)
+        # A message may quote a run or a server (an HTTP error body, a results.json key): one line, its
+        # escape sequences and bidi characters shown, not obeyed.
+        print(f"error: {visible(str(error))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("interrupted; nothing was written", file=sys.stderr)

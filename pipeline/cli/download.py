@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..errors import visible
 from .common import EXIT_OK, add_hub_arguments, run_command
 
 if TYPE_CHECKING:  # the stage imports torch: the command imports it when it runs
@@ -83,11 +84,11 @@ def _download(args: argparse.Namespace) -> int:
     else:
         files, location = download_to(args.repo, args.revision, args.allow_fail, args.output, options)
     verification = files.results.verification
-    print(
+    line = (
         f"{verification.status.value}: {files.source}, accuracy {verification.accuracy:.4f} on "
         f"{verification.n} rows; every file matches its manifest, and its figures and card their "
-        f"recomputation; {files.signature}",
-        file=sys.stderr,
+        f"recomputation; {files.signature}"
     )
+    print(visible(line), file=sys.stderr)  # model.sig's claims and the source come from the run
     print(location)
     return EXIT_OK

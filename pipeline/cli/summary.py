@@ -8,9 +8,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..errors import AttncardError
+from ..errors import AttncardError, visible
 from ..summary import read_cards, write_summary
-from .common import EXIT_MISMATCH, EXIT_OK, add_data_dir_argument, add_hub_arguments, run_command
+from .common import (
+    EXIT_MISMATCH,
+    EXIT_OK,
+    add_data_dir_argument,
+    add_hub_arguments,
+    positive_float,
+    run_command,
+)
 
 DESCRIPTION = (
     "Write the leaderboard of a cards folder (the copies publish --cards and attncard sweep --cards write): "
@@ -54,6 +61,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_data_dir_argument(group)
     add_hub_arguments(group, "a run", "the download of one run")
+    group.add_argument(
+        "--deadline",
+        type=positive_float,
+        default=None,
+        metavar="SECONDS",
+        # The numbers are hub_summary's DEFAULT_SUMMARY_DEADLINE_S and FETCHING_RUNS, not imported: --help
+        # does not load the Hub stage.
+        help="with --hub: give up the whole leaderboard after this long: listing, downloads (4 at once) and "
+        "checks; a run not reached by then is listed as refused, not reached within the deadline "
+        "(default: 7200)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,6 +105,7 @@ def _summary(args: argparse.Namespace) -> None:
             ("--data-dir", args.data_dir),
             ("--hub-timeout", args.hub_timeout),
             ("--hub-deadline", args.hub_deadline),
+            ("--deadline", args.deadline),
         )
         if value is not None
     ]
@@ -120,9 +139,11 @@ def _hub_summary(args: argparse.Namespace) -> int:
         require_key=args.require_key,
         timeout=args.hub_timeout,
         deadline=args.hub_deadline,
+        total_deadline=args.deadline,
     )
     for refused in summary.refused:
-        print(f"refused {refused.repo_id}: {refused.reason}", file=sys.stderr)
+        # The reason may quote the run or the server: its escape sequences and bidi characters shown.
+        print(f"refused {refused.repo_id}: {visible(refused.reason)}", file=sys.stderr)
     written = summary.readme.as_posix() + (f" and {summary.plot.as_posix()}" if summary.plot else "")
     print(f"wrote {written}: {len(summary.verified)} runs verified, {len(summary.refused)} refused")
     return EXIT_MISMATCH if summary.refused else EXIT_OK
