@@ -36,6 +36,14 @@ SCHEMA_VERSION = 4
 READABLE_SCHEMA_VERSIONS = (2, 3, 4)
 # The first schema that records `Metrics.official`, and the names it may have (the model-index's types).
 OFFICIAL_METRIC_SCHEMA = 4
+# The tasks a run of each frozen schema (no attncard writes it any more) may record. Schemas 2 and 3 evaluated
+# one split of every task; MNLI, gated on both of its validation splits from schema 4 on (`second_split`), is
+# in neither, whatever a run says: a run cannot claim an older schema to escape its second gate. Frozen with
+# the schemas, never extended (tests/test_results_schema.py checks them against the tasks).
+FROZEN_SCHEMA_TASKS = {
+    2: ("sst2", "cola", "mrpc", "qqp", "rte", "qnli"),
+    3: ("sst2", "cola", "mrpc", "qqp", "rte", "qnli"),
+}
 OFFICIAL_METRIC_NAMES = ("accuracy", "f1", "matthews_correlation")
 RESULTS_FILE = "results.json"
 CARD_FILE = "README.md"
@@ -671,6 +679,13 @@ class Results:
                 "upgrade attncard (pip install -U attncard), or use the attncard version that wrote the run"
             )
         results = _build(cls, data, "results")
+        task = results.dataset.task
+        if task not in FROZEN_SCHEMA_TASKS.get(version, (task,)):
+            raise ResultsError(
+                f"results.json: dataset.task is {task!r}, which no run of schema {version} records: those "
+                f"are of {', '.join(FROZEN_SCHEMA_TASKS[version])}, one evaluated split each; a task gated "
+                f"on two splits (mnli) needs schema {OFFICIAL_METRIC_SCHEMA} or later"
+            )
         expected = ParametersV2 if version == 2 else Parameters
         if not isinstance(results.parameters, expected):
             fields = ", ".join(f.name for f in dataclasses.fields(expected))
@@ -1447,6 +1462,7 @@ def training_log(losses: list[float], rows: int = LOGGED_STEPS) -> list[LoggedSt
 __all__ = [
     "CARD_FILE",
     "COMMIT_RE",
+    "FROZEN_SCHEMA_TASKS",
     "GLUE_DIR_PLACEHOLDER",
     "OFFICIAL_METRIC_NAMES",
     "OFFICIAL_METRIC_SCHEMA",
