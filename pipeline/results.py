@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import platform
 import re
@@ -1095,17 +1096,24 @@ def _check_formats(results: Results) -> None:
 
 def loads_strict(text: str) -> typing.Any:
     """Parses strict JSON: raises [`NonFiniteNumberError`] on NaN or an infinity (a broken run, not a
-    number), `json.JSONDecodeError` on anything else that is not JSON, `ValueError` on JSON nested too deep
-    for Python to read.
+    number), `ValueError` on a number too large for a float (Python would read `1e999` as infinity) or a key
+    given twice in one object (readers differ on which one counts), `json.JSONDecodeError` on anything else
+    that is not JSON, `ValueError` on JSON nested too deep for Python to read.
 
     Example:
         >>> loads_strict('{"loss": NaN}')
         Traceback (most recent call last):
         ...
         attncard.pipeline.errors.NonFiniteNumberError: NaN is not a number
+        >>> loads_strict('{"metrics": {}, "metrics": {}}')
+        Traceback (most recent call last):
+        ...
+        ValueError: the key 'metrics' appears twice in one object; readers differ on which one counts
     """
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return json.loads(
+            text, parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=_unique_keys
+        )
     except RecursionError:
         # A file nested thousands of levels deep exhausts Python's stack, not a figure of any run.
         raise ValueError("nested deeper than any JSON attncard writes") from None
@@ -1113,6 +1121,26 @@ def loads_strict(text: str) -> typing.Any:
 
 def _reject_constant(name: str):
     raise NonFiniteNumberError(name)
+
+
+def _finite_float(literal: str) -> float:
+    # json reads `1e999` as float("1e999"), infinity: what `allow_nan=False` never writes.
+    value = float(literal)
+    if not math.isfinite(value):
+        raise ValueError(f"{literal[:40]} is too large for a number and reads as infinity")
+    return value
+
+
+def _unique_keys(pairs: list[tuple[str, typing.Any]]) -> dict[str, typing.Any]:
+    # json keeps the last of two equal keys, other readers the first: one file, two runs.
+    data = {}
+    for key, value in pairs:
+        if key in data:
+            raise ValueError(
+                f"the key {key[:40]!r} appears twice in one object; readers differ on which one counts"
+            )
+        data[key] = value
+    return data
 
 
 def _json_default(value):

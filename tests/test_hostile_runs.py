@@ -377,6 +377,33 @@ def test_malformed_results_json_is_one_line_and_exit_2(tiny_gpt2_run, tmp_path, 
     one_line(capsys)
 
 
+@pytest.mark.parametrize(
+    ("pattern", "replacement", "message"),
+    [
+        # A figure that only looks finite: Python reads it as infinity, and a card would show `inf`.
+        (
+            r'"accuracy": [0-9.e-]+',
+            '"accuracy": 1e999',
+            r"1e999 is too large for a number and reads as infinity",
+        ),
+        # Two `metrics`: this reader takes the last, another JSON reader may take the first.
+        (r'"metrics": \{', '"metrics": {"accuracy": 1.0}, "metrics": {', r"the key 'metrics' appears twice"),
+    ],
+)
+def test_json_that_readers_disagree_on_is_one_line(
+    tiny_gpt2_run, tmp_path, capsys, pattern, replacement, message
+):
+    run_dir = copy_run(tiny_gpt2_run, tmp_path)
+    path = run_dir / RESULTS_FILE
+    path.write_text(re.sub(pattern, replacement, path.read_text(encoding="utf-8"), count=1), encoding="utf-8")
+    with pytest.raises(ResultsError, match=message):
+        download_verified(run_dir)
+    assert main(["verify", "--predictions", str(run_dir), "--data-dir", str(tiny_gpt2_run[1])]) == 2
+    assert re.search(message, one_line(capsys))
+    assert main(["lint", str(run_dir)]) == 1
+    assert re.search(message, capsys.readouterr().out)
+
+
 # --- row 11: signed runs -----------------------------------------------------------------------------------
 
 
