@@ -1059,6 +1059,25 @@ def _check_formats(results: Results) -> None:
     labels = results.dataset.label_names
     if not labels or len(set(labels)) != len(labels):
         raise ResultsError("results.json: dataset.label_names must name each label once")
+    second = results.second_split
+    for where, metrics in (
+        ("metrics", results.metrics),
+        ("second_split.metrics", second.metrics if second is not None else None),
+    ):
+        official = metrics.official if metrics is not None else None
+        if official is None:
+            continue
+        # An F1 is the F1 of one class (the card and the model-index name it); no other metric has one.
+        if official.name == "f1" and not official.positive_label:
+            raise ResultsError(
+                f"results.json: {where}.official is an F1 of no class: its positive_label must name one of "
+                f"dataset.label_names {labels}"
+            )
+        if official.name != "f1" and official.positive_label:
+            raise ResultsError(
+                f"results.json: {where}.official is {official.name}, which has no positive_label, but names "
+                f"{official.positive_label[:40]!r}"
+            )
     named = [
         ("verification.class_counts", set(results.verification.class_counts)),
         ("verification.majority_label", {results.verification.majority_label}),
