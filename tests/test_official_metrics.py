@@ -24,6 +24,8 @@ from attncard.pipeline.cli import main, publish_main
 from attncard.pipeline.download import download_verified
 from attncard.pipeline.errors import IntegrityError, ResultsError
 from attncard.pipeline.lint import lint_run_folder
+from attncard.pipeline.metrics import mcc_difference
+from attncard.pipeline.paired import comparison_from_counts
 from attncard.pipeline.predictions import read_predictions
 from attncard.pipeline.publish import copy_to_cards
 from attncard.pipeline.render import eval_results_file
@@ -202,3 +204,31 @@ def test_an_f1_without_its_positive_label_is_one_line_everywhere(runs, tmp_path,
     assert main(["lint", str(run_dir)]) == 1
     out = capsys.readouterr().out
     assert re.search(refused, out) and "Traceback" not in out
+
+
+def test_a_comparison_at_another_confidence_than_publish_writes_is_refused(runs, tmp_path, capsys):
+    """publish derives the paired interval and the MCC bootstrap at 0.95 only: a run re-derived at 0.5 (a
+    narrower interval, a verdict more easily NON_INFERIOR) and re-sealed is refused, by every check."""
+    run_dir = copy(runs, "gpt2-svd_lowrank-cola", tmp_path)
+    results = Results.load(run_dir)
+    recorded = results.comparison
+    counts = (recorded.both_correct, recorded.module_only, recorded.baseline_only, recorded.both_wrong)
+    narrower = comparison_from_counts(
+        *counts, baselines=recorded.baselines, margin=recorded.margin, confidence=0.5
+    )
+    module = read_predictions(run_dir, results)
+    dense = read_predictions(
+        run_dir.parent / "gpt2-none-cola", Results.load(run_dir.parent / "gpt2-none-cola")
+    )
+    narrower.mcc_difference = mcc_difference(
+        module.labels, module.predictions, dense.predictions, 2, seed=0, confidence=0.5
+    )
+    results.comparison = narrower
+    reseal(run_dir, results)
+    refused = r"comparison\.confidence is 0\.5, but publish derives every interval at 0\.95"
+    with pytest.raises(IntegrityError, match=refused):
+        download_verified(run_dir, allow_failed=True)
+    assert main(["verify", "--predictions", str(run_dir), "--data-dir", str(runs[1])]) == 2
+    err = capsys.readouterr().err
+    assert re.search(refused, err) and err.count("\n") == 1 and "Traceback" not in err
+    assert any(re.search(refused, finding.message) for finding in lint_run_folder(run_dir))
