@@ -670,7 +670,10 @@ class Results:
 
     @classmethod
     def from_dict(cls, data: dict) -> Results:
-        """Builds results from their dict form; raises [`ResultsError`] on an unknown schema or bad fields."""
+        """Builds results from their dict form; raises [`ResultsError`] on bad fields, and
+        [`UnknownSchemaError`] on an unknown schema or one the run cannot have: a frozen schema (2, 3) with a
+        task it did not record (`FROZEN_SCHEMA_TASKS`) or an attncard that did not write it
+        (`FROZEN_SCHEMA_COMMITS`, `FROZEN_SCHEMA_ATTNCARD_VERSIONS`)."""
         version = data.get("schema_version") if isinstance(data, dict) else None
         if version not in READABLE_SCHEMA_VERSIONS:
             *earlier, last = READABLE_SCHEMA_VERSIONS
@@ -682,10 +685,12 @@ class Results:
         results = _build(cls, data, "results")
         task = results.dataset.task
         if task not in FROZEN_SCHEMA_TASKS.get(version, (task,)):
-            raise ResultsError(
+            # UnknownSchemaError: no advice to read the run with the attncard of its schema, which accepts it.
+            raise UnknownSchemaError(
                 f"results.json: dataset.task is {task!r}, which no run of schema {version} records: those "
                 f"are of {', '.join(FROZEN_SCHEMA_TASKS[version])}, one evaluated split each; a task gated "
-                f"on two splits (mnli) needs schema {OFFICIAL_METRIC_SCHEMA} or later"
+                f"on two splits (mnli) needs schema {OFFICIAL_METRIC_SCHEMA} or later: the run claims an "
+                "older schema than it can have, do not use this checkpoint"
             )
         expected = ParametersV2 if version == 2 else Parameters
         if not isinstance(results.parameters, expected):
@@ -1124,15 +1129,16 @@ def _check_frozen_provenance(results: Results) -> None:
     written = set().union(*(FROZEN_SCHEMA_COMMITS[v] for v in FROZEN_SCHEMA_COMMITS if v <= version))
     commit = environment.git_commit.removesuffix("+dirty")
     if not COMMIT_RE.fullmatch(commit) or commit[:12] not in written:
-        raise ResultsError(
+        raise UnknownSchemaError(
             f"results.json: environment.git_commit is {environment.git_commit!r}, which is no commit of "
-            f"attncard that wrote schema {version} or an earlier one: a run cannot claim a schema its "
-            "attncard did not write"
+            f"attncard that wrote schema {version} or an earlier one: the run claims a schema its attncard "
+            "did not write, do not use this checkpoint"
         )
     if environment.attncard_version not in FROZEN_SCHEMA_ATTNCARD_VERSIONS:
-        raise ResultsError(
+        raise UnknownSchemaError(
             f"results.json: environment.attncard_version is {environment.attncard_version!r}, but schema "
-            f"{version} was written by attncard {', '.join(FROZEN_SCHEMA_ATTNCARD_VERSIONS)} only"
+            f"{version} was written by attncard {', '.join(FROZEN_SCHEMA_ATTNCARD_VERSIONS)} only: the run "
+            "claims a schema its attncard did not write, do not use this checkpoint"
         )
 
 
