@@ -38,7 +38,7 @@ from .errors import (
     UnsafeFormatError,
 )
 from .metrics import BOOTSTRAP_RESAMPLES, LOSS_REL_TOL, label_metrics
-from .paired import comparison_problems
+from .paired import DEFAULT_CONFIDENCE, comparison_problems
 from .render import (
     EVAL_RESULTS_DIR,
     LICENSE_FILE,
@@ -617,8 +617,9 @@ def second_split_problems(results: Results) -> list[str]:
 def mcc_difference_problems(results: Results) -> list[str]:
     """Every way results.json's MCC difference (`comparison.mcc_difference`) is not what a CoLA run records:
     missing from a run whose official metric is MCC and that has a dense baseline, present in any other run,
-    or resampled with another seed (the run's training seed), count or confidence (the comparison's). The
-    figures themselves need both runs' predictions: `attncard verify --predictions` recomputes them.
+    or resampled with another seed (the run's training seed), count (`BOOTSTRAP_RESAMPLES`) or confidence
+    (`DEFAULT_CONFIDENCE`: publish has one of each). The figures themselves need both runs' predictions:
+    `attncard verify --predictions` recomputes them.
 
     Example:
         >>> mcc_difference_problems(Results.load("runs/tiny-gpt2-none-sst2"))
@@ -642,7 +643,7 @@ def mcc_difference_problems(results: Results) -> list[str]:
     expected = {
         "seed": results.training.hyperparameters.seed,
         "resamples": BOOTSTRAP_RESAMPLES,
-        "confidence": comparison.confidence,
+        "confidence": DEFAULT_CONFIDENCE,
     }
     problems = [
         f"comparison.mcc_difference.{name} is {getattr(recorded, name)!r}, not {value!r}"

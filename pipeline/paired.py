@@ -27,6 +27,9 @@ from .errors import AttncardError, ResultsError
 from .results import RESULTS_FILE, BaselineRecord, Comparison, Results, TrainConfig, Verdict, sha256_file
 
 DEFAULT_MARGIN = 0.01  # one accuracy point
+# The confidence of every interval publish records (the paired comparison's and the MCC bootstrap's): publish
+# has no option for it, so a run recording another was derived again by someone else, e.g. at 0.5 for a
+# narrower interval and an easier verdict; `comparison_problems` refuses it.
 DEFAULT_CONFIDENCE = 0.95
 # The module whose runs are the dense baselines.
 DENSE_MODULE = "none"
@@ -462,6 +465,12 @@ def comparison_problems(results: Results) -> list[str]:
         if not _equal(recorded, recomputed):
             shown = [value.value if isinstance(value, Verdict) else value for value in (recorded, recomputed)]
             problems.append(f"comparison.{f.name} is {shown[0]!r} but {shown[1]!r} when recomputed")
+    # Recomputed at the recorded confidence, every figure may agree: the confidence itself is publish's.
+    if comparison.confidence != DEFAULT_CONFIDENCE:
+        problems.append(
+            f"comparison.confidence is {comparison.confidence!r}, but publish derives every interval at "
+            f"{DEFAULT_CONFIDENCE!r}"
+        )
     # The verdict first: it is what a forger is after.
     return sorted(problems, key=lambda problem: not problem.startswith("comparison.verdict "))
 

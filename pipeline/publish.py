@@ -62,7 +62,7 @@ from .render import (
     LICENSE_FILE,
     render_card,
     render_license,
-    usage_location_problem,
+    run_folder_location,
     usage_snippet,
     write_eval_results,
     write_plots,
@@ -243,7 +243,7 @@ def write_run_folder(evaluation: EvalResult, results: Results, run_dir: str | os
         results.manifest = build_manifest(partial)
         results.save(partial)
         example = [evaluation.example[column] for column in evaluation.example]
-        location = results.repo_id or run_dir.as_posix()
+        location = results.repo_id or run_folder_location(run_dir.name)  # never a local path
         # A base model from a local folder is recorded by name only: the snippet run here is given the folder.
         output = run_usage_snippet(
             usage_snippet(results, partial.as_posix(), example, base_model=evaluation.trained.loaded.source)
@@ -580,12 +580,6 @@ def run_publish(options: PublishOptions) -> Path:
         "ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning
     )
     warnings.filterwarnings("ignore", message="fan_in_fan_out is set to False", category=UserWarning)
-    if options.repo_id is None and (problem := usage_location_problem(options.run_dir.as_posix())):
-        # The card's usage snippet loads an unpublished run by this path: found out now, not after training.
-        raise AttncardError(
-            f"--output {options.output}: the run folder {options.run_dir.as_posix()} {problem}; pass another "
-            "--output, or --repo-id to name the run by its Hub repository"
-        )
     started_at = utc_now()
     # What runs is what is there now: the commit and the module's source are recorded as the run starts, so
     # that a commit made while it trains is not claimed for it.

@@ -663,28 +663,23 @@ def usage_snippet(results: Results, location: str, example: list[str], base_mode
 _USAGE_LOCATION_RE = re.compile(r"^verified = load_verified\('([A-Za-z0-9._/-]{1,512})'", re.MULTILINE)
 
 
-def usage_location_problem(location: str) -> str | None:
-    """Why a usage snippet cannot name the run by `location` (its Hub id, or its folder as publish was given
-    it); None when it can. The snippet is Python in a card, so the path holds only letters, digits and
-    `. _ / -`: anything else could close the string.
+def run_folder_location(repo_name: str) -> str:
+    """How the usage snippet of a run not on the Hub names its run folder: `./<name>`, in the folder that
+    holds it, never by the path --output gave, which would publish the publisher's folders (an absolute
+    --output names their home). Runs published before name the folder by that path, and keep verifying.
 
     Example:
-        >>> usage_location_problem("runs/my run/tiny-gpt2-none-sst2")
-        "holds ' ', and the card's usage snippet names a run only by letters, digits and . _ / -"
+        >>> run_folder_location("tiny-gpt2-none-sst2")
+        './tiny-gpt2-none-sst2'
     """
-    if _USAGE_LOCATION_RE.fullmatch(f"verified = load_verified({location!r}"):
-        return None
-    other = sorted({character for character in location if not re.fullmatch(r"[A-Za-z0-9._/-]", character)})
-    if not other:
-        return "is longer than the 512 characters the card's usage snippet names a run by"
-    shown = " ".join(repr(character) for character in other[:5])
-    return f"holds {shown}, and the card's usage snippet names a run only by letters, digits and . _ / -"
+    return f"./{repo_name}"
 
 
 def usage_location(results: Results) -> str | None:
     """Where the run's recorded usage snippet loads it from, when that is the run itself: its Hub repository,
-    or the path of its folder as publish was given it (`runs/<name>`, relative to the folder publish ran in,
-    or absolute); None when the snippet loads anything else, or there is no snippet.
+    or its folder: `./<name>` ([`run_folder_location`]), or in runs published before, the path publish was
+    given (`runs/<name>`, relative to the folder publish ran in, or absolute); None when the snippet loads
+    anything else, or there is no snippet.
 
     Example:
         >>> usage_location(results)
@@ -710,7 +705,12 @@ def usage_where(results: Results, location: str) -> str:
     """
     if results.repo_id is not None:
         where = f"`load_verified` downloads `{location}` from the Hub,"
-    else:
+    elif location == run_folder_location(results.repo_name):
+        where = (
+            f"This run is not on the Hub: the snippet loads its run folder `{location}`: run it in the "
+            "folder that holds the run folder. `load_verified`"
+        )
+    else:  # a run published before `run_folder_location`: by the path --output gave
         relative = "" if location.startswith("/") else ", relative to the folder `publish` ran in"
         where = (
             f"This run is not on the Hub: the snippet loads its run folder `{location}`{relative}. "

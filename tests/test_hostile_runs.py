@@ -377,6 +377,33 @@ def test_malformed_results_json_is_one_line_and_exit_2(tiny_gpt2_run, tmp_path, 
     one_line(capsys)
 
 
+@pytest.mark.parametrize(
+    ("pattern", "replacement", "message"),
+    [
+        # A figure that only looks finite: Python reads it as infinity, and a card would show `inf`.
+        (
+            r'"accuracy": [0-9.e-]+',
+            '"accuracy": 1e999',
+            r"1e999 is too large for a number and reads as infinity",
+        ),
+        # Two `metrics`: this reader takes the last, another JSON reader may take the first.
+        (r'"metrics": \{', '"metrics": {"accuracy": 1.0}, "metrics": {', r"the key 'metrics' appears twice"),
+    ],
+)
+def test_json_that_readers_disagree_on_is_one_line(
+    tiny_gpt2_run, tmp_path, capsys, pattern, replacement, message
+):
+    run_dir = copy_run(tiny_gpt2_run, tmp_path)
+    path = run_dir / RESULTS_FILE
+    path.write_text(re.sub(pattern, replacement, path.read_text(encoding="utf-8"), count=1), encoding="utf-8")
+    with pytest.raises(ResultsError, match=message):
+        download_verified(run_dir)
+    assert main(["verify", "--predictions", str(run_dir), "--data-dir", str(tiny_gpt2_run[1])]) == 2
+    assert re.search(message, one_line(capsys))
+    assert main(["lint", str(run_dir)]) == 1
+    assert re.search(message, capsys.readouterr().out)
+
+
 # --- row 11: signed runs -----------------------------------------------------------------------------------
 
 
@@ -654,10 +681,15 @@ def test_predictions_csv_is_checked_across_blocks(tiny_gpt2_run, tmp_path) -> No
 # --- schema versions: a run published by an older attncard keeps verifying ---------------------------------
 
 
+# A commit of this repository that wrote schema 2 (the committed SST-2 cards record it).
+SCHEMA_2_COMMIT = "ef6cbd3a85e112628777092b1b8d5d46ef33f8bf"
+
+
 def as_schema_2(results: Results) -> None:
     """The run as schema 2 recorded it: one count of the layers with LoRA and the attention layers changed."""
     new = results.parameters
     results.schema_version = 2
+    results.environment.git_commit = SCHEMA_2_COMMIT
     results.metrics.official = None  # recorded from schema 4 on
     results.parameters = ParametersV2(
         before=new.before,
@@ -688,3 +720,40 @@ def test_schema_3_with_the_parameters_of_schema_2_is_refused(tiny_gpt2_run, tmp_
         download_verified(run_dir)
     assert main(["verify", str(run_dir)]) == 2
     one_line(capsys)
+
+
+@pytest.mark.parametrize(
+    ("commit", "version", "message"),
+    [
+        # A commit that wrote schema 4: the run's own, as an honest schema-4 run relabelled as schema 3.
+        (
+            None,
+            "0.1.0",
+            r"git_commit is '[0-9a-f]{40}(\+dirty)?', which is no commit of attncard that wrote schema 3",
+        ),
+        ("unknown", "0.1.0", r"git_commit is 'unknown', which is no commit of attncard that wrote schema 3"),
+        ("0" * 40, "0.1.0", r"git_commit is '0{40}', which is no commit of attncard that wrote schema 3"),
+        (
+            SCHEMA_2_COMMIT,
+            "0.2.0",
+            r"attncard_version is '0\.2\.0', but schema 3 was written by attncard 0\.1\.0",
+        ),
+    ],
+)
+def test_a_schema_3_run_records_an_attncard_that_wrote_schema_3(
+    tiny_gpt2_run, tmp_path, capsys, commit, version, message
+):
+    run_dir = copy_run(tiny_gpt2_run, tmp_path)
+    results = Results.load(run_dir)
+    results.schema_version = 3
+    results.metrics.official = None  # recorded from schema 4 on
+    results.environment.git_commit = commit or results.environment.git_commit
+    results.environment.attncard_version = version
+    reseal(run_dir, results)
+    with pytest.raises(ResultsError, match=message):
+        download_verified(run_dir)
+    assert main(["lint", str(run_dir)]) == 1
+    assert re.search(message, capsys.readouterr().out)
+    results.environment.git_commit, results.environment.attncard_version = SCHEMA_2_COMMIT, "0.1.0"
+    reseal(run_dir, results)
+    assert download_verified(run_dir).results.schema_version == 3  # a run schema 3 could have written

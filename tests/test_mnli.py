@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_hostile_runs import reseal
 
 from attncard.pipeline.cli import main, publish_main
 from attncard.pipeline.download import download_verified
-from attncard.pipeline.errors import IntegrityError
-from attncard.pipeline.integrity import recorded_figure_problems
+from attncard.pipeline.errors import IntegrityError, ResultsError
+from attncard.pipeline.integrity import recomputed_verification, recorded_figure_problems
 from attncard.pipeline.lint import lint_run_folder
 from attncard.pipeline.predictions import read_predictions
 from attncard.pipeline.publish import copy_to_cards
@@ -170,3 +171,36 @@ def test_verify_evaluates_both_splits_with_the_model(mnli_run, tiny_model_dir):
     names = [figure.name for figure in check.figures]
     assert "second_split.metrics.accuracy" in names and "second_split.verification.status" in names
     assert check.recomputed_status == Results.load(run_dir).verification.status
+
+
+def as_schema_3(run_dir: Path) -> None:
+    """The downgrade of issue 42: the run relabelled as schema 3, which evaluated one split, and re-sealed
+    with attncard's own hashing: the second split, the official metric and the mismatched predictions
+    dropped, the first split's gate kept as the run's."""
+    results = Results.load(run_dir)
+    results.schema_version = 3
+    results.second_split = None
+    results.metrics.official = None
+    results.verification = recomputed_verification(results)  # the first split's gate alone
+    results.dataset.files.pop("validation_mismatched")
+    results.dataset.statistics.pop("validation_mismatched")
+    (run_dir / SECOND_FILE).unlink()
+    reseal(run_dir, results)
+
+
+def test_a_run_of_mnli_relabelled_as_schema_3_is_refused(mnli_run, tiny_model_dir, tmp_path, capsys):
+    run_dir, glue = _copy(mnli_run, tmp_path), mnli_run[1]
+    as_schema_3(run_dir)
+    refused = "dataset.task is 'mnli', which no run of schema 3 records"
+    with pytest.raises(ResultsError, match=refused):
+        download_verified(run_dir, allow_failed=True)
+    assert main(["verify", "--predictions", str(run_dir), "--data-dir", str(glue)]) == 2
+    assert refused in capsys.readouterr().err
+    assert (
+        main(["verify", str(run_dir), "--data-dir", str(glue), "--base-model", str(tiny_model_dir("gpt2"))])
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert refused in err and err.count("\n") == 1 and "Traceback" not in err
+    [finding] = lint_run_folder(run_dir)
+    assert refused in finding.message

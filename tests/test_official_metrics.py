@@ -9,6 +9,8 @@ results.json alone, by `verify --predictions` when it needs the predictions.
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 import shutil
 from pathlib import Path
 
@@ -20,12 +22,14 @@ from test_hostile_runs import reseal
 
 from attncard.pipeline.cli import main, publish_main
 from attncard.pipeline.download import download_verified
-from attncard.pipeline.errors import IntegrityError
+from attncard.pipeline.errors import IntegrityError, ResultsError
 from attncard.pipeline.lint import lint_run_folder
+from attncard.pipeline.metrics import mcc_difference
+from attncard.pipeline.paired import comparison_from_counts
 from attncard.pipeline.predictions import read_predictions
 from attncard.pipeline.publish import copy_to_cards
 from attncard.pipeline.render import eval_results_file
-from attncard.pipeline.results import CARD_FILE, OfficialMetric, Results
+from attncard.pipeline.results import CARD_FILE, RESULTS_FILE, OfficialMetric, Results
 from attncard.pipeline.summary import read_cards, render_leaderboard
 from conftest import SST2_ROWS, quick_scaling
 
@@ -183,3 +187,48 @@ def test_the_leaderboard_gives_each_task_its_official_metric(runs, tmp_path):
     f1 = Results.load(runs[0] / "gpt2-none-mrpc").metrics.official.value
     assert rows[("none", "cola")][6] == f"MCC {mcc:.4f} (one seed: no spread)"
     assert rows[("none", "mrpc")][6] == f"F1 (equivalent) {f1:.4f} (one seed: no spread)"
+
+
+def test_an_f1_without_its_positive_label_is_one_line_everywhere(runs, tmp_path, capsys):
+    """An official F1 must name the class it is the F1 of: `lint` used to end in `ValueError: '' is not in
+    list` on one that names none, where a download refused it in one line."""
+    run_dir = copy(runs, "gpt2-none-mrpc", tmp_path)
+    data = json.loads((run_dir / RESULTS_FILE).read_text(encoding="utf-8"))
+    data["metrics"]["official"]["positive_label"] = ""
+    (run_dir / RESULTS_FILE).write_text(json.dumps(data, indent=2), encoding="utf-8")
+    refused = r"metrics\.official is an F1 of no class: its positive_label must name one of"
+    with pytest.raises(ResultsError, match=refused):
+        download_verified(run_dir, allow_failed=True)
+    [finding] = lint_run_folder(run_dir)
+    assert re.search(refused, finding.message), finding
+    assert main(["lint", str(run_dir)]) == 1
+    out = capsys.readouterr().out
+    assert re.search(refused, out) and "Traceback" not in out
+
+
+def test_a_comparison_at_another_confidence_than_publish_writes_is_refused(runs, tmp_path, capsys):
+    """publish derives the paired interval and the MCC bootstrap at 0.95 only: a run re-derived at 0.5 (a
+    narrower interval, a verdict more easily NON_INFERIOR) and re-sealed is refused, by every check."""
+    run_dir = copy(runs, "gpt2-svd_lowrank-cola", tmp_path)
+    results = Results.load(run_dir)
+    recorded = results.comparison
+    counts = (recorded.both_correct, recorded.module_only, recorded.baseline_only, recorded.both_wrong)
+    narrower = comparison_from_counts(
+        *counts, baselines=recorded.baselines, margin=recorded.margin, confidence=0.5
+    )
+    module = read_predictions(run_dir, results)
+    dense = read_predictions(
+        run_dir.parent / "gpt2-none-cola", Results.load(run_dir.parent / "gpt2-none-cola")
+    )
+    narrower.mcc_difference = mcc_difference(
+        module.labels, module.predictions, dense.predictions, 2, seed=0, confidence=0.5
+    )
+    results.comparison = narrower
+    reseal(run_dir, results)
+    refused = r"comparison\.confidence is 0\.5, but publish derives every interval at 0\.95"
+    with pytest.raises(IntegrityError, match=refused):
+        download_verified(run_dir, allow_failed=True)
+    assert main(["verify", "--predictions", str(run_dir), "--data-dir", str(runs[1])]) == 2
+    err = capsys.readouterr().err
+    assert re.search(refused, err) and err.count("\n") == 1 and "Traceback" not in err
+    assert any(re.search(refused, finding.message) for finding in lint_run_folder(run_dir))

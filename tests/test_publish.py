@@ -511,40 +511,48 @@ def test_the_recorded_command_reproduces_the_run_elsewhere(pathless_run, tmp_pat
     assert again.metrics.predictions_sha256 == recorded.metrics.predictions_sha256
 
 
-def test_an_unpublished_cards_snippet_runs_from_another_folder(tiny_model_dir, tmp_path, monkeypatch):
-    """Without --repo-id the card's snippet loads the run folder by the path publish was given: an absolute
-    --output gives a snippet that runs from any folder (a bare folder name would run from none)."""
+def test_an_unpublished_run_names_no_local_path_and_its_snippet_runs_beside_it(
+    tiny_model_dir, tmp_path, monkeypatch
+):
+    """Without --repo-id the card's snippet loads the run folder by its name, `./<name>`, never by the path
+    --output gave: no file of the run holds the publisher's folders (an absolute --output was written into
+    the card twice and into results.json). The snippet runs in the folder that holds the run folder."""
     from conftest import write_sst2_folder
 
     model = tiny_model_dir("gpt2")
-    elsewhere = tmp_path / "elsewhere"
+    output = tmp_path / "alice-secret" / "study" / "runs"
     argv = [
         *("--model", str(model), "--module", "none", "--steps", "2", "--batch-size", "4"),
-        *("--data-dir", str(write_sst2_folder(tmp_path / "glue")), "--output", str(elsewhere)),
+        *("--data-dir", str(write_sst2_folder(tmp_path / "glue")), "--output", str(output)),
     ]
     assert publish_main(argv) == 0
-    run_dir = elsewhere / f"{model.name}-none-sst2"
+    run_dir = output / f"{model.name}-none-sst2"
+    holding = sorted(
+        path.relative_to(run_dir).as_posix()
+        for path in run_dir.rglob("*")
+        if path.is_file() and b"alice-secret" in path.read_bytes()
+    )
+    assert holding == []
     card = (run_dir / "README.md").read_text(encoding="utf-8")
-    assert f"the snippet loads its run folder `{run_dir.as_posix()}`." in card
+    assert f"the snippet loads its run folder `./{run_dir.name}`: run it in the folder that holds" in card
     code = re.search(r"\n```python\n(.*?)```\n", card, re.DOTALL).group(1)
-    assert f"load_verified('{run_dir.as_posix()}', base_model='./{model.name}'" in code
-    reader = tmp_path / "reader"
-    reader.mkdir()
-    (reader / model.name).symlink_to(model)  # the base model folder the card asks the reader to bring
-    monkeypatch.chdir(reader)
+    assert f"load_verified('./{run_dir.name}', base_model='./{model.name}'" in code
+    assert lint_run_folder(run_dir) == []
+    (output / model.name).symlink_to(model)  # the base model folder the card asks the reader to bring
+    monkeypatch.chdir(output)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         exec(compile(code, "<card snippet>", "exec"), {"__name__": "__card__"})
     assert printed.getvalue() == Results.load(run_dir).usage.output
 
 
-def test_an_output_the_snippet_cannot_name_is_refused_before_training(tiny_model_dir, tmp_path, capsys):
+def test_any_output_folder_publishes_as_the_snippet_does_not_name_it(tiny_model_dir, tmp_path):
+    """An --output the card's snippet could not quote (a space) was refused before training while the snippet
+    named the run by that path; it names it `./<name>` now, so the folder is the publisher's own business."""
     from conftest import write_sst2_folder
 
     model, glue = tiny_model_dir("gpt2"), write_sst2_folder(tmp_path / "glue")
-    capsys.readouterr()
-    argv = ["--model", str(model), "--module", "none", "--output", str(tmp_path / "my runs")]
-    assert publish_main([*argv, "--data-dir", str(glue)]) == 2
-    error = capsys.readouterr().err
-    assert error.count("\n") == 1 and "holds ' '" in error and "--repo-id" in error, error
-    assert not (tmp_path / "my runs").exists()
+    argv = ["--model", str(model), "--module", "none", "--steps", "2", "--batch-size", "4"]
+    assert publish_main([*argv, "--output", str(tmp_path / "my runs"), "--data-dir", str(glue)]) == 0
+    results = Results.load(tmp_path / "my runs" / f"{model.name}-none-sst2")
+    assert f"load_verified('./{results.repo_name}'" in results.usage.code
