@@ -110,6 +110,8 @@ def _hub_rows(readme: str) -> dict[str, dict[str, str]]:
     return {row[1]: dict(zip(headers, row, strict=True)) for row in cells}
 
 
+# Publishes three tiny runs of its own and checks every run against the Hub twice: 30-60 s on two cores.
+@pytest.mark.slow
 def test_a_run_published_at_another_margin_is_a_row_of_its_own_in_summary_hub(
     hub: LoopbackHub, tiny_gpt2_run, gpt2_base: Path, tmp_path: Path
 ) -> None:
