@@ -1,6 +1,6 @@
 """`attncard summary CARDS` on the committed study's cards copies (cards/): the same cards give the same
 bytes, and one run compared at another margin than its seeds (issue 42, item 5) is a row of its own instead of
-stopping the whole leaderboard."""
+stopping the whole leaderboard, in `summary CARDS` and in `summary --hub ORG` alike."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from attncard.pipeline.cli import main
-from conftest import REPO_ROOT
+from attncard.pipeline.cli import main, publish_main
+from conftest import HUB_USER, REPO_ROOT, quick_scaling
+from hub_server import LoopbackHub
 
 CARDS = REPO_ROOT / "cards"
 MODULE = "svd_lowrank"
@@ -86,3 +87,86 @@ def test_the_help_gives_the_deadline_and_pool_the_hub_stage_uses(capsys: pytest.
     shown = " ".join(capsys.readouterr().out.split())
     assert f"downloads ({FETCHING_RUNS} at once)" in shown
     assert f"(default: {DEFAULT_SUMMARY_DEADLINE_S:g})" in shown
+
+
+def _hub_summary(hub: LoopbackHub, output: Path, glue: Path) -> tuple[int, str, str, str]:
+    """`attncard summary --hub`: `(exit status, stdout, stderr, README.md or "")`."""
+    out, err = io.StringIO(), io.StringIO()
+    argv = [
+        *("summary", "--hub", HUB_USER, "--output", str(output), "--data-dir", str(glue)),
+        *("--hub-endpoint", hub.endpoint),
+    ]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    readme = output / "README.md"
+    return code, out.getvalue(), err.getvalue(), readme.read_text("utf-8") if readme.is_file() else ""
+
+
+def _hub_rows(readme: str) -> dict[str, dict[str, str]]:
+    """The rows of the leaderboard's table by their Module cell, each a mapping from header to cell."""
+    rows = [line for line in readme.split("## Every group", 1)[1].splitlines() if line.startswith("|")]
+    headers = [cell.strip() for cell in rows[0].strip("|").split(" | ")]
+    cells = [[cell.strip() for cell in row.strip("|").split(" | ")] for row in rows[2:]]
+    return {row[1]: dict(zip(headers, row, strict=True)) for row in cells}
+
+
+# Publishes three tiny runs of its own and checks every run against the Hub twice: 30-60 s on two cores.
+@pytest.mark.slow
+def test_a_run_published_at_another_margin_is_a_row_of_its_own_in_summary_hub(
+    hub: LoopbackHub, tiny_gpt2_run, gpt2_base: Path, tmp_path: Path
+) -> None:
+    """Honest runs, pushed as `attncard push` pushes them: the dense tiny GPT-2 run at seeds 0 and 1, the
+    module at seed 0 with the default margin and at seed 1 with `publish --margin 2` (both FAIL: 10 steps).
+    `summary --hub` used to exit 2 and write nothing (the seeds' comparisons cannot be pooled); now every run
+    is verified, the margin-2 run is a row of its own naming its margin, and the other rows are those of the
+    leaderboard without it."""
+    from attncard.pipeline.push import push_run_folder
+    from attncard.pipeline.results import Results
+
+    run_dir, glue = tiny_gpt2_run
+    runs = tmp_path / "runs"
+    shutil.copytree(run_dir, runs / run_dir.name)  # the dense run at seed 0, the module's seed-0 baseline
+    for module, seed, margin in (("none", 1, ()), (MODULE, 0, ()), (MODULE, 1, ("--margin", "2"))):
+        name = f"tiny-gpt2-{module}-sst2" + (f"-seed{seed}" if seed else "")
+        argv = [
+            *("--model", str(gpt2_base), "--module", module, "--seed", str(seed)),
+            *("--steps", "10", "--batch-size", "8", "--lr", "3e-2", *margin),  # as tiny_gpt2_run trains
+            *("--data-dir", str(glue), "--output", str(runs), "--repo-id", f"{HUB_USER}/{name}"),
+        ]
+        with quick_scaling():
+            assert publish_main(argv) == 0
+    names = sorted(path.name for path in runs.iterdir())
+    margins = {name: Results.load(runs / name).comparison for name in names}
+    assert {name: (c.margin, c.baselines[0].seed) for name, c in margins.items() if c is not None} == {
+        f"tiny-gpt2-{MODULE}-sst2": (0.01, 0),
+        f"tiny-gpt2-{MODULE}-sst2-seed1": (0.02, 1),
+    }
+
+    def push(name: str) -> None:
+        push_run_folder(runs / name, f"{HUB_USER}/{name}", endpoint=hub.endpoint, allow_fail=True)
+
+    for name in names:
+        if name != f"tiny-gpt2-{MODULE}-sst2-seed1":
+            push(name)
+    code, out, err, before = _hub_summary(hub, tmp_path / "before", glue)
+    assert code == 0 and "3 runs verified, 0 refused" in out, err
+    push(f"tiny-gpt2-{MODULE}-sst2-seed1")
+
+    code, out, err, readme = _hub_summary(hub, tmp_path / "board", glue)
+
+    assert code == 0 and "4 runs verified, 0 refused" in out, err
+    assert (tmp_path / "board" / "leaderboard.png").is_file()
+    rows, earlier = _hub_rows(readme), _hub_rows(before)
+    default, wider = (f"{MODULE} (compared at margin {m}, 95% interval)" for m in ("1 point", "2 points"))
+    assert set(rows) == {"none", default, wider}, rows
+    assert rows[wider]["Seeds"] == "1" and "margin 2 points" in rows[wider]["Against dense (pooled)"]
+    assert rows[wider]["Checks passed"] == (
+        "run tag, manifest, card, figures from predictions.csv, paired verdict from both runs' predictions"
+    )
+    # The default-margin rows are those of the leaderboard without the margin-2 run, but for the module's
+    # name, which now names its setting.
+    assert set(earlier) == {"none", MODULE} and earlier[MODULE]["Seeds"] == "0", earlier
+    assert {**rows[default], "Module": MODULE} == earlier[MODULE]
+    assert rows["none"] == earlier["none"] and rows["none"]["Seeds"] == "0, 1"
+    assert "compared with the dense runs at different margins or confidences" in readme
+    assert readme.split("## Refused", 1)[1].split("\n## ", 1)[0].strip().startswith("No run failed a check.")
