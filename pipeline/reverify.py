@@ -57,9 +57,10 @@ def reverify(
     model. For a module that changes attention, the adapter is also loaded as stock tools load it (peft on
     the base model, with its own attention) and its accuracy and predictions hash recomputed
     ([`pipeline.download.stock_load_files`]); a run recorded before that was measured has none to compare.
-    Each must equal the recorded figure exactly: CPU evaluation is deterministic (on the same kind of
-    CPU; a run evaluated on a GPU may differ in a borderline row, which `note` then says). Efficiency figures
-    (time, memory) depend on the machine and are not compared.
+    Each must equal the recorded figure exactly, but for the floats another scipy or numpy computes in other
+    last bits, compared within their tolerance ([`pipeline.tolerances.FIGURE_TOLERANCES`]): CPU evaluation
+    is deterministic (on the same kind of CPU; a run evaluated on a GPU may differ in a borderline row, which
+    `note` then says). Efficiency figures (time, memory) depend on the machine and are not compared.
 
     The data never come from the repository: `data_dir` (else `GLUE_DIR`) when given, else, for a run
     evaluated on the Hub's nyu-mll/glue, that dataset at the recorded commit. The validation file's sha256
