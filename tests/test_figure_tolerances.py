@@ -12,7 +12,9 @@ import dataclasses
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
 from attncard.pipeline.errors import IntegrityError
 from attncard.pipeline.integrity import Figure, recorded_figure_problems
@@ -217,3 +219,54 @@ def test_verify_predictions_says_whether_another_environment_could_give_a_differ
         "verification.p_value 5.556468143082168e-11 recomputed, 5.5509172258563125e-11 recorded (differs by "
         "1.0e-03 relative, beyond the 1e-09 another scipy can give)"
     ]
+
+
+# --- `attncard verify` with the model: which rows may predict another label (pipeline.reverify) -----------
+
+
+def test_only_a_near_tie_within_the_noise_may_flip():
+    from attncard.pipeline.reverify import LOGIT_NOISE, Flips, near_tie_flips
+
+    recorded = np.array([[0.5, 0.5 + LOGIT_NOISE], [0.1, 0.4], [0.5, 0.5 + LOGIT_NOISE], [1.0, 0.0]])
+    now = recorded.copy()
+    now[0] = [0.5 + LOGIT_NOISE, 0.5 + LOGIT_NOISE / 2]  # a near tie, each logit within the noise: allowed
+    now[1] = [0.4, 0.1]  # a margin of 0.3: refused
+    now[2] = [0.9, 0.5]  # a near tie, but a logit moved by 0.4: refused
+    assert near_tie_flips(recorded, now) == Flips(allowed=[0], refused=[1, 2])
+    assert near_tie_flips(recorded, recorded) == Flips()
+
+
+def _flip_row(monkeypatch, row: int, by: float) -> None:
+    """Makes the model's logits now those it computes, with `row`'s two logits swapped and moved by `by`."""
+    import attncard.pipeline.reverify as reverify_module
+    from attncard.pipeline.download import predict_logits as real
+
+    def flipped(*args, **kwargs):
+        logits = real(*args, **kwargs).clone()
+        low, high = sorted(logits[row].tolist())
+        logits[row] = torch.tensor([high, low] if logits[row].argmax() == 1 else [low, high]) + by
+        return logits
+
+    monkeypatch.setattr(reverify_module, "predict_logits", flipped)
+
+
+def test_verify_keeps_a_flipped_near_tie_and_refuses_another_flip(gpt2_base, tiny_gpt2_run, monkeypatch):
+    import attncard.pipeline.reverify as reverify_module
+    from attncard.pipeline.predictions import read_predictions
+
+    run_dir, glue = tiny_gpt2_run
+    recorded = read_predictions(run_dir, Results.load(run_dir))
+    top = np.sort(recorded.logits, axis=-1)
+    row = int(np.argmin(top[:, -1] - top[:, -2]))  # the nearest tie of the run
+    margin = float(top[row, -1] - top[row, -2])
+    _flip_row(monkeypatch, row, 1.0)  # its logits swapped and moved by 1: beyond any noise
+    check = reverify_module.reverify(run_dir, data_dir=glue, base_model=gpt2_base)
+    assert not check.matches and f"1 row(s) ({row}) predict another label than recorded" in check.note
+    assert any(problem.startswith("metrics.predictions_sha256 ") for problem in check.problems)
+    # With a noise just above this row's margin, its logits swapped alone are a near tie: the recorded
+    # prediction stands, and the note names the row.
+    _flip_row(monkeypatch, row, 0.0)
+    monkeypatch.setattr(reverify_module, "LOGIT_NOISE", margin * 1.01 + 1e-6)
+    check = reverify_module.reverify(run_dir, data_dir=glue, base_model=gpt2_base)
+    assert check.matches, check.problems
+    assert check.note.startswith(f"1 near-tie row(s) ({row}) predict the other label here"), check.note
