@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import re
 import tempfile
 from pathlib import Path
@@ -37,7 +36,7 @@ from .errors import (
     UnknownSchemaError,
     UnsafeFormatError,
 )
-from .metrics import BOOTSTRAP_RESAMPLES, LOSS_REL_TOL, label_metrics
+from .metrics import BOOTSTRAP_RESAMPLES, label_metrics
 from .paired import DEFAULT_CONFIDENCE, comparison_problems
 from .render import (
     EVAL_RESULTS_DIR,
@@ -71,6 +70,7 @@ from .results import (
     sha256_file,
     training_log,
 )
+from .tolerances import difference_note, same_figure, tolerance_of
 from .verify import all_finite, both_gates, verification_from_counts
 
 ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
@@ -114,8 +114,6 @@ _EXPECTED_SHA256_RE = re.compile(rf"^[0-9a-f]{{{RUN_TAG_DIGEST_HEX},64}}$")
 REMOTE_CODE_KEYS = ("auto_map", "custom_pipelines")
 # More rows than any GLUE validation split has by far: a larger count is a forged record, not a run.
 MAX_ROWS = 10_000_000
-# Recomputed figures may differ from recorded ones in the last bits when another scipy computed them.
-_REL_TOL = 1e-9
 
 
 def check_run_files(folder: Path, names: list[str], where: str) -> None:
@@ -374,24 +372,34 @@ class Figure:
     """One figure of a run, as recorded and as recomputed.
 
     Attributes:
-        name: where it is in results.json, e.g. `verification.p_value`, `metrics.per_class[0].f1`.
+        name: where it is in results.json, e.g. `verification.p_value`, `metrics.per_class[0].f1`; it names
+            the figure's tolerance in [`pipeline.tolerances.FIGURE_TOLERANCES`].
         recorded: the value results.json holds.
         recomputed: the value computed again.
-        rel_tol: how far, relatively, a recomputed float may be from the recorded one: 0, bit for bit, for
-            every figure but the loss ([`metrics_figures`]).
     """
 
     name: str
     recorded: Any
     recomputed: Any
-    rel_tol: float = 0.0
 
-    def equal(self, rel_tol: float = 0.0) -> bool:
-        """Whether the two agree: exactly, or for floats within `rel_tol` or the figure's own, the larger."""
-        tolerance = max(rel_tol, self.rel_tol)
-        if isinstance(self.recorded, float) and isinstance(self.recomputed, float):
-            return math.isclose(self.recorded, self.recomputed, rel_tol=tolerance, abs_tol=tolerance * 1e-3)
-        return self.recorded == self.recomputed
+    @property
+    def rel_tol(self) -> float:
+        """How far, relatively, a recomputed float may be from the recorded one: 0, bit for bit, for every
+        figure [`pipeline.tolerances.FIGURE_TOLERANCES`] does not name."""
+        return tolerance_of(self.name).rtol
+
+    def equal(self) -> bool:
+        """Whether the two agree ([`pipeline.tolerances.same_figure`]): floats within what another honest
+        environment can give, everything else exactly."""
+        return same_figure(self.name, self.recorded, self.recomputed)
+
+    def problem(self) -> str:
+        """The figure as a problem message names it: recorded, recomputed, and for floats by how much they
+        differ and whether another environment could give that."""
+        note = difference_note(self.name, self.recorded, self.recomputed)
+        return f"{self.name} is {self.recorded!r} but {self.recomputed!r} when recomputed" + (
+            f" ({note})" if note else ""
+        )
 
 
 def figures(prefix: str, recorded: Any, recomputed: Any) -> list[Figure]:
@@ -429,16 +437,14 @@ def figures(prefix: str, recorded: Any, recomputed: Any) -> list[Figure]:
 
 def metrics_figures(recorded: Metrics, recomputed: Metrics, prefix: str = "metrics") -> list[Figure]:
     """Every quality figure of a run, recorded against recomputed ([`figures`]): bit for bit, but the loss
-    within [`pipeline.metrics.LOSS_REL_TOL`] (it may have been recorded in float32).
+    within [`pipeline.metrics.LOSS_REL_TOL`] (it may have been recorded in float32), as
+    [`pipeline.tolerances.FIGURE_TOLERANCES`] has it.
 
     Example:
         >>> [f.rel_tol for f in metrics_figures(results.metrics, results.metrics) if f.name == "metrics.loss"]
         [1e-06]
     """
-    return [
-        dataclasses.replace(figure, rel_tol=LOSS_REL_TOL) if figure.name == f"{prefix}.loss" else figure
-        for figure in figures(prefix, recorded, recomputed)
-    ]
+    return figures(prefix, recorded, recomputed)
 
 
 def evaluated_figures(
@@ -555,7 +561,7 @@ def recorded_figure_problems(results: Results) -> list[str]:
     """
     recorded = results.verification
     problems = [
-        f"{figure.name} is {figure.recorded!r} but {figure.recomputed!r} when recomputed"
+        figure.problem()
         for figure in [
             *figures("verification", recorded, recomputed_verification(results)),
             *figures("metrics", results.metrics, metrics_from_confusion(results)),
@@ -573,7 +579,7 @@ def recorded_figure_problems(results: Results) -> list[str]:
             *figures("training.log", results.training.log, training_log(results.training.losses)),
             *_statistics_figures(results),
         ]
-        if not figure.equal(_REL_TOL)
+        if not figure.equal()
     ]
     problems += second_split_problems(results)
     # The paired verdict against the dense model is recomputed from its counts (pipeline.paired).
@@ -598,7 +604,7 @@ def second_split_problems(results: Results) -> list[str]:
     if recorded is None:
         return []
     return [
-        f"{figure.name} is {figure.recorded!r} but {figure.recomputed!r} when recomputed"
+        figure.problem()
         for figure in [
             *figures(
                 "second_split.verification", recorded.verification, recomputed_verification(results, recorded)
@@ -610,7 +616,7 @@ def second_split_problems(results: Results) -> list[str]:
                 recorded.verification.accuracy,
             ),
         ]
-        if not figure.equal(_REL_TOL)
+        if not figure.equal()
     ]
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from .errors import AttncardError, ResultsError
 from .results import RESULTS_FILE, BaselineRecord, Comparison, Results, TrainConfig, Verdict, sha256_file
+from .tolerances import difference_note, same_figure
 
 DEFAULT_MARGIN = 0.01  # one accuracy point
 # The confidence of every interval publish records (the paired comparison's and the MCC bootstrap's): publish
@@ -35,9 +36,6 @@ DEFAULT_CONFIDENCE = 0.95
 DENSE_MODULE = "none"
 # The counts of a comparison, in the order `comparison_from_counts` takes them.
 COUNT_FIELDS = ("both_correct", "module_only", "baseline_only", "both_wrong")
-# Recomputed figures may differ from recorded ones in the last bits when another scipy computed them.
-_REL_TOL = 1e-9
-_ABS_TOL = 1e-12
 # What the card shows of a baseline must be what it claims: a sha256, a Hub repository name or id.
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
 _REPO_NAME_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?")
@@ -116,12 +114,7 @@ def comparison_from_counts(
     ci_low, ci_high = difference - half_width, difference + half_width
     discordant = module_only + baseline_only
     mcnemar_p = float(binomtest(module_only, discordant, 0.5).pvalue) if discordant else 1.0
-    if ci_low > -margin:
-        verdict = Verdict.NON_INFERIOR
-    elif ci_high < -margin:
-        verdict = Verdict.INFERIOR
-    else:
-        verdict = Verdict.INCONCLUSIVE
+    verdict = verdict_of(ci_low, ci_high, margin)
     return Comparison(
         baselines=list(baselines),
         n=n,
@@ -138,6 +131,21 @@ def comparison_from_counts(
         verdict=verdict,
         method=_method(n, discordant, len(baselines), margin, confidence, z),
     )
+
+
+def verdict_of(ci_low: float, ci_high: float, margin: float) -> Verdict:
+    """The verdict an interval of the accuracy difference gives at a non-inferiority margin: NON_INFERIOR when
+    its lower end is above −margin, INFERIOR when its upper end is below it, INCONCLUSIVE otherwise.
+
+    Example:
+        >>> [verdict_of(low, high, 0.01).value for low, high in [(-0.008, 0.04), (-0.03, -0.02), (-0.03, 0)]]
+        ['NON_INFERIOR', 'INFERIOR', 'INCONCLUSIVE']
+    """
+    if ci_low > -margin:
+        return Verdict.NON_INFERIOR
+    if ci_high < -margin:
+        return Verdict.INFERIOR
+    return Verdict.INCONCLUSIVE
 
 
 def _check_fraction(name: str, value: float) -> None:
@@ -462,9 +470,24 @@ def comparison_problems(results: Results) -> list[str]:
         if f.name == "mcc_difference":  # from both runs' predictions, not the counts (pipeline.integrity)
             continue
         recorded, recomputed = getattr(comparison, f.name), getattr(expected, f.name)
-        if not _equal(recorded, recomputed):
+        if not same_figure(f"comparison.{f.name}", recorded, recomputed):
             shown = [value.value if isinstance(value, Verdict) else value for value in (recorded, recomputed)]
-            problems.append(f"comparison.{f.name} is {shown[0]!r} but {shown[1]!r} when recomputed")
+            note = difference_note(f"comparison.{f.name}", recorded, recomputed)
+            problems.append(
+                f"comparison.{f.name} is {shown[0]!r} but {shown[1]!r} when recomputed"
+                + (f" ({note})" if note else "")
+            )
+    # The interval may differ from its recomputation in the last bits (another scipy's z), the verdict not at
+    # all: the recorded interval must give the recorded verdict, so no difference the tolerance allows turns
+    # an interval that crosses −margin into a verdict the counts do not give.
+    if comparison.baselines and comparison.verdict == expected.verdict:
+        given = verdict_of(comparison.ci_low, comparison.ci_high, comparison.margin)
+        if given != comparison.verdict:
+            problems.append(
+                f"comparison.verdict is {comparison.verdict.value!r}, but the recorded interval "
+                f"[{comparison.ci_low!r}, {comparison.ci_high!r}] at the margin {comparison.margin!r} gives "
+                f"{given.value!r}"
+            )
     # Recomputed at the recorded confidence, every figure may agree: the confidence itself is publish's.
     if comparison.confidence != DEFAULT_CONFIDENCE:
         problems.append(
@@ -527,12 +550,6 @@ def _row_problems(results: Results) -> list[str]:
     return problems
 
 
-def _equal(recorded: object, recomputed: object) -> bool:
-    if isinstance(recorded, float) and isinstance(recomputed, float):
-        return math.isclose(recorded, recomputed, rel_tol=_REL_TOL, abs_tol=_ABS_TOL)
-    return recorded == recomputed
-
-
 __all__ = [
     "COUNT_FIELDS",
     "DEFAULT_CONFIDENCE",
@@ -548,4 +565,5 @@ __all__ = [
     "paired_comparison",
     "pool_comparisons",
     "setup_differences",
+    "verdict_of",
 ]

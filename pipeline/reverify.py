@@ -18,6 +18,7 @@ import tempfile
 import typing
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from .data import TaskData, get_task, load_task, load_task_from_hub, sample_rows, task_statistics
@@ -34,9 +35,18 @@ from .evaluate import count_deployed_parameters
 from .hub_io import check_options
 from .integrity import Figure, evaluated_figures, figures, official_metric_of
 from .metrics import quality_metrics
-from .results import Metrics, Results, Verification
+from .predictions import Predictions, read_predictions
+from .results import PREDICTIONS_FILE, SECOND_PREDICTIONS_FILE, Metrics, Results, SplitResult, Verification
 from .reverify_predictions import Reverification, check_recorded_data, recorded_data_dir, reverification
 from .verify import all_finite, both_gates, verification_from_counts
+
+# How far a logit evaluated again may be from the recorded one, absolutely: another CPU, thread count or torch
+# version sums the same products in another order (float32), and a GPU rounds differently again. A row whose
+# recorded margin (top logit minus the next) is within twice this can change its prediction honestly; any
+# other row must predict what predictions.csv records. Measured on the tests' tiny GPT-2 run: 1 against 2
+# threads, batch size 1 against 8, at most 4.8e-7 (logits up to 2.4); not yet on a committed card (their
+# copies hold no weights) nor a GPU against a CPU.
+LOGIT_NOISE = 1e-4
 
 
 def reverify(
@@ -57,9 +67,10 @@ def reverify(
     model. For a module that changes attention, the adapter is also loaded as stock tools load it (peft on
     the base model, with its own attention) and its accuracy and predictions hash recomputed
     ([`pipeline.download.stock_load_files`]); a run recorded before that was measured has none to compare.
-    Each must equal the recorded figure exactly: CPU evaluation is deterministic (on the same kind of
-    CPU; a run evaluated on a GPU may differ in a borderline row, which `note` then says). Efficiency figures
-    (time, memory) depend on the machine and are not compared.
+    Each must equal the recorded figure exactly, but for the floats another scipy or numpy computes in other
+    last bits, compared within their tolerance ([`pipeline.tolerances.FIGURE_TOLERANCES`]): CPU evaluation
+    is deterministic (on the same kind of CPU; a run evaluated on a GPU may differ in a borderline row, which
+    `note` then says). Efficiency figures (time, memory) depend on the machine and are not compared.
 
     The data never come from the repository: `data_dir` (else `GLUE_DIR`) when given, else, for a run
     evaluated on the Hub's nyu-mll/glue, that dataset at the recorded commit. The validation file's sha256
@@ -96,6 +107,12 @@ def reverify(
         data = recorded_task(files.results, data_dir, files.source)
         verified = load_files(files, base_model)
         results = verified.results
+        recorded = _recorded_predictions(files.folder, results)
+        second_recorded = (
+            _recorded_predictions(files.folder, results, results.second_split)
+            if results.second_split
+            else None
+        )
         # The stock-loader line of the card: the adapter with the model's own attention, measured again.
         stock = (
             None
@@ -103,7 +120,8 @@ def reverify(
             else stock_load_files(files, data, base_model, batch_size=results.efficiency.batch_size)
         )
     compression = verified.base_parameters / count_deployed_parameters(verified.model)
-    metrics, verification = _scored(verified, data, results, compression)
+    flips = Flips()
+    metrics, verification = _scored(verified, data, results, compression, recorded, flips)
     second_figures = []
     if (second := results.second_split) is not None:  # MNLI's mismatched genres: evaluated and gated too
         second_data = data.second_split_data()
@@ -112,7 +130,9 @@ def reverify(
                 f"the {second.split} data here have {len(second_data.validation)} rows, the run was "
                 f"evaluated on {second.verification.n}; pass --data-dir with the same GLUE files"
             )
-        second_metrics, second_verification = _scored(verified, second_data, results, compression)
+        second_metrics, second_verification = _scored(
+            verified, second_data, results, compression, second_recorded, flips
+        )
         verification = both_gates(verification, second_verification, second.split)
         second_figures = evaluated_figures(second, second_metrics, second_verification)
     device = results.efficiency.device
@@ -133,26 +153,110 @@ def reverify(
             *_data_figures(results, data, verified.tokenizer),
             *second_figures,
         ],
-        note=""
-        if device == "cpu"
-        else (
-            f"the run was evaluated on {device} ({results.efficiency.device_name}) and this check on the "
-            "CPU: float rounding differs between them, which can move a borderline prediction"
+        note="; ".join(
+            note
+            for note in (
+                _flips_note(flips, device),
+                ""
+                if device == "cpu"
+                else (
+                    f"the run was evaluated on {device} ({results.efficiency.device_name}) and this check on "
+                    "the CPU: float rounding differs between them, which can move a borderline prediction"
+                ),
+            )
+            if note
         ),
     )
 
 
+@dataclasses.dataclass
+class Flips:
+    """Rows whose prediction now differs from the one predictions.csv records ([`near_tie_flips`]).
+
+    Attributes:
+        allowed: rows whose recorded margin is within the noise of a recomputation (`2 · LOGIT_NOISE`) and
+            whose logits are within `LOGIT_NOISE` of the recorded ones: their recorded prediction stands.
+        refused: every other row that flipped: the model does not predict what was recorded.
+    """
+
+    allowed: list[int] = dataclasses.field(default_factory=list)
+    refused: list[int] = dataclasses.field(default_factory=list)
+
+
+def near_tie_flips(recorded: np.ndarray, logits: np.ndarray, noise: float = LOGIT_NOISE) -> Flips:
+    """Which rows of `logits` (evaluated now) predict another label than the `recorded` logits, and which of
+    those may: a row whose recorded top-1 minus top-2 logit is at most `2 · noise`, and whose logits now are
+    each within `noise` of the recorded ones, is a near tie that another machine can break the other way.
+
+    Example:
+        >>> recorded = np.array([[0.5, 0.50005], [0.1, 0.4]], dtype=np.float32)
+        >>> now = np.array([[0.50003, 0.50002], [0.4, 0.1]], dtype=np.float32)
+        >>> near_tie_flips(recorded, now)
+        Flips(allowed=[0], refused=[1])
+    """
+    recorded, logits = np.asarray(recorded, dtype=np.float64), np.asarray(logits, dtype=np.float64)
+    flipped = np.flatnonzero(recorded.argmax(axis=-1) != logits.argmax(axis=-1))
+    top = np.sort(recorded, axis=-1)
+    margins = top[:, -1] - top[:, -2] if recorded.shape[1] > 1 else np.zeros(len(recorded))
+    close = np.abs(recorded - logits).max(axis=-1) <= noise
+    allowed = [int(row) for row in flipped if margins[row] <= 2 * noise and close[row]]
+    return Flips(allowed=allowed, refused=[int(row) for row in flipped if int(row) not in allowed])
+
+
+def _recorded_predictions(
+    folder: Path, results: Results, split: SplitResult | None = None
+) -> Predictions | None:
+    """The run's recorded predictions (or its second split's), checked against results.json; None for a run
+    published before predictions were recorded."""
+    name = SECOND_PREDICTIONS_FILE.format(split=split.split) if split else PREDICTIONS_FILE
+    if name not in results.manifest or not (folder / name).is_file():
+        return None
+    return read_predictions(folder, results, split=split)
+
+
 def _scored(
-    verified: VerifiedModel, data: TaskData, results: Results, compression: float
+    verified: VerifiedModel,
+    data: TaskData,
+    results: Results,
+    compression: float,
+    recorded: Predictions | None,
+    flips: Flips,
 ) -> tuple[Metrics, Verification]:
-    """The metrics of `data.validation` from the model's predictions now, and that split's own gate."""
+    """The metrics of `data.validation` from the model's predictions now, and that split's own gate. A near
+    tie that flipped ([`near_tie_flips`]) keeps its recorded logits (so its recorded prediction); the rows
+    are added to `flips`."""
     labels = list(data.validation["label"])
-    logits = predict_logits(verified, data, batch_size=results.efficiency.batch_size)
-    metrics = quality_metrics(logits.numpy(), labels, data.spec.label_names, *official_metric_of(results))
+    logits = predict_logits(verified, data, batch_size=results.efficiency.batch_size).numpy()
+    if recorded is not None and recorded.logits.shape == logits.shape:
+        found = near_tie_flips(recorded.logits, logits, LOGIT_NOISE)
+        if found.allowed:
+            logits = logits.copy()
+            logits[found.allowed] = recorded.logits[found.allowed]
+        flips.allowed += found.allowed
+        flips.refused += found.refused
+    metrics = quality_metrics(logits, labels, data.spec.label_names, *official_metric_of(results))
     counts = [labels.count(i) for i in range(len(data.spec.label_names))]
-    correct = int((logits.argmax(dim=-1) == torch.tensor(labels)).sum())
+    correct = int((torch.from_numpy(logits).argmax(dim=-1) == torch.tensor(labels)).sum())
     finite = all_finite(dataclasses.asdict(metrics))
     return metrics, verification_from_counts(counts, correct, data.spec.label_names, compression, finite)
+
+
+def _flips_note(flips: Flips, device: str) -> str:
+    """What the check says of rows that predict another label now: near ties kept as recorded, others."""
+    notes = []
+    if flips.allowed:
+        shown = ", ".join(map(str, flips.allowed[:10])) + (" …" if len(flips.allowed) > 10 else "")
+        notes.append(
+            f"{len(flips.allowed)} near-tie row(s) ({shown}) predict the other label here, within the noise "
+            f"of a recomputation ({LOGIT_NOISE:g} on a logit); their recorded predictions are kept"
+        )
+    if flips.refused:
+        shown = ", ".join(map(str, flips.refused[:10])) + (" …" if len(flips.refused) > 10 else "")
+        notes.append(
+            f"{len(flips.refused)} row(s) ({shown}) predict another label than recorded, beyond the "
+            f"{LOGIT_NOISE:g} a logit may differ by on another machine"
+        )
+    return "; ".join(notes)
 
 
 def _data_figures(results: Results, data: TaskData, tokenizer) -> list[Figure]:

@@ -43,6 +43,7 @@ from .results import (
     Verification,
     sha256_file,
 )
+from .tolerances import difference_note
 
 
 @dataclass
@@ -141,6 +142,7 @@ def settled(check: Reverification) -> Reverification:
     """`check` with `problems` (each figure that differs, recomputed then recorded) and `matches` set."""
     check.problems = [
         f"{figure.name} {shown(figure.recomputed)} recomputed, {shown(figure.recorded)} recorded"
+        + (f" ({note})" if (note := difference_note(figure.name, figure.recorded, figure.recomputed)) else "")
         for figure in check.figures
         if not figure.equal()
     ]

@@ -126,6 +126,7 @@ def _verify(args: argparse.Namespace) -> int:
         print(
             f"MATCH: {check.source} reproduces all {len(check.figures)} recorded figures"
             + (f" ({'; '.join(within)})" if within else "")
+            + (f" ({check.note})" if check.note else "")
         )
         return EXIT_OK
     print(f"MISMATCH: {'; '.join(check.problems)}" + (f" ({check.note})" if check.note else ""))
