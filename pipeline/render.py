@@ -610,7 +610,7 @@ def plot_difference(shipped: bytes, drawn: bytes) -> PlotDifference | None:
     import io
 
     import numpy
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image
 
     expected = Image.open(io.BytesIO(drawn))
     if not _written_as_matplotlib_does(shipped):
@@ -621,7 +621,9 @@ def plot_difference(shipped: bytes, drawn: bytes) -> PlotDifference | None:
             return None
         # RGBA, not RGB: a pixel made transparent shows the page behind it, not its colour.
         pixels = [numpy.asarray(image.convert("RGBA"), dtype=numpy.float64) for image in (actual, expected)]
-    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):
+    # Pillow reports a wrong CRC, a broken or short stream as OSError (UnidentifiedImageError at open);
+    # SyntaxError and EOFError, which its chunk readers raise, too in case one escapes.
+    except (OSError, SyntaxError, ValueError, EOFError, Image.DecompressionBombError):
         return None
     squared = ((pixels[0] - pixels[1]) ** 2).mean(axis=2)
     rows, columns = (-(-side // PLOT_TILE) for side in squared.shape)  # the last tiles may be narrower
