@@ -96,6 +96,7 @@ from .integrity import (
     CONFIG_FILE,
     SHA_PREFIX,
     TOKENIZER_CONFIG_FILE,
+    OtherMatplotlibProblem,
     card_problems,
     check_expected_sha256,
     check_files,
@@ -305,7 +306,10 @@ def download_verified(
     if results.second_split is not None:  # MNLI's mismatched genres: predictions of their own
         read_predictions(folder, results, where, results.second_split)
     problems = card_problems(results, folder)
+    if problems and all(isinstance(problem, OtherMatplotlibProblem) for problem in problems):
+        raise IntegrityError(f"{where}: {problems[0]}; until then, do not use this checkpoint")
     if problems:
+        problems.sort(key=lambda problem: isinstance(problem, OtherMatplotlibProblem))  # a sure one first
         raise IntegrityError(
             f"{where}: the card does not show what {RESULTS_FILE} records: {problems[0]}; it was edited "
             "after publishing, or rendered by another attncard (the run names attncard "

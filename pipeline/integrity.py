@@ -41,7 +41,11 @@ from .paired import DEFAULT_CONFIDENCE, comparison_problems
 from .render import (
     EVAL_RESULTS_DIR,
     LICENSE_FILE,
+    PLOT_RMS_BEYOND_ANY_RELEASE,
+    PLOT_TILE,
+    PLOT_TILE_RMS_TOLERANCE,
     eval_results_file,
+    plot_difference,
     render_card,
     render_eval_results,
     render_license,
@@ -52,6 +56,7 @@ from .results import (
     CARD_FILE,
     MAX_CARD_BYTES,
     MAX_CONFIG_BYTES,
+    MAX_PLOT_BYTES,
     OFFICIAL_METRIC_SCHEMA,
     PREDICTIONS_FILE,
     RESULTS_FILE,
@@ -741,10 +746,13 @@ def card_problems(results: Results, folder: Path) -> list[str]:
     problems = eval_results_problems(results, folder)
     with tempfile.TemporaryDirectory(prefix="attncard-card-") as scratch:
         plots = write_plots(results, Path(scratch))
+        recorded = results.environment.packages.get("matplotlib")
         for plot in plots:
             drawn, shipped_plot = Path(scratch) / plot["file"], folder / plot["file"]
-            if not _same_bytes(shipped_plot, drawn.read_bytes()):
-                problems.append(f"{plot['file']} is not the plot results.json draws")
+            if not _same_bytes(shipped_plot, drawn.read_bytes()):  # the same bytes: the fast path
+                problem = _plot_problem(plot["file"], shipped_plot, drawn.read_bytes(), recorded)
+                if problem is not None:
+                    problems.append(problem)
     licence = render_license(results)
     shipped_licence = folder / LICENSE_FILE
     if licence is None and shipped_licence.exists():
@@ -778,6 +786,43 @@ def _same_bytes(path: Path, expected: bytes) -> bool:
         return handle.read(len(expected) + 1) == expected
 
 
+class OtherMatplotlibProblem(str):
+    """A card problem that another matplotlib can explain: a plot differs from the one drawn here beyond
+    PLOT_TILE_RMS_TOLERANCE, but results.json names another matplotlib than this one, or none. It is still a
+    problem (the plot is not checked), never proof that the plot was edited."""
+
+
+def _plot_problem(name: str, shipped: Path, drawn: bytes, recorded: str | None) -> str | None:
+    """What is wrong with the shipped plot `name` that differs in bytes from the `drawn` one; None when it
+    shows the same pixels within PLOT_TILE_RMS_TOLERANCE. `recorded` is the matplotlib results.json says drew
+    it (None for a run published before attncard recorded it)."""
+    from importlib import metadata
+
+    with shipped.open("rb") as handle:
+        difference = plot_difference(handle.read(MAX_PLOT_BYTES + 1), drawn)
+    if difference is None:
+        return f"{name} is not the plot results.json draws (no PNG of its size as matplotlib writes it)"
+    if difference.worst_tile_rms <= PLOT_TILE_RMS_TOLERANCE:
+        return None
+    mine = metadata.version("matplotlib")
+    measured = (
+        f"a {PLOT_TILE}-pixel tile of it is {difference.worst_tile_rms:.1f} RMS of 255 from the plot "
+        f"matplotlib {mine} draws here (the whole image {difference.rms:.1f}; the tolerance is "
+        f"{PLOT_TILE_RMS_TOLERANCE})"
+    )
+    if recorded == mine or difference.rms > PLOT_RMS_BEYOND_ANY_RELEASE:
+        return f"{name} is not the plot results.json draws: {measured}"
+    drew, where = f"results.json says matplotlib {recorded} drew it", f"with matplotlib=={recorded}"
+    if recorded is None:
+        drew = "results.json does not say which matplotlib drew it (published before attncard recorded it)"
+        where = "with the matplotlib the run was published with"
+    return OtherMatplotlibProblem(
+        f"{name} differs from the plot results.json draws: {measured}, and {drew}; another matplotlib "
+        "release draws other pixels, so this one cannot tell whether the plot is results.json's: check it "
+        f"{where}"
+    )
+
+
 def eval_results_problems(results: Results, folder: Path) -> list[str]:
     """Every way the run's `.eval_results/` differs from the one entry results.json renders (its accuracy is
     results.json's); empty when equal."""
@@ -796,6 +841,7 @@ __all__ = [
     "RUN_FILES",
     "WEIGHTS_SUFFIX",
     "Figure",
+    "OtherMatplotlibProblem",
     "card_problems",
     "check_expected_sha256",
     "check_files",

@@ -86,9 +86,16 @@ from huggingface_hub.utils import validate_repo_id
 from ..modules.base import FAMILIES
 from .errors import AttncardError, NonFiniteNumberError, ResultsError
 from .paired import comparison_problems
-from .render import model_index_results, template_environment
+from .render import (
+    PLOT_TILE,
+    PLOT_TILE_RMS_TOLERANCE,
+    model_index_results,
+    plot_difference,
+    template_environment,
+)
 from .results import (
     COMMIT_RE,
+    MAX_PLOT_BYTES,
     MAX_RESULTS_BYTES,
     RESULTS_FILE,
     WEIGHTS_SUFFIX,
@@ -848,9 +855,33 @@ def lint_leaderboard(cards_dir: str | Path) -> list[Finding]:
     redo = f"write it again with `attncard summary {cards_dir}`"
     if not plot.is_file():
         findings.append(Finding(LEADERBOARD_PLOT, None, f"missing; {redo}"))
-    elif plot.read_bytes() != drawn:
-        findings.append(Finding(LEADERBOARD_PLOT, None, f"is not the plot the cards draw; {redo}"))
+    elif (problem := _leaderboard_plot_problem(plot, drawn)) is not None:
+        findings.append(Finding(LEADERBOARD_PLOT, None, f"{problem}; {redo}"))
     return sorted(findings, key=_finding_order)
+
+
+def _leaderboard_plot_problem(plot: Path, drawn: bytes) -> str | None:
+    """What is wrong with the leaderboard's plot beside the one the cards draw here; None when it is that
+    plot: the same bytes, or pixels within `PLOT_TILE_RMS_TOLERANCE` (another matplotlib patch release, as in
+    `card_problems`). Only the check is tolerant: `attncard summary` writes the bytes its matplotlib draws."""
+    from importlib import metadata
+
+    with plot.open("rb") as handle:
+        shipped = handle.read(MAX_PLOT_BYTES + 1)
+    if shipped == drawn:
+        return None
+    difference = plot_difference(shipped, drawn)
+    if difference is None:  # no PNG of its size as matplotlib writes it
+        return "is not the plot the cards draw"
+    if difference.worst_tile_rms <= PLOT_TILE_RMS_TOLERANCE:
+        return None
+    # The leaderboard records no matplotlib; redrawing it is always right, so the finding stays one.
+    mine = metadata.version("matplotlib")
+    return (
+        f"is not the plot the cards draw with matplotlib {mine} (a {PLOT_TILE}-pixel tile of it is "
+        f"{difference.worst_tile_rms:.1f} RMS of 255 from it, the tolerance {PLOT_TILE_RMS_TOLERANCE}; "
+        "another matplotlib release may draw other pixels)"
+    )
 
 
 def _finding_order(finding: Finding) -> tuple[str, int]:

@@ -546,6 +546,93 @@ def write_plots(results: Results, run_dir: Path) -> list[dict[str, str]]:
     return plots
 
 
+PLOT_TILE = 32  # pixels a side of the tiles `plot_difference` measures one by one
+# How far (worst tile RMS, 0–255) a shipped plot may be from the one drawn here and still be the same plot.
+# Measured with bench/plot_tolerance.py on every plot of cards/ (docs/downloading.md, "Plots"):
+# - honest, largest: 0.0. matplotlib 3.11.0 and 3.11.1 draw the same pixels as the locked 3.11.2 (only the
+#   Software text chunk differs), so do `text.hinting_factor` 1 and 8. Another family does not: 3.8.4, 3.9.4
+#   and 3.10.9 (pixel-identical to each other) land 71-102 from 3.11.2 (whole-image RMS 22-39): the legend
+#   is placed elsewhere and the per-step loss line is simplified otherwise.
+# - forged, smallest: 1.94, one learned span moved by half a token in spans.png (whole-image RMS 0.18);
+#   a per-step loss moved by 0.05: 9.0; a logged loss by 0.01: 19.6; a scaling time by 5%: 52.4.
+# 1.0 passes any antialiasing difference of one level in 255 everywhere, and is half the smallest forgery.
+# Between families the two sides overlap (another run's loss curve: 64.8, the whole-image RMS 29.2), so no
+# pixel measure tells another matplotlib's drawing from an edit: the message names both versions instead.
+PLOT_TILE_RMS_TOLERANCE = 1.0
+# Twice the largest whole-image RMS another matplotlib gave (39.3, the leaderboard): beyond it, no release
+# explains the difference.
+PLOT_RMS_BEYOND_ANY_RELEASE = 80.0
+# The chunks matplotlib's Agg writes (IHDR, its Software tEXt, pHYs, the IDATs, IEND), in its order.
+_PNG_CHUNKS = re.compile(r"IHDR(tEXt)*(pHYs)?(IDAT)+IEND")
+
+
+def _written_as_matplotlib_does(png: bytes) -> bool:
+    """Whether the PNG holds only the chunks matplotlib writes, and nothing after its end: no text or data
+    where no viewer shows it."""
+    if not png.startswith(b"\x89PNG\r\n\x1a\n"):
+        return False
+    kinds, at = [], 8
+    while at + 12 <= len(png):
+        length, kind = int.from_bytes(png[at : at + 4], "big"), png[at + 4 : at + 8]
+        kinds.append(kind.decode("latin-1"))
+        at += 12 + length
+    return at == len(png) and _PNG_CHUNKS.fullmatch("".join(kinds)) is not None
+
+
+@dataclass(frozen=True)
+class PlotDifference:
+    """How far one PNG's pixels are from another's of the same size, on matplotlib's 0–255 scale.
+
+    Attributes:
+        rms: the root mean square of the difference over every pixel and channel (RGBA), as
+            `matplotlib.testing.compare.calculate_rms` computes it.
+        worst_tile_rms: the same over the PLOT_TILE × PLOT_TILE tile where it is largest: a moved point
+            changes a few pixels of a large image, which the whole image's mean dilutes; one tile does not.
+    """
+
+    rms: float
+    worst_tile_rms: float
+
+
+def plot_difference(shipped: bytes, drawn: bytes) -> PlotDifference | None:
+    """How far the shipped PNG is from the one drawn here, decoded (matplotlib.testing.compare's approach);
+    None when it is no PNG of the drawn one's size (no matplotlib release changes a figure's pixel size), or
+    holds more than the chunks matplotlib writes.
+
+    The shipped image's size is read from its header before anything is decoded, so a hostile PNG (up to
+    MAX_PLOT_BYTES, a decompression bomb) is never decoded beyond the drawn image's pixel count.
+
+    Example:
+        >>> drawn = Path("runs/tiny-gpt2-none-sst2/training_loss.png").read_bytes()
+        >>> plot_difference(drawn, drawn)
+        PlotDifference(rms=0.0, worst_tile_rms=0.0)
+    """
+    import io
+
+    import numpy
+    from PIL import Image
+
+    expected = Image.open(io.BytesIO(drawn))
+    if not _written_as_matplotlib_does(shipped):
+        return None
+    try:
+        actual = Image.open(io.BytesIO(shipped), formats=["PNG"])
+        if actual.size != expected.size:
+            return None
+        # RGBA, not RGB: a pixel made transparent shows the page behind it, not its colour.
+        pixels = [numpy.asarray(image.convert("RGBA"), dtype=numpy.float64) for image in (actual, expected)]
+    # Pillow reports a wrong CRC, a broken or short stream as OSError (UnidentifiedImageError at open);
+    # SyntaxError and EOFError, which its chunk readers raise, too in case one escapes.
+    except (OSError, SyntaxError, ValueError, EOFError, Image.DecompressionBombError):
+        return None
+    squared = ((pixels[0] - pixels[1]) ** 2).mean(axis=2)
+    rows, columns = (-(-side // PLOT_TILE) for side in squared.shape)  # the last tiles may be narrower
+    edges = (numpy.arange(rows) * PLOT_TILE, numpy.arange(columns) * PLOT_TILE)
+    sums = numpy.add.reduceat(numpy.add.reduceat(squared, edges[0], axis=0), edges[1], axis=1)
+    counts = numpy.outer(numpy.diff([*edges[0], squared.shape[0]]), numpy.diff([*edges[1], squared.shape[1]]))
+    return PlotDifference(float(numpy.sqrt(squared.mean())), float(numpy.sqrt((sums / counts).max())))
+
+
 EVAL_RESULTS_DIR = ".eval_results"
 
 

@@ -1,0 +1,217 @@
+"""Plots are compared by what they show, not by their bytes (issue 43, item 2).
+
+A committed run's training-loss plot as two other matplotlib releases drew it, by bench/plot_tolerance.py
+(`draw`, in throwaway venvs), are the fixtures: tests/fixtures/plots/training_loss_matplotlib_3.11.1.png
+(the locked 3.11.2's pixels, other bytes: its Software chunk names 3.11.1) and ..._3.10.9.png (another
+family: the legend elsewhere, the per-step line simplified otherwise), both of
+cards/minilm-adaptive_span-mrpc-seed0; leaderboard_matplotlib_3.11.1.png is cards/leaderboard.png so drawn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from importlib import metadata
+from pathlib import Path
+
+import matplotlib
+import pytest
+from matplotlib.figure import Figure
+
+from attncard.pipeline.download import download_verified
+from attncard.pipeline.errors import IntegrityError
+from attncard.pipeline.integrity import OtherMatplotlibProblem, card_problems, read_results
+from attncard.pipeline.lint import lint_leaderboard
+from attncard.pipeline.render import PLOT_TILE_RMS_TOLERANCE, plot_difference, render_card, write_plots
+from attncard.pipeline.results import (
+    CARD_FILE,
+    RESULTS_FILE,
+    EnvironmentRecord,
+    Results,
+    build_manifest,
+    sha256_file,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN = ROOT / "cards" / "minilm-adaptive_span-mrpc-seed0"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "plots"
+LOSS = "training_loss.png"
+MINE = metadata.version("matplotlib")
+
+
+def sealed_copy(tmp_path: Path, matplotlib_version: str | None, plot: bytes | None = None) -> Path:
+    """The committed run copied, results.json recording `matplotlib_version` (none when None), its
+    training-loss plot replaced by `plot`, and the card and manifest written again: what a run published that
+    way holds."""
+    folder = tmp_path / RUN.name
+    shutil.copytree(RUN, folder)
+    results = Results.load(folder / RESULTS_FILE)
+    packages = {name: v for name, v in results.environment.packages.items() if name != "matplotlib"}
+    if matplotlib_version is not None:
+        packages["matplotlib"] = matplotlib_version
+    results.environment = dataclasses.replace(results.environment, packages=packages)
+    if plot is not None:
+        (folder / LOSS).write_bytes(plot)
+    results.manifest = {name: d for name, d in results.manifest.items() if name != CARD_FILE}
+    results.manifest[LOSS] = sha256_file(folder / LOSS)
+    with_card = dict(results.manifest)
+    drawn = tmp_path / "drawn"
+    drawn.mkdir(exist_ok=True)
+    plots = write_plots(results, drawn)  # their files and titles, as the card names them
+    (folder / CARD_FILE).write_text(render_card(results, plots), encoding="utf-8")
+    results.manifest = {**with_card, CARD_FILE: sha256_file(folder / CARD_FILE)}
+    results.save(folder)
+    return folder
+
+
+def forged_loss_plot(tmp_path: Path, delta: float) -> bytes:
+    """The run's training-loss plot, drawn here with one step's loss moved by `delta`."""
+    results = Results.load(RUN / RESULTS_FILE)
+    losses = list(results.training.losses)
+    losses[len(losses) // 2] += delta
+    forged = dataclasses.replace(results, training=dataclasses.replace(results.training, losses=losses))
+    folder = tmp_path / "forged"
+    folder.mkdir()
+    write_plots(forged, folder)
+    return (folder / LOSS).read_bytes()
+
+
+def test_the_same_pixels_in_other_bytes_pass(tmp_path):
+    """matplotlib 3.11.1 draws the locked release's pixels; only the PNG's Software chunk differs."""
+    other = (FIXTURES / "training_loss_matplotlib_3.11.1.png").read_bytes()
+    assert other != (RUN / LOSS).read_bytes()
+    assert plot_difference(other, (RUN / LOSS).read_bytes()).worst_tile_rms == 0.0
+    folder = sealed_copy(tmp_path, "3.11.1", other)
+    assert card_problems(read_results(folder), folder) == []
+
+
+@pytest.mark.parametrize("recorded", ["3.10.9", None])
+def test_another_matplotlib_is_named_and_the_plot_not_called_edited(tmp_path, recorded):
+    folder = sealed_copy(tmp_path, recorded, (FIXTURES / "training_loss_matplotlib_3.10.9.png").read_bytes())
+    problems = card_problems(read_results(folder), folder)
+    assert len(problems) == 1 and isinstance(problems[0], OtherMatplotlibProblem), problems
+    problem = problems[0]
+    assert problem.startswith(f"{LOSS} differs from the plot results.json draws: "), problem
+    assert f"matplotlib {MINE} draws here" in problem and "edited" not in problem, problem
+    if recorded:
+        assert "results.json says matplotlib 3.10.9 drew it" in problem and "matplotlib==3.10.9" in problem
+    else:
+        assert "results.json does not say which matplotlib drew it" in problem, problem
+
+
+def test_the_same_matplotlib_with_other_pixels_is_not_the_plot(tmp_path):
+    """Recorded as this matplotlib, another family's drawing is no longer explained by a release."""
+    folder = sealed_copy(tmp_path, MINE, (FIXTURES / "training_loss_matplotlib_3.10.9.png").read_bytes())
+    [problem] = card_problems(read_results(folder), folder)
+    assert not isinstance(problem, OtherMatplotlibProblem)
+    assert problem.startswith(f"{LOSS} is not the plot results.json draws: a 32-pixel tile of it is "), (
+        problem
+    )
+
+
+@pytest.mark.parametrize("delta", [0.05, -0.05])
+def test_a_step_loss_moved_and_resealed_is_refused(tmp_path, delta):
+    forged = forged_loss_plot(tmp_path, delta)
+    difference = plot_difference(forged, (RUN / LOSS).read_bytes())
+    assert PLOT_TILE_RMS_TOLERANCE < difference.worst_tile_rms < 20, difference  # small, and still seen
+    folder = sealed_copy(tmp_path, MINE, forged)
+    [problem] = card_problems(read_results(folder), folder)
+    assert problem.startswith(f"{LOSS} is not the plot results.json draws: "), problem
+    assert not isinstance(problem, OtherMatplotlibProblem)
+
+
+def test_a_forged_plot_of_a_run_of_another_matplotlib_is_still_a_problem(tmp_path):
+    """Pixels cannot tell it from another release's drawing, so it is named so; it is never accepted."""
+    folder = sealed_copy(tmp_path, "3.10.9", forged_loss_plot(tmp_path, 0.05))
+    [problem] = card_problems(read_results(folder), folder)
+    assert isinstance(problem, OtherMatplotlibProblem) and "3.10.9" in problem
+
+
+@pytest.mark.parametrize(
+    "shipped",
+    [
+        lambda png: png + b"\0",  # bytes after the image's end
+        lambda png: png[:-12] + b"\0\0\0\x04zTXtpayl\0\0\0\0" + png[-12:],  # a chunk matplotlib writes not
+        lambda png: png[: len(png) // 2],  # cut short
+        lambda png: png[:30] + bytes([png[30] ^ 1]) + png[31:],  # the header chunk's CRC wrong
+        lambda png: b"GIF89a" + png[6:],
+    ],
+    ids=["trailing-byte", "extra-chunk", "truncated", "bad-crc", "not-png"],
+)
+def test_a_png_as_matplotlib_does_not_write_it_is_not_the_plot(tmp_path, shipped):
+    folder = sealed_copy(tmp_path, MINE, shipped((RUN / LOSS).read_bytes()))
+    problems = card_problems(read_results(folder), folder)
+    assert problems == [
+        f"{LOSS} is not the plot results.json draws (no PNG of its size as matplotlib writes it)"
+    ]
+
+
+def test_a_plot_at_another_dpi_is_not_the_plot(tmp_path):
+    """Another dpi is no honest difference: no matplotlib release changes the figure's pixel size."""
+    figure = Figure(figsize=(6, 3.5))
+    figure.add_subplot().plot(Results.load(RUN / RESULTS_FILE).training.losses)
+    figure.savefig(tmp_path / "small.png", dpi=90)
+    assert plot_difference((tmp_path / "small.png").read_bytes(), (RUN / LOSS).read_bytes()) is None
+    folder = sealed_copy(tmp_path, "3.10.9", (tmp_path / "small.png").read_bytes())
+    problems = card_problems(read_results(folder), folder)
+    assert problems == [
+        f"{LOSS} is not the plot results.json draws (no PNG of its size as matplotlib writes it)"
+    ]
+
+
+def test_runs_record_their_matplotlib_and_older_runs_still_read(tmp_path):
+    assert EnvironmentRecord.capture().packages["matplotlib"] == MINE
+    assert "matplotlib" not in Results.load(RUN / RESULTS_FILE).environment.packages  # published before
+    folder = sealed_copy(tmp_path, "3.10.9")
+    assert (
+        json.loads((folder / RESULTS_FILE).read_text())["environment"]["packages"]["matplotlib"] == "3.10.9"
+    )
+    assert read_results(folder).environment.packages["matplotlib"] == "3.10.9"
+
+
+def test_download_names_both_matplotlibs_and_says_no_edit(tiny_gpt2_run, tmp_path):
+    """A run recorded as drawn by another matplotlib, whose loss plot this one draws otherwise (text without
+    antialiasing stands for the other release): download names both and does not call it edited."""
+    run = tmp_path / "run"
+    shutil.copytree(tiny_gpt2_run[0], run)
+    results = Results.load(run)
+    assert results.environment.packages["matplotlib"] == MINE  # publish recorded it
+    packages = {**results.environment.packages, "matplotlib": "3.10.9"}
+    results.environment = dataclasses.replace(results.environment, packages=packages)
+    with matplotlib.rc_context({"text.antialiased": False}):
+        plots = write_plots(results, run)
+    results.manifest = {k: v for k, v in build_manifest(run).items() if k != CARD_FILE}
+    (run / CARD_FILE).write_text(render_card(results, plots), encoding="utf-8")
+    results.manifest = build_manifest(run)
+    results.save(run)
+    with pytest.raises(IntegrityError) as caught:
+        download_verified(run)
+    message = str(caught.value)
+    assert f"{LOSS} differs from the plot results.json draws: " in message, message
+    assert f"matplotlib {MINE} draws here" in message and "matplotlib 3.10.9 drew it" in message, message
+    assert "edited" not in message and message.endswith("until then, do not use this checkpoint"), message
+
+
+def test_lint_takes_a_leaderboard_plot_of_the_same_pixels_and_names_its_matplotlib_otherwise(tmp_path):
+    cards = tmp_path / "cards"
+    shutil.copytree(ROOT / "cards", cards)
+    plot = cards / "leaderboard.png"
+    assert not [f for f in lint_leaderboard(cards) if f.path == "leaderboard.png"]
+    same = (FIXTURES / "leaderboard_matplotlib_3.11.1.png").read_bytes()  # by bench/plot_tolerance.py too
+    assert same != plot.read_bytes()
+    plot.write_bytes(same)
+    assert not [f for f in lint_leaderboard(cards) if f.path == "leaderboard.png"]
+    plot.write_bytes(forged_leaderboard(cards))
+    [finding] = [str(f) for f in lint_leaderboard(cards) if f.path == "leaderboard.png"]
+    assert finding.startswith(
+        f"leaderboard.png: is not the plot the cards draw with matplotlib {MINE} (a 32-"
+    )
+    assert finding.endswith(f"write it again with `attncard summary {cards}`"), finding
+
+
+def forged_leaderboard(cards: Path) -> bytes:
+    """The leaderboard drawn here without one of its groups: a plot of the same size that shows less."""
+    from attncard.pipeline.summary import draw_leaderboard, read_cards
+
+    return draw_leaderboard(read_cards(cards)[:-1], cards.parent / "forged.png").read_bytes()
