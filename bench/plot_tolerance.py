@@ -33,9 +33,10 @@ def _import_attncard(site: str | None) -> None:
         finder.install()
 
 
-def draw(out: Path, rc: dict[str, str]) -> None:
-    """Every plot of cards/ and its leaderboard, drawn by this matplotlib into `out`, with `rc` (rcParams an
-    environment could set otherwise, such as `text.hinting_factor`) in force."""
+def draw(out: Path, rc: dict[str, str], style: int | None) -> None:
+    """Every plot of cards/ and its leaderboard, drawn by this matplotlib into `out` in plot style `style`
+    (None: the first drawing, as cards/ was drawn), with `rc` (rcParams an environment could set otherwise,
+    such as `text.hinting_factor`) in force."""
     import matplotlib
 
     from attncard.pipeline.render import write_plots
@@ -47,23 +48,24 @@ def draw(out: Path, rc: dict[str, str]) -> None:
         for results_file in sorted(cards.glob("*/results.json")):
             folder = out / results_file.parent.name
             folder.mkdir(parents=True, exist_ok=True)
-            write_plots(Results.load(results_file), folder)
-        draw_leaderboard(read_cards(cards), out / "leaderboard.png")
-    settings = "".join(f" {key}={value}" for key, value in rc.items())
+            results = Results.load(results_file)
+            write_plots(dataclasses.replace(results, plot_style=style), folder)
+        draw_leaderboard(read_cards(cards), out / "leaderboard.png", style)
+    settings = f" plot_style={style}" + "".join(f" {key}={value}" for key, value in rc.items())
     (out / "matplotlib.txt").write_text(matplotlib.__version__ + settings)
     print(f"matplotlib {matplotlib.__version__}: drew {out}")
 
 
-def forge(out: Path) -> None:
-    """Small forgeries of one run of each kind, drawn by this (the locked) matplotlib, each in its own folder
-    named after what changed; compare them with the locked plots of the same run."""
+def forge(out: Path, style: int | None) -> None:
+    """Small forgeries of one run of each kind, drawn by this (the locked) matplotlib in plot style `style`,
+    each in its own folder named after what changed; compare them with the locked plots of the same run."""
     from attncard.pipeline.render import write_plots
     from attncard.pipeline.results import Results
     from attncard.pipeline.summary import draw_leaderboard, read_cards
 
     cards = REPO / "cards"
     run = "minilm-adaptive_span-mrpc-seed0"
-    results = Results.load(cards / run / "results.json")
+    results = dataclasses.replace(Results.load(cards / run / "results.json"), plot_style=style)
     training, efficiency = results.training, results.efficiency
 
     def logged(index: int, delta: float) -> Results:
@@ -110,7 +112,7 @@ def forge(out: Path) -> None:
     groups = read_cards(cards)
     folder = out / "leaderboard-one-group-less"
     folder.mkdir(parents=True, exist_ok=True)
-    draw_leaderboard(groups[:-1], folder / "leaderboard.png")
+    draw_leaderboard(groups[:-1], folder / "leaderboard.png", style)
     print(f"forged {len(forgeries) + 1} plots of {run} and the leaderboard in {out}")
 
 
@@ -147,13 +149,14 @@ def main() -> None:
     parser.add_argument("mode", choices=("draw", "forge", "compare"))
     parser.add_argument("folders", nargs="+", type=Path)
     parser.add_argument("--rc", action="append", default=[], help="key=value, an rcParam to draw with")
+    parser.add_argument("--style", type=int, help="the plot style to draw (none: the first drawing)")
     parser.add_argument("--site", help="the locked venv's site-packages, for a venv holding only matplotlib")
     options = parser.parse_args()
     _import_attncard(options.site)
     if options.mode == "draw":
-        draw(options.folders[0], dict(setting.split("=", 1) for setting in options.rc))
+        draw(options.folders[0], dict(setting.split("=", 1) for setting in options.rc), options.style)
     elif options.mode == "forge":
-        forge(options.folders[0])
+        forge(options.folders[0], options.style)
     else:
         compare(options.folders[0], options.folders[1:])
 

@@ -26,6 +26,7 @@ from attncard.pipeline.lint import lint_leaderboard
 from attncard.pipeline.render import PLOT_TILE_RMS_TOLERANCE, plot_difference, render_card, write_plots
 from attncard.pipeline.results import (
     CARD_FILE,
+    PLOT_STYLE,
     RESULTS_FILE,
     EnvironmentRecord,
     Results,
@@ -171,16 +172,18 @@ def test_runs_record_their_matplotlib_and_older_runs_still_read(tmp_path):
 
 
 def test_download_names_both_matplotlibs_and_says_no_edit(tiny_gpt2_run, tmp_path):
-    """A run recorded as drawn by another matplotlib, whose loss plot this one draws otherwise (text without
-    antialiasing stands for the other release): download names both and does not call it edited."""
+    """A run recorded as drawn by another matplotlib, whose loss plot this one draws otherwise (the first
+    drawing with text without antialiasing stands for the other release): download names both and does not
+    call it edited."""
     run = tmp_path / "run"
     shutil.copytree(tiny_gpt2_run[0], run)
     results = Results.load(run)
     assert results.environment.packages["matplotlib"] == MINE  # publish recorded it
     packages = {**results.environment.packages, "matplotlib": "3.10.9"}
     results.environment = dataclasses.replace(results.environment, packages=packages)
+    assert results.plot_style == PLOT_STYLE  # publish recorded it: no rcParams in force change it
     with matplotlib.rc_context({"text.antialiased": False}):
-        plots = write_plots(results, run)
+        plots = write_plots(dataclasses.replace(results, plot_style=None), run)
     results.manifest = {k: v for k, v in build_manifest(run).items() if k != CARD_FILE}
     (run / CARD_FILE).write_text(render_card(results, plots), encoding="utf-8")
     results.manifest = build_manifest(run)
