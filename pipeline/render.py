@@ -519,6 +519,25 @@ PLOT_RC = {
 }
 
 
+# The matplotlib releases each plot style was measured to draw alike (within PLOT_TILE_RMS_TOLERANCE): from
+# the first to before the last (3.8.4, 3.9.4, 3.10.9, 3.11.0-3.11.2 for style 2). Between two of them a
+# plot that differs is not results.json's, whichever drew it.
+PLOT_STYLE_RELEASES = {2: ("3.8", "3.12")}
+
+
+def draw_alike(style: int | None, release: str | None, other: str) -> bool:
+    """Whether matplotlib `release` and `other` draw plots of `style` alike (PLOT_STYLE_RELEASES)."""
+    from packaging.version import InvalidVersion, Version
+
+    if style not in PLOT_STYLE_RELEASES or release is None:
+        return False
+    first, beyond = (Version(v) for v in PLOT_STYLE_RELEASES[style])
+    try:
+        return all(first <= Version(v) < beyond for v in (release, other))
+    except InvalidVersion:
+        return False
+
+
 @contextlib.contextmanager
 def plot_context(style: int | None) -> Iterator[None]:
     """The drawing a plot of `style` is made under (see PLOT_STYLE). For style 2: matplotlib's defaults with
