@@ -3,11 +3,13 @@
 (honest), and how far a small forgery lands (forged). The figures it prints are the ones
 docs/downloading.md ("Plots") and the comment on `PLOT_TILE_RMS_TOLERANCE` quote.
 
-    # each matplotlib in a throwaway venv outside the repository, the rest from the locked one
+    # each matplotlib in a throwaway venv outside the repository, the rest from the locked one;
+    # --style 2: plot style 2, as runs are published now; without it, the first drawing (cards/)
     python3 -m venv /tmp/mpl384 && /tmp/mpl384/bin/pip install matplotlib==3.8.4 numpy==1.26.4 pillow
-    /tmp/mpl384/bin/python bench/plot_tolerance.py draw /tmp/plots/384 --site .venv/lib/python3.11/site-*
-    .venv/bin/python bench/plot_tolerance.py draw /tmp/plots/locked
-    .venv/bin/python bench/plot_tolerance.py forge /tmp/plots/forged
+    /tmp/mpl384/bin/python bench/plot_tolerance.py draw /tmp/plots/384 --style 2 \
+        --site .venv/lib/python3.11/site-*
+    .venv/bin/python bench/plot_tolerance.py draw /tmp/plots/locked --style 2
+    .venv/bin/python bench/plot_tolerance.py forge /tmp/plots/forged --style 2
     .venv/bin/python bench/plot_tolerance.py compare /tmp/plots/locked /tmp/plots/384 /tmp/plots/forged ...
 
 `draw` calls attncard's own `write_plots` and `draw_leaderboard` on every run of `cards/`, so the drawing

@@ -735,15 +735,19 @@ def _draw_plots(
 PLOT_TILE = 32  # pixels a side of the tiles `plot_difference` measures one by one
 # How far (worst tile RMS, 0–255) a shipped plot may be from the one drawn here and still be the same plot.
 # Measured with bench/plot_tolerance.py on every plot of cards/ (docs/downloading.md, "Plots"):
-# - honest, largest: 0.0. matplotlib 3.11.0 and 3.11.1 draw the same pixels as the locked 3.11.2 (only the
-#   Software text chunk differs), so do `text.hinting_factor` 1 and 8. Another family does not: 3.8.4, 3.9.4
-#   and 3.10.9 (pixel-identical to each other) land 71-102 from 3.11.2 (whole-image RMS 22-39): the legend
-#   is placed elsewhere and the per-step loss line is simplified otherwise.
-# - forged, smallest: 1.94, one learned span moved by half a token in spans.png (whole-image RMS 0.18);
-#   a per-step loss moved by 0.05: 9.0; a logged loss by 0.01: 19.6; a scaling time by 5%: 52.4.
-# 1.0 passes any antialiasing difference of one level in 255 everywhere, and is half the smallest forgery.
-# Between families the two sides overlap (another run's loss curve: 64.8, the whole-image RMS 29.2), so no
-# pixel measure tells another matplotlib's drawing from an edit: the message names both versions instead.
+# - plot style 2 (runs published now), honest, largest: 0.14 (the leaderboard; every other plot 0.0) between
+#   the locked 3.11.2 and 3.8.4, 3.9.4, 3.10.9, 3.11.0, 3.11.1; a matplotlibrc changes nothing.
+# - style 2, forged, smallest: 1.91, one learned span moved by half a token in spans.png (whole-image RMS
+#   0.18); a per-step loss moved by 0.05: 6.8; a logged loss by 0.01: 19.9; a scaling time by 5%: 52.3.
+# - the first drawing (runs without plot_style, all of cards/): 3.11.0 and 3.11.1 draw the locked 3.11.2's
+#   pixels (only the Software text chunk differs), so do `text.hinting_factor` 1 and 8. Another family does
+#   not: 3.8.4, 3.9.4 and 3.10.9 (pixel-identical to each other) land 71-102 from 3.11.2 (whole-image RMS
+#   22-39): the legend is placed elsewhere and the per-step loss line is simplified otherwise. Its smallest
+#   forgery: 1.94 (the same span).
+# 1.0 passes any antialiasing difference of one level in 255 everywhere, is seven times style 2's largest
+# honest difference and half the smallest forgery. In the first drawing the two sides overlap between
+# families (another run's loss curve: 64.8, the whole-image RMS 29.2), so no pixel measure tells another
+# matplotlib's drawing from an edit there: the message names both versions instead (integrity._plot_problem).
 PLOT_TILE_RMS_TOLERANCE = 1.0
 # Twice the largest whole-image RMS another matplotlib gave (39.3, the leaderboard): beyond it, no release
 # explains the difference.
