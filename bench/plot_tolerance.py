@@ -3,11 +3,13 @@
 (honest), and how far a small forgery lands (forged). The figures it prints are the ones
 docs/downloading.md ("Plots") and the comment on `PLOT_TILE_RMS_TOLERANCE` quote.
 
-    # each matplotlib in a throwaway venv outside the repository, the rest from the locked one
+    # each matplotlib in a throwaway venv outside the repository, the rest from the locked one;
+    # --style 2: plot style 2, as runs are published now; without it, the first drawing (cards/)
     python3 -m venv /tmp/mpl384 && /tmp/mpl384/bin/pip install matplotlib==3.8.4 numpy==1.26.4 pillow
-    /tmp/mpl384/bin/python bench/plot_tolerance.py draw /tmp/plots/384 --site .venv/lib/python3.11/site-*
-    .venv/bin/python bench/plot_tolerance.py draw /tmp/plots/locked
-    .venv/bin/python bench/plot_tolerance.py forge /tmp/plots/forged
+    /tmp/mpl384/bin/python bench/plot_tolerance.py draw /tmp/plots/384 --style 2 \
+        --site .venv/lib/python3.11/site-*
+    .venv/bin/python bench/plot_tolerance.py draw /tmp/plots/locked --style 2
+    .venv/bin/python bench/plot_tolerance.py forge /tmp/plots/forged --style 2
     .venv/bin/python bench/plot_tolerance.py compare /tmp/plots/locked /tmp/plots/384 /tmp/plots/forged ...
 
 `draw` calls attncard's own `write_plots` and `draw_leaderboard` on every run of `cards/`, so the drawing
@@ -33,9 +35,10 @@ def _import_attncard(site: str | None) -> None:
         finder.install()
 
 
-def draw(out: Path, rc: dict[str, str]) -> None:
-    """Every plot of cards/ and its leaderboard, drawn by this matplotlib into `out`, with `rc` (rcParams an
-    environment could set otherwise, such as `text.hinting_factor`) in force."""
+def draw(out: Path, rc: dict[str, str], style: int | None) -> None:
+    """Every plot of cards/ and its leaderboard, drawn by this matplotlib into `out` in plot style `style`
+    (None: the first drawing, as cards/ was drawn), with `rc` (rcParams an environment could set otherwise,
+    such as `text.hinting_factor`) in force."""
     import matplotlib
 
     from attncard.pipeline.render import write_plots
@@ -47,23 +50,24 @@ def draw(out: Path, rc: dict[str, str]) -> None:
         for results_file in sorted(cards.glob("*/results.json")):
             folder = out / results_file.parent.name
             folder.mkdir(parents=True, exist_ok=True)
-            write_plots(Results.load(results_file), folder)
-        draw_leaderboard(read_cards(cards), out / "leaderboard.png")
-    settings = "".join(f" {key}={value}" for key, value in rc.items())
+            results = Results.load(results_file)
+            write_plots(dataclasses.replace(results, plot_style=style), folder)
+        draw_leaderboard(read_cards(cards), out / "leaderboard.png", style)
+    settings = f" plot_style={style}" + "".join(f" {key}={value}" for key, value in rc.items())
     (out / "matplotlib.txt").write_text(matplotlib.__version__ + settings)
     print(f"matplotlib {matplotlib.__version__}: drew {out}")
 
 
-def forge(out: Path) -> None:
-    """Small forgeries of one run of each kind, drawn by this (the locked) matplotlib, each in its own folder
-    named after what changed; compare them with the locked plots of the same run."""
+def forge(out: Path, style: int | None) -> None:
+    """Small forgeries of one run of each kind, drawn by this (the locked) matplotlib in plot style `style`,
+    each in its own folder named after what changed; compare them with the locked plots of the same run."""
     from attncard.pipeline.render import write_plots
     from attncard.pipeline.results import Results
     from attncard.pipeline.summary import draw_leaderboard, read_cards
 
     cards = REPO / "cards"
     run = "minilm-adaptive_span-mrpc-seed0"
-    results = Results.load(cards / run / "results.json")
+    results = dataclasses.replace(Results.load(cards / run / "results.json"), plot_style=style)
     training, efficiency = results.training, results.efficiency
 
     def logged(index: int, delta: float) -> Results:
@@ -110,7 +114,7 @@ def forge(out: Path) -> None:
     groups = read_cards(cards)
     folder = out / "leaderboard-one-group-less"
     folder.mkdir(parents=True, exist_ok=True)
-    draw_leaderboard(groups[:-1], folder / "leaderboard.png")
+    draw_leaderboard(groups[:-1], folder / "leaderboard.png", style)
     print(f"forged {len(forgeries) + 1} plots of {run} and the leaderboard in {out}")
 
 
@@ -147,13 +151,14 @@ def main() -> None:
     parser.add_argument("mode", choices=("draw", "forge", "compare"))
     parser.add_argument("folders", nargs="+", type=Path)
     parser.add_argument("--rc", action="append", default=[], help="key=value, an rcParam to draw with")
+    parser.add_argument("--style", type=int, help="the plot style to draw (none: the first drawing)")
     parser.add_argument("--site", help="the locked venv's site-packages, for a venv holding only matplotlib")
     options = parser.parse_args()
     _import_attncard(options.site)
     if options.mode == "draw":
-        draw(options.folders[0], dict(setting.split("=", 1) for setting in options.rc))
+        draw(options.folders[0], dict(setting.split("=", 1) for setting in options.rc), options.style)
     elif options.mode == "forge":
-        forge(options.folders[0])
+        forge(options.folders[0], options.style)
     else:
         compare(options.folders[0], options.folders[1:])
 

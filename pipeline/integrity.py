@@ -44,6 +44,7 @@ from .render import (
     PLOT_RMS_BEYOND_ANY_RELEASE,
     PLOT_TILE,
     PLOT_TILE_RMS_TOLERANCE,
+    draw_alike,
     eval_results_file,
     plot_difference,
     render_card,
@@ -750,7 +751,9 @@ def card_problems(results: Results, folder: Path) -> list[str]:
         for plot in plots:
             drawn, shipped_plot = Path(scratch) / plot["file"], folder / plot["file"]
             if not _same_bytes(shipped_plot, drawn.read_bytes()):  # the same bytes: the fast path
-                problem = _plot_problem(plot["file"], shipped_plot, drawn.read_bytes(), recorded)
+                problem = _plot_problem(
+                    plot["file"], shipped_plot, drawn.read_bytes(), recorded, results.plot_style
+                )
                 if problem is not None:
                     problems.append(problem)
     licence = render_license(results)
@@ -792,10 +795,13 @@ class OtherMatplotlibProblem(str):
     problem (the plot is not checked), never proof that the plot was edited."""
 
 
-def _plot_problem(name: str, shipped: Path, drawn: bytes, recorded: str | None) -> str | None:
+def _plot_problem(
+    name: str, shipped: Path, drawn: bytes, recorded: str | None, style: int | None = None
+) -> str | None:
     """What is wrong with the shipped plot `name` that differs in bytes from the `drawn` one; None when it
     shows the same pixels within PLOT_TILE_RMS_TOLERANCE. `recorded` is the matplotlib results.json says drew
-    it (None for a run published before attncard recorded it)."""
+    it (None for a run published before attncard recorded it), `style` the plot style it records: where both
+    releases draw that style alike (render.PLOT_STYLE_RELEASES), no release explains a difference."""
     from importlib import metadata
 
     with shipped.open("rb") as handle:
@@ -810,7 +816,7 @@ def _plot_problem(name: str, shipped: Path, drawn: bytes, recorded: str | None) 
         f"matplotlib {mine} draws here (the whole image {difference.rms:.1f}; the tolerance is "
         f"{PLOT_TILE_RMS_TOLERANCE})"
     )
-    if recorded == mine or difference.rms > PLOT_RMS_BEYOND_ANY_RELEASE:
+    if recorded == mine or difference.rms > PLOT_RMS_BEYOND_ANY_RELEASE or draw_alike(style, recorded, mine):
         return f"{name} is not the plot results.json draws: {measured}"
     drew, where = f"results.json says matplotlib {recorded} drew it", f"with matplotlib=={recorded}"
     if recorded is None:

@@ -69,6 +69,7 @@ from .render import (
 )
 from .results import (
     CARD_FILE,
+    PLOT_STYLE,
     PREDICTIONS_FILE,
     SCHEMA_VERSION,
     SECOND_PREDICTIONS_FILE,
@@ -165,6 +166,7 @@ def collect_results(
         repo_id=repo_id,
         stock=evaluation.stock,
         second_split=second_split,
+        plot_style=PLOT_STYLE,  # its plots drawn the same by matplotlib 3.8 to 3.11
     )
 
 

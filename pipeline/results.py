@@ -35,6 +35,10 @@ from .errors import NonFiniteNumberError, ResultsError, UnknownSchemaError
 # loads and renders the card it was published with.
 SCHEMA_VERSION = 4
 READABLE_SCHEMA_VERSIONS = (2, 3, 4)
+# How a run's plots are drawn (`Results.plot_style`, pipeline.render.plot_context): publish records
+# PLOT_STYLE; a run without one (published before it was recorded) is drawn the first way.
+PLOT_STYLE = 2
+PLOT_STYLES = (PLOT_STYLE,)
 # The first schema that records `Metrics.official`, and the names it may have (the model-index's types).
 OFFICIAL_METRIC_SCHEMA = 4
 # The tasks a run of each frozen schema (no attncard writes it any more) may record. Schemas 2 and 3 evaluated
@@ -657,6 +661,9 @@ class Results:
     comparison: Comparison | None = None
     # A task with a second evaluated split (MNLI's mismatched, from schema 4 on): its metrics and gate.
     second_split: SplitResult | None = None
+    # How the plots were drawn (PLOT_STYLE); None in runs published before it was recorded, whose plots are
+    # drawn again the first way.
+    plot_style: int | None = None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -718,6 +725,11 @@ class Results:
             raise ResultsError(
                 f"results.json: comparison.mcc_difference is recorded from schema {OFFICIAL_METRIC_SCHEMA} "
                 f"on, not in schema {version}"
+            )
+        if results.plot_style is not None and results.plot_style not in PLOT_STYLES:
+            raise UnknownSchemaError(
+                f"results.json: plot_style is {results.plot_style!r}; this attncard draws plot styles "
+                f"{', '.join(map(str, PLOT_STYLES))}: upgrade attncard (pip install -U attncard)"
             )
         _check_formats(results)
         if version in FROZEN_SCHEMA_TASKS:

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from .errors import AttncardError, markdown_text
 from .paired import DENSE_MODULE, pool_comparisons
-from .results import RESULTS_FILE, Comparison, Results, ScalingRow, Status, Verdict
+from .render import plot_context
+from .results import PLOT_STYLE, RESULTS_FILE, Comparison, Results, ScalingRow, Status, Verdict
 
 LEADERBOARD_FILE = "README.md"
 LEADERBOARD_PLOT = "leaderboard.png"
@@ -602,7 +603,7 @@ def _cell(text: str) -> str:
 # --- the plot ----------------------------------------------------------------------------------------------
 
 
-def draw_leaderboard(groups: list[Group], path: str | Path) -> Path:
+def draw_leaderboard(groups: list[Group], path: str | Path, style: int | None = PLOT_STYLE) -> Path:
     """Draws each module's accuracy difference against dense (pooled over seeds, with its interval, in
     points) against attention layer 0's speed-up at the longest N (median over seeds, log axis), one point per
     group, to a PNG. A dashed line marks minus the non-inferiority margin; a shaded band the whole model's
@@ -619,9 +620,17 @@ def draw_leaderboard(groups: list[Group], path: str | Path) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
-    from matplotlib import pyplot, ticker
 
     path = Path(path)
+    with plot_context(style):
+        _draw_leaderboard(groups, path)
+    return path
+
+
+def _draw_leaderboard(groups: list[Group], path: Path) -> None:
+    """`draw_leaderboard`'s drawing, under the rcParams of its style already in force."""
+    from matplotlib import pyplot, ticker
+
     figure, axis = pyplot.subplots(figsize=(7, 4.5))
     settings = sorted({(group.model, group.task) for group in groups})
     colors = pyplot.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -682,7 +691,6 @@ def draw_leaderboard(groups: list[Group], path: str | Path) -> Path:
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     pyplot.close(figure)
-    return path
 
 
 def write_summary(cards_dir: str | Path) -> tuple[Path, Path]:

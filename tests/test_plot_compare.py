@@ -5,6 +5,9 @@ A committed run's training-loss plot as two other matplotlib releases drew it, b
 (the locked 3.11.2's pixels, other bytes: its Software chunk names 3.11.1) and ..._3.10.9.png (another
 family: the legend elsewhere, the per-step line simplified otherwise), both of
 cards/minilm-adaptive_span-mrpc-seed0; leaderboard_matplotlib_3.11.1.png is cards/leaderboard.png so drawn.
+The ..._style2_... fixtures are that run's training-loss plot in plot style 2, as every run published now
+records it, drawn by 3.10.9 and 3.8.4 (`draw --style 2`), and with one step's loss moved by 0.05 (`forge
+--style 2`, its step-loss-0.05).
 """
 
 from __future__ import annotations
@@ -20,12 +23,13 @@ import pytest
 from matplotlib.figure import Figure
 
 from attncard.pipeline.download import download_verified
-from attncard.pipeline.errors import IntegrityError
+from attncard.pipeline.errors import IntegrityError, UnknownSchemaError
 from attncard.pipeline.integrity import OtherMatplotlibProblem, card_problems, read_results
 from attncard.pipeline.lint import lint_leaderboard
 from attncard.pipeline.render import PLOT_TILE_RMS_TOLERANCE, plot_difference, render_card, write_plots
 from attncard.pipeline.results import (
     CARD_FILE,
+    PLOT_STYLE,
     RESULTS_FILE,
     EnvironmentRecord,
     Results,
@@ -40,20 +44,26 @@ LOSS = "training_loss.png"
 MINE = metadata.version("matplotlib")
 
 
-def sealed_copy(tmp_path: Path, matplotlib_version: str | None, plot: bytes | None = None) -> Path:
-    """The committed run copied, results.json recording `matplotlib_version` (none when None), its
-    training-loss plot replaced by `plot`, and the card and manifest written again: what a run published that
-    way holds."""
+def sealed_copy(
+    tmp_path: Path, matplotlib_version: str | None, plot: bytes | None = None, plot_style: int | None = None
+) -> Path:
+    """The committed run copied, results.json recording `matplotlib_version` (none when None) and
+    `plot_style`, its plots drawn here in that style when it is one (the committed ones are of the first),
+    its training-loss plot replaced by `plot`, and the card and manifest written again: what a run published
+    that way holds."""
     folder = tmp_path / RUN.name
     shutil.copytree(RUN, folder)
-    results = Results.load(folder / RESULTS_FILE)
+    results = dataclasses.replace(Results.load(folder / RESULTS_FILE), plot_style=plot_style)
     packages = {name: v for name, v in results.environment.packages.items() if name != "matplotlib"}
     if matplotlib_version is not None:
         packages["matplotlib"] = matplotlib_version
     results.environment = dataclasses.replace(results.environment, packages=packages)
+    results.manifest = {name: d for name, d in results.manifest.items() if name != CARD_FILE}
+    if plot_style is not None:
+        for drawn_plot in write_plots(results, folder):
+            results.manifest[drawn_plot["file"]] = sha256_file(folder / drawn_plot["file"])
     if plot is not None:
         (folder / LOSS).write_bytes(plot)
-    results.manifest = {name: d for name, d in results.manifest.items() if name != CARD_FILE}
     results.manifest[LOSS] = sha256_file(folder / LOSS)
     with_card = dict(results.manifest)
     drawn = tmp_path / "drawn"
@@ -84,6 +94,47 @@ def test_the_same_pixels_in_other_bytes_pass(tmp_path):
     assert plot_difference(other, (RUN / LOSS).read_bytes()).worst_tile_rms == 0.0
     folder = sealed_copy(tmp_path, "3.11.1", other)
     assert card_problems(read_results(folder), folder) == []
+
+
+@pytest.mark.parametrize("release", ["3.10.9", "3.8.4"])
+def test_a_fresh_run_drawn_by_another_family_passes(tmp_path, release):
+    """Plot style 2, which publish records now: the loss plot as matplotlib 3.10.9 or 3.8.4 drew it is the
+    one the locked release draws (0.0; in the first drawing, 71-102 apart)."""
+    other = (FIXTURES / f"training_loss_style2_matplotlib_{release}.png").read_bytes()
+    folder = sealed_copy(tmp_path, release, other, plot_style=PLOT_STYLE)
+    assert card_problems(read_results(folder), folder) == []
+
+
+@pytest.mark.parametrize("release", ["3.10.9", "3.8.4"])
+def test_a_fresh_run_drawn_by_another_family_with_a_step_moved_is_refused(tmp_path, release):
+    moved = (FIXTURES / f"training_loss_style2_step_moved_matplotlib_{release}.png").read_bytes()
+    folder = sealed_copy(tmp_path, release, moved, plot_style=PLOT_STYLE)
+    [problem] = card_problems(read_results(folder), folder)
+    assert problem.startswith(f"{LOSS} is not the plot results.json draws: a 32-pixel tile of it is "), (
+        problem
+    )
+    assert not isinstance(problem, OtherMatplotlibProblem)
+
+
+def test_plot_style_2_ignores_the_rcparams_in_force(tmp_path):
+    """A user's matplotlibrc changes nothing in style 2 (`text.hinting: none` moved the first drawing)."""
+    results = dataclasses.replace(Results.load(RUN / RESULTS_FILE), plot_style=PLOT_STYLE)
+    for name, rc in (
+        ("plain", {}),
+        ("hinted", {"text.hinting": "none", "font.size": 12, "lines.linewidth": 3}),
+    ):
+        (tmp_path / name).mkdir()
+        with matplotlib.rc_context(rc):
+            write_plots(results, tmp_path / name)
+    assert (tmp_path / "plain" / LOSS).read_bytes() == (tmp_path / "hinted" / LOSS).read_bytes()
+
+
+def test_an_unknown_plot_style_is_refused(tmp_path):
+    data = json.loads((RUN / RESULTS_FILE).read_text())
+    with pytest.raises(UnknownSchemaError, match="plot_style is 3; this attncard draws plot styles 2"):
+        Results.from_dict({**data, "plot_style": 3})
+    assert Results.from_dict({**data, "plot_style": 2}).plot_style == 2
+    assert Results.from_dict(data).plot_style is None  # published before it was recorded
 
 
 @pytest.mark.parametrize("recorded", ["3.10.9", None])
@@ -171,16 +222,18 @@ def test_runs_record_their_matplotlib_and_older_runs_still_read(tmp_path):
 
 
 def test_download_names_both_matplotlibs_and_says_no_edit(tiny_gpt2_run, tmp_path):
-    """A run recorded as drawn by another matplotlib, whose loss plot this one draws otherwise (text without
-    antialiasing stands for the other release): download names both and does not call it edited."""
+    """A run recorded as drawn by a matplotlib its plot style was not measured with (3.7.5), whose loss plot
+    this one draws otherwise (the first drawing with text without antialiasing stands for that release):
+    download names both and does not call it edited."""
     run = tmp_path / "run"
     shutil.copytree(tiny_gpt2_run[0], run)
     results = Results.load(run)
     assert results.environment.packages["matplotlib"] == MINE  # publish recorded it
-    packages = {**results.environment.packages, "matplotlib": "3.10.9"}
+    packages = {**results.environment.packages, "matplotlib": "3.7.5"}
     results.environment = dataclasses.replace(results.environment, packages=packages)
+    assert results.plot_style == PLOT_STYLE  # publish recorded it: no rcParams in force change it
     with matplotlib.rc_context({"text.antialiased": False}):
-        plots = write_plots(results, run)
+        plots = write_plots(dataclasses.replace(results, plot_style=None), run)
     results.manifest = {k: v for k, v in build_manifest(run).items() if k != CARD_FILE}
     (run / CARD_FILE).write_text(render_card(results, plots), encoding="utf-8")
     results.manifest = build_manifest(run)
@@ -189,7 +242,7 @@ def test_download_names_both_matplotlibs_and_says_no_edit(tiny_gpt2_run, tmp_pat
         download_verified(run)
     message = str(caught.value)
     assert f"{LOSS} differs from the plot results.json draws: " in message, message
-    assert f"matplotlib {MINE} draws here" in message and "matplotlib 3.10.9 drew it" in message, message
+    assert f"matplotlib {MINE} draws here" in message and "matplotlib 3.7.5 drew it" in message, message
     assert "edited" not in message and message.endswith("until then, do not use this checkpoint"), message
 
 
