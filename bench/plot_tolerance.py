@@ -1,4 +1,4 @@
-"""Measures both sides of the plot tolerance in `pipeline/render.py` (`PLOT_TILE_RMS_TOLERANCE`,
+"""Measures both sides of the plot tolerance in `pipeline/plots.py` (`PLOT_TILE_RMS_TOLERANCE`,
 `plot_difference`): how far the same plots drawn by other matplotlib releases land from the locked one's
 (honest), and how far a small forgery lands (forged). The figures it prints are the ones
 docs/downloading.md ("Plots") and the comment on `PLOT_TILE_RMS_TOLERANCE` quote.
@@ -119,7 +119,7 @@ def forge(out: Path, style: int | None) -> None:
 
 
 def compare(locked: Path, others: list[Path]) -> None:
-    from attncard.pipeline.render import plot_difference
+    from attncard.pipeline.plots import plot_difference
 
     print("| what | matplotlib | file | RMS | worst tile RMS |")
     print("|---|---|---|---:|---:|")

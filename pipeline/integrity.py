@@ -38,15 +38,17 @@ from .errors import (
 )
 from .metrics import BOOTSTRAP_RESAMPLES, label_metrics
 from .paired import DEFAULT_CONFIDENCE, comparison_problems
-from .render import (
-    EVAL_RESULTS_DIR,
-    LICENSE_FILE,
+from .plots import (
     PLOT_RMS_BEYOND_ANY_RELEASE,
     PLOT_TILE,
     PLOT_TILE_RMS_TOLERANCE,
     draw_alike,
-    eval_results_file,
     plot_difference,
+)
+from .render import (
+    EVAL_RESULTS_DIR,
+    LICENSE_FILE,
+    eval_results_file,
     render_card,
     render_eval_results,
     render_license,
@@ -801,7 +803,7 @@ def _plot_problem(
     """What is wrong with the shipped plot `name` that differs in bytes from the `drawn` one; None when it
     shows the same pixels within PLOT_TILE_RMS_TOLERANCE. `recorded` is the matplotlib results.json says drew
     it (None for a run published before attncard recorded it), `style` the plot style it records: where both
-    releases draw that style alike (render.PLOT_STYLE_RELEASES), no release explains a difference."""
+    releases draw that style alike (plots.PLOT_STYLE_RELEASES), no release explains a difference."""
     from importlib import metadata
 
     with shipped.open("rb") as handle:

@@ -86,13 +86,8 @@ from huggingface_hub.utils import validate_repo_id
 from ..modules.base import FAMILIES
 from .errors import AttncardError, NonFiniteNumberError, ResultsError
 from .paired import comparison_problems
-from .render import (
-    PLOT_TILE,
-    PLOT_TILE_RMS_TOLERANCE,
-    model_index_results,
-    plot_difference,
-    template_environment,
-)
+from .plots import PLOT_TILE, PLOT_TILE_RMS_TOLERANCE, plot_difference
+from .render import model_index_results, template_environment
 from .results import (
     COMMIT_RE,
     MAX_PLOT_BYTES,

@@ -35,7 +35,7 @@ from .errors import NonFiniteNumberError, ResultsError, UnknownSchemaError
 # loads and renders the card it was published with.
 SCHEMA_VERSION = 4
 READABLE_SCHEMA_VERSIONS = (2, 3, 4)
-# How a run's plots are drawn (`Results.plot_style`, pipeline.render.plot_context): publish records
+# How a run's plots are drawn (`Results.plot_style`, pipeline.plots.plot_context): publish records
 # PLOT_STYLE; a run without one (published before it was recorded) is drawn the first way.
 PLOT_STYLE = 2
 PLOT_STYLES = (PLOT_STYLE,)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .errors import AttncardError, markdown_text
 from .paired import DENSE_MODULE, pool_comparisons
-from .render import plot_context
+from .plots import plot_context
 from .results import PLOT_STYLE, RESULTS_FILE, Comparison, Results, ScalingRow, Status, Verdict
 
 LEADERBOARD_FILE = "README.md"

@@ -26,7 +26,8 @@ from attncard.pipeline.download import download_verified
 from attncard.pipeline.errors import IntegrityError, UnknownSchemaError
 from attncard.pipeline.integrity import OtherMatplotlibProblem, card_problems, read_results
 from attncard.pipeline.lint import lint_leaderboard
-from attncard.pipeline.render import PLOT_TILE_RMS_TOLERANCE, plot_difference, render_card, write_plots
+from attncard.pipeline.plots import PLOT_TILE_RMS_TOLERANCE, plot_difference
+from attncard.pipeline.render import render_card, write_plots
 from attncard.pipeline.results import (
     CARD_FILE,
     PLOT_STYLE,
