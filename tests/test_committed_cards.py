@@ -5,12 +5,14 @@ figures and paired verdict are recomputed from its predictions.csv and the real 
 
 from __future__ import annotations
 
-from pathlib import Path
+import re
+from pathlib import Path, PurePosixPath
 
 import pytest
 
 from attncard.pipeline.cli import main
 from attncard.pipeline.lint import lint_folder
+from attncard.pipeline.render import usage_location
 from attncard.pipeline.results import Results
 from attncard.pipeline.reverify_predictions import reverify_predictions
 from attncard.pipeline.sweep import read_matrix
@@ -18,6 +20,30 @@ from conftest import REPO_ROOT
 
 CARDS = REPO_ROOT / "cards"
 COPIES = sorted(path.parent.name for path in CARDS.glob("*/results.json"))
+# A path of some machine: a home, root's home, a scratch or work folder, a Mac home, a Windows drive (its
+# backslash escaped in JSON or not).
+MACHINE_PATH = re.compile(r"/work/|/home/|/root/|/tmp/|/Users/|\b[A-Za-z]:\\")
+# The location a card's usage snippet loads, as the card shows it.
+CARD_LOCATION = re.compile(r"load_verified\('([^']*)'")
+
+
+def machine_paths(cards: Path) -> list[str]:
+    """Every place a file of the cards folder `cards` (the PNGs aside) names a path of the machine that made
+    it, and every usage snippet, of a card or a results.json, that loads an absolute path or one through
+    `..`: a reader has neither. Empty when there is none."""
+    found = []
+    for path in sorted(file for file in cards.rglob("*") if file.is_file() and file.suffix != ".png"):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        found += [f"{path.relative_to(cards)}: {match.group(0)}" for match in MACHINE_PATH.finditer(text)]
+        locations = CARD_LOCATION.findall(text) if path.name == "README.md" else []
+        if path.name == "results.json":
+            locations.append(usage_location(Results.load(path.parent)) or "")
+        found += [
+            f"{path.relative_to(cards)}: the usage snippet loads {location}"
+            for location in locations
+            if location.startswith(("/", "\\")) or ".." in PurePosixPath(location).parts
+        ]
+    return found
 
 
 def test_cards_holds_a_copy_of_every_run_of_the_matrix_and_no_weights():
@@ -35,6 +61,24 @@ def test_the_committed_leaderboard_and_cards_pass_lint(capsys):
     kind, findings = lint_folder(CARDS)
     assert (kind, [str(finding) for finding in findings]) == ("cards folder", [])
     assert main(["lint", str(CARDS)]) == 0
+
+
+def test_no_committed_file_names_a_path_of_the_machine_that_made_it():
+    assert machine_paths(CARDS) == []
+
+
+def test_a_machine_path_is_found(tmp_path):
+    copy = tmp_path / "cards" / COPIES[0]
+    copy.mkdir(parents=True)
+    for text in (
+        "see /home/me/runs",
+        "C:\\Users\\me",
+        '"C:\\\\runs"',
+        "load_verified('../x/y')",
+        "load_verified('/srv/runs/x')",
+    ):
+        (copy / "README.md").write_text(text, encoding="utf-8")
+        assert len(machine_paths(tmp_path / "cards")) == 1, text
 
 
 @pytest.mark.parametrize("name", COPIES)
