@@ -485,6 +485,14 @@ def split_module_stats(stats: dict) -> tuple[list, list, list]:
     return scalars, matrices, other
 
 
+def _legend(axis, loc: str | None) -> None:
+    """The axis's legend at `loc`; None: `axis.legend()` with no argument, as the first drawing called it."""
+    if loc is None:
+        axis.legend()
+    else:
+        axis.legend(loc=loc)
+
+
 def write_plots(results: Results, run_dir: Path) -> list[dict[str, str]]:
     """Draws the run's figures as PNG files in the run folder; returns `{"file", "title"}` for each.
 
@@ -500,16 +508,16 @@ def write_plots(results: Results, run_dir: Path) -> list[dict[str, str]]:
     from matplotlib.ticker import NullLocator
 
     plots = []
-    style = results.plot_style
-    with plot_context(style):
-        plots += _draw_plots(results, run_dir, style, pyplot, NullLocator)
+    plot_style = results.plot_style
+    with plot_context(plot_style):
+        plots += _draw_plots(results, run_dir, plot_style, pyplot, NullLocator)
     return plots
 
 
 def _draw_plots(
-    results: Results, run_dir: Path, style: int | None, pyplot, NullLocator
+    results: Results, run_dir: Path, plot_style: int | None, pyplot, NullLocator
 ) -> list[dict[str, str]]:
-    """`write_plots`' drawing, under the rcParams of `style` already in force."""
+    """`write_plots`' drawing, under the rcParams of `plot_style` already in force."""
     plots = []
     losses = results.training.losses
     if losses:
@@ -519,8 +527,9 @@ def _draw_plots(
         axis.plot([s.step for s in log], [s.loss for s in log], "o-", label="mean since the previous point")
         axis.set(xlabel="optimizer step", ylabel="training loss", title="training loss")
         # Style 2 names the place: "best" is decided otherwise by 3.8-3.10 and 3.11. A loss falls, so the
-        # upper right is mostly free.
-        axis.legend(loc=None if style is None else "upper right")
+        # upper right is mostly free. The first drawing calls legend() bare: an explicit loc=None places it
+        # otherwise in matplotlib 3.11, and runs already published must be drawn as they were.
+        _legend(axis, None if plot_style is None else "upper right")
         figure.tight_layout()
         figure.savefig(run_dir / LOSS_PLOT, dpi=100)
         pyplot.close(figure)
@@ -529,12 +538,12 @@ def _draw_plots(
     if scaling:
         figure, (time_axis, memory_axis) = pyplot.subplots(1, 2, figsize=(9, 3.5))
         n = [row.n for row in scaling]
-        for side, style, label in (("module", "o-", results.module.name), ("dense", "s--", "dense")):
+        for side, line_format, label in (("module", "o-", results.module.name), ("dense", "s--", "dense")):
             times = [[getattr(row, f"{side}_seconds{e}") for e in ("", "_min", "_max")] for row in scaling]
             medians = [median for median, _, _ in times]
             spread = [[mid - low for mid, low, _ in times], [high - mid for mid, _, high in times]]
             # Error bars from the fastest to the slowest pass.
-            time_axis.errorbar(n, medians, yerr=spread, fmt=style, capsize=3, label=label)
+            time_axis.errorbar(n, medians, yerr=spread, fmt=line_format, capsize=3, label=label)
         time_axis.set(xlabel="sequence length N", ylabel="seconds per pass", title="time", xscale="log")
         measured = [
             row for row in scaling if row.module_peak_mb is not None and row.dense_peak_mb is not None
@@ -549,7 +558,7 @@ def _draw_plots(
             axis.set_xticks(n, [str(length) for length in n])
             axis.xaxis.set_minor_locator(NullLocator())
             # Times and memory grow with N: the upper left is free (style 2; "best" before).
-            axis.legend(loc=None if style is None else "upper left")
+            _legend(axis, None if plot_style is None else "upper left")
         figure.tight_layout()
         figure.savefig(run_dir / SCALING_PLOT, dpi=100)
         pyplot.close(figure)

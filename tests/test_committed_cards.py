@@ -11,6 +11,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from attncard.pipeline.cli import main
+from attncard.pipeline.integrity import card_problems
 from attncard.pipeline.lint import lint_folder
 from attncard.pipeline.render import usage_location
 from attncard.pipeline.results import Results
@@ -79,6 +80,13 @@ def test_a_machine_path_is_found(tmp_path):
     ):
         (copy / "README.md").write_text(text, encoding="utf-8")
         assert len(machine_paths(tmp_path / "cards")) == 1, text
+
+
+@pytest.mark.parametrize("name", COPIES)
+def test_each_committed_cards_card_and_plots_are_what_todays_attncard_draws(name: str):
+    """A download's check of the card, its plots, licence and `.eval_results`: a run published before a change
+    to the drawing (one without `plot_style`) is still drawn as it was."""
+    assert card_problems(Results.load(CARDS / name), CARDS / name) == []
 
 
 @pytest.mark.parametrize("name", COPIES)
