@@ -115,6 +115,8 @@ def _capitalize_first(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+# Not errors.markdown_text: a published card is rendered again byte for byte, so its cells keep this table
+# (no `~` escaped, a line break made a space) for every run that has one.
 _CELL_ESCAPES = str.maketrans(
     {
         "\\": "\\\\",
