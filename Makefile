@@ -6,9 +6,10 @@ STAMP := $(VENV)/.installed-stamp
 LOCK := requirements.lock
 # The extras requirements.lock holds: all of them, so that every test and the docs run from the lock.
 LOCK_EXTRAS := gpu demo dev docs ray slurm
-# `make test-floors`: an environment of its own, with the floors of pyproject.toml's ranges.
+# `make test-floors`: an environment of its own, with the floors of pyproject.toml's ranges (slurm: the fast
+# tests of --executor slurm run submitit against a stand-in sbatch).
 FLOORS := .venv-floors
-FLOORS_EXTRAS := gpu,demo,dev
+FLOORS_EXTRAS := gpu,demo,dev,slurm
 # The fast loop runs on every core, at most 4 processes (each imports torch and builds its own fixtures).
 WORKERS := -n auto --maxprocesses=4
 
