@@ -108,7 +108,7 @@ from .integrity import (
     stock_problems,
 )
 from .models import MODEL_ALIASES, folder_revision, minilm_folder, pad_on_the_right
-from .predictions import read_predictions
+from .predictions import Predictions, read_predictions
 from .render import install_line
 from .results import (
     COMMIT_RE,
@@ -172,6 +172,9 @@ class VerifiedFiles:
         repo_id: the Hub repository, or `None` for a local folder.
         revision: the commit sha of the snapshot for a Hub repository, or `None` for a local folder.
         signature: what its model.sig says and whether it was verified (see [`pipeline.signing`]).
+        predictions: its predictions.csv as read and checked, None in a run written before predictions were
+            recorded.
+        second_predictions: its second evaluated split's (MNLI's mismatched), None for a task with one.
     """
 
     folder: Path
@@ -179,6 +182,8 @@ class VerifiedFiles:
     repo_id: str | None
     revision: str | None
     signature: SignatureReport = UNSIGNED
+    predictions: Predictions | None = None
+    second_predictions: Predictions | None = None
 
     @property
     def source(self) -> str:
@@ -301,10 +306,12 @@ def download_verified(
     refuse_contradictions(
         recorded_figure_problems(results) + stock_problems(results, module.claims.changes_attention), where
     )
-    if PREDICTIONS_FILE in results.manifest:  # none in a run written before predictions were recorded
-        read_predictions(folder, results, where)
-    if results.second_split is not None:  # MNLI's mismatched genres: predictions of their own
-        read_predictions(folder, results, where, results.second_split)
+    predictions = (  # none in a run written before predictions were recorded
+        read_predictions(folder, results, where) if PREDICTIONS_FILE in results.manifest else None
+    )
+    second_predictions = (  # MNLI's mismatched genres: predictions of their own
+        read_predictions(folder, results, where, results.second_split) if results.second_split else None
+    )
     problems = card_problems(results, folder)
     if problems and all(isinstance(problem, OtherMatplotlibProblem) for problem in problems):
         raise IntegrityError(f"{where}: {problems[0]}; until then, do not use this checkpoint")
@@ -331,7 +338,13 @@ def download_verified(
             "(CLI: --allow-fail) to load it anyway"
         )
     return VerifiedFiles(
-        folder=folder, results=results, repo_id=repo_id, revision=commit, signature=signature
+        folder=folder,
+        results=results,
+        repo_id=repo_id,
+        revision=commit,
+        signature=signature,
+        predictions=predictions,
+        second_predictions=second_predictions,
     )
 
 

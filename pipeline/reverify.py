@@ -35,8 +35,8 @@ from .evaluate import count_deployed_parameters
 from .hub_io import check_options
 from .integrity import Figure, evaluated_figures, figures, official_metric_of
 from .metrics import quality_metrics
-from .predictions import Predictions, read_predictions
-from .results import PREDICTIONS_FILE, SECOND_PREDICTIONS_FILE, Metrics, Results, SplitResult, Verification
+from .predictions import Predictions
+from .results import Metrics, Results, Verification
 from .reverify_predictions import Reverification, check_recorded_data, recorded_data_dir, reverification
 from .verify import all_finite, both_gates, verification_from_counts
 
@@ -107,12 +107,6 @@ def reverify(
         data = recorded_task(files.results, data_dir, files.source)
         verified = load_files(files, base_model)
         results = verified.results
-        recorded = _recorded_predictions(files.folder, results)
-        second_recorded = (
-            _recorded_predictions(files.folder, results, results.second_split)
-            if results.second_split
-            else None
-        )
         # The stock-loader line of the card: the adapter with the model's own attention, measured again.
         stock = (
             None
@@ -121,7 +115,7 @@ def reverify(
         )
     compression = verified.base_parameters / count_deployed_parameters(verified.model)
     flips = Flips()
-    metrics, verification = _scored(verified, data, results, compression, recorded, flips)
+    metrics, verification = _scored(verified, data, results, compression, files.predictions, flips)
     second_figures = []
     if (second := results.second_split) is not None:  # MNLI's mismatched genres: evaluated and gated too
         second_data = data.second_split_data()
@@ -131,7 +125,7 @@ def reverify(
                 f"evaluated on {second.verification.n}; pass --data-dir with the same GLUE files"
             )
         second_metrics, second_verification = _scored(
-            verified, second_data, results, compression, second_recorded, flips
+            verified, second_data, results, compression, files.second_predictions, flips
         )
         verification = both_gates(verification, second_verification, second.split)
         second_figures = evaluated_figures(second, second_metrics, second_verification)
@@ -201,17 +195,6 @@ def near_tie_flips(recorded: np.ndarray, logits: np.ndarray, noise: float = LOGI
     close = np.abs(recorded - logits).max(axis=-1) <= noise
     allowed = [int(row) for row in flipped if margins[row] <= 2 * noise and close[row]]
     return Flips(allowed=allowed, refused=[int(row) for row in flipped if int(row) not in allowed])
-
-
-def _recorded_predictions(
-    folder: Path, results: Results, split: SplitResult | None = None
-) -> Predictions | None:
-    """The run's recorded predictions (or its second split's), checked against results.json; None for a run
-    published before predictions were recorded."""
-    name = SECOND_PREDICTIONS_FILE.format(split=split.split) if split else PREDICTIONS_FILE
-    if name not in results.manifest or not (folder / name).is_file():
-        return None
-    return read_predictions(folder, results, split=split)
 
 
 def _scored(
