@@ -247,10 +247,9 @@ def write_hub_summary(
         )
     hub = hub_endpoint(options.get("endpoint"))
     total = Deadline(options.get("total_deadline") or DEFAULT_SUMMARY_DEADLINE_S)
-    ends = time.monotonic() + total.left()
-    repos = list_runs(org, **{**where_from, "deadline": max(_run_deadline(where_from, ends), 1e-3)})
+    repos = list_runs(org, **{**where_from, "deadline": max(_run_deadline(where_from, total), 1e-3)})
     output.mkdir(parents=True, exist_ok=True)
-    staged, refused = _stage_all(repos, output, hub, where_from, ends, total.seconds)
+    staged, refused = _stage_all(repos, output, hub, where_from, total)
     # Every copy is in place before any is checked: the paired verdicts read their dense runs among them.
     verified: list[_Staged] = []
     for run in staged:
@@ -282,10 +281,10 @@ def write_hub_summary(
 
 
 def _stage_all(
-    repos: list[str], output: Path, hub: str, options: HubOptions, ends: float, seconds: float
+    repos: list[str], output: Path, hub: str, options: HubOptions, total: Deadline
 ) -> tuple[list[_Staged], list[RefusedRun]]:
-    """Stages every listed run, `FETCHING_RUNS` at once, each in a process of its own, by the monotonic
-    time `ends`: `(staged, refused)`, a run not staged by then refused as not reached."""
+    """Stages every listed run, `FETCHING_RUNS` at once, each in a process of its own, by the whole
+    command's deadline `total`: `(staged, refused)`, a run not staged by then refused as not reached."""
     if not repos:
         return [], []
     # fork: the workers start at once and inherit this process's settings (endpoint, cache, token); where the
@@ -294,17 +293,17 @@ def _stage_all(
     staged: list[_Staged] = []
     refused: list[RefusedRun] = []
     stopped: list[str] = []
-    stop = ends + _STOP_GRACE_S
+    stop = time.monotonic() + total.left() + _STOP_GRACE_S
     with multiprocessing.get_context(method).Pool(min(FETCHING_RUNS, len(repos))) as pool:  # then stopped
         pending = [
-            (repo_id, pool.apply_async(_stage_by, (repo_id, output, hub, options, ends, seconds)))
+            (repo_id, pool.apply_async(_stage_by, (repo_id, output, hub, options, total)))
             for repo_id in repos
         ]
         for repo_id, result in pending:
             try:
                 run, reason = result.get(timeout=max(0.0, stop - time.monotonic()))
             except multiprocessing.TimeoutError:  # a fetch that did not give up in time: its process stops
-                run, reason = None, _not_reached(seconds, "reached")
+                run, reason = None, _not_reached(total.seconds, "reached")
                 stopped.append(repo_id.split("/")[1])
             if run is not None:
                 staged.append(run)
@@ -320,26 +319,27 @@ def _stage_all(
 
 
 def _stage_by(
-    repo_id: str, output: Path, hub: str, options: HubOptions, ends: float, seconds: float
+    repo_id: str, output: Path, hub: str, options: HubOptions, total: Deadline
 ) -> tuple[_Staged | None, str]:
-    """[`_stage`] in a worker process, by the monotonic time `ends`: `(the staged run, "")`, or `(None, the
-    reason it was refused)` (an exception would have to cross the process boundary)."""
-    deadline = _run_deadline(options, ends)
+    """[`_stage`] in a worker process, by the whole command's deadline `total` (the monotonic clock is the
+    machine's, the same in every process): `(the staged run, "")`, or `(None, the reason it was refused)` (an
+    exception would have to cross the process boundary)."""
+    deadline = _run_deadline(options, total)
     if deadline <= 0:
-        return None, _not_reached(seconds, "reached")
+        return None, _not_reached(total.seconds, "reached")
     try:
         return _stage(repo_id, output, hub, {**options, "deadline": deadline}), ""
     except HubDeadlineError as error:
         if deadline < (options.get("deadline") or DEFAULT_DEADLINE_S):  # the whole command's deadline cut it
-            return None, _not_reached(seconds, "reached")
+            return None, _not_reached(total.seconds, "reached")
         return None, _reason(error, output)
     except AttncardError as error:
         return None, _reason(error, output)
 
 
-def _run_deadline(options: HubOptions, ends: float) -> float:
+def _run_deadline(options: HubOptions, total: Deadline) -> float:
     """The deadline of one download: its own (`deadline`), cut to what the whole command has left."""
-    return min(options.get("deadline") or DEFAULT_DEADLINE_S, ends - time.monotonic())
+    return min(options.get("deadline") or DEFAULT_DEADLINE_S, total.left())
 
 
 def _not_reached(seconds: float, what: str) -> str:
