@@ -1081,11 +1081,11 @@ def _check_formats(results: Results) -> None:
     if not labels or len(set(labels)) != len(labels):
         raise ResultsError("results.json: dataset.label_names must name each label once")
     second = results.second_split
-    for where, metrics in (
-        ("metrics", results.metrics),
-        ("second_split.metrics", second.metrics if second is not None else None),
-    ):
-        official = metrics.official if metrics is not None else None
+    officials = {
+        "metrics": results.metrics.official,
+        "second_split.metrics": second.metrics.official if second is not None else None,
+    }
+    for where, official in officials.items():
         if official is None:
             continue
         # An F1 is the F1 of one class (the card and the model-index name it); no other metric has one.
@@ -1110,28 +1110,31 @@ def _check_formats(results: Results) -> None:
             (f"dataset.samples[{i}].label", {sample.label})
             for i, sample in enumerate(results.dataset.samples)
         ),
-        *(
-            [("metrics.official.positive_label", {official.positive_label})]
-            if (official := results.metrics.official) is not None and official.positive_label
-            else []
-        ),
+        *_positive_label("metrics", officials),
     ]
-    if (second := results.second_split) is not None:
+    if second is not None:
         named += [
             ("second_split.verification.class_counts", set(second.verification.class_counts)),
             ("second_split.verification.majority_label", {second.verification.majority_label}),
             ("second_split.metrics.per_class", {scores.label for scores in second.metrics.per_class}),
+            *_positive_label("second_split.metrics", officials),
         ]
-        if second.metrics.official is not None and second.metrics.official.positive_label:
-            named.append(
-                ("second_split.metrics.official.positive_label", {second.metrics.official.positive_label})
-            )
     for where, names in named:
         if not names <= set(labels):
             raise ResultsError(
                 f"results.json: {where} names {sorted(names - set(labels))[0][:40]!r}, which is not one of "
                 f"dataset.label_names {labels}"
             )
+
+
+def _positive_label(where: str, officials: dict[str, OfficialMetric | None]) -> list[tuple[str, set[str]]]:
+    """The label an official metric of `where` names, as `_check_formats` checks names: none, or one."""
+    official = officials[where]
+    return (
+        [(f"{where}.official.positive_label", {official.positive_label})]
+        if official and official.positive_label
+        else []
+    )
 
 
 def _check_frozen_provenance(results: Results) -> None:
