@@ -54,7 +54,7 @@ from huggingface_hub.utils import validate_repo_id
 from ..modules import get_module
 from .data import check_data_dir, get_task
 from .download import download_verified
-from .errors import AttncardError, first_line
+from .errors import AttncardError, first_line, visible
 from .models import MODEL_ALIASES, resolve_model_name
 from .publish import PublishOptions, check_run_folders, copy_to_cards, run_publish
 from .push import check_push_only_options, check_push_setup, sign_and_push
@@ -365,7 +365,9 @@ def read_matrix(path: str | os.PathLike) -> Matrix:
         mark = getattr(error, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         problem = getattr(error, "problem", None) or first_line(error)
-        raise MatrixError(f"{where}: not valid YAML: {_clipped(problem)}; fix the file") from None
+        raise MatrixError(
+            f"{where}: not valid YAML: {visible(problem, SHOWN_CHARACTERS)}; fix the file"
+        ) from None
     if not isinstance(data, dict) or not isinstance(data.get("runs"), list) or not data["runs"]:
         raise MatrixError(
             f"{path}: must be a mapping with a non-empty list 'runs' of rows (see cards/matrix.yaml)"
@@ -495,12 +497,7 @@ def _shown(value: Any) -> str:
         >>> _shown("org/model\\nran      forged-run")
         "'org/model\\\\nran      forged-run'"
     """
-    return _clipped(_SHORT_REPR.repr(value))
-
-
-def _clipped(text: str) -> str:
-    """`text` cut at `SHOWN_CHARACTERS`, `…` marking the cut."""
-    return text if len(text) <= SHOWN_CHARACTERS else text[: SHOWN_CHARACTERS - 1] + "…"
+    return visible(_SHORT_REPR.repr(value), SHOWN_CHARACTERS)
 
 
 class _AliasError(yaml.YAMLError):
@@ -985,18 +982,19 @@ def _environment(changes: Mapping[str, str | None]) -> Iterator[None]:
     """Sets each variable of `changes` (None: unsets it) while the block runs, then puts back what was."""
     before = {name: os.environ.get(name) for name in changes}
     try:
-        for name, value in changes.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        _set_environment(changes)
         yield
     finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        _set_environment(before)
+
+
+def _set_environment(values: Mapping[str, str | None]) -> None:
+    """Sets each variable of `values` in this process's environment; None unsets it."""
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def _read_token_file() -> str | None:
