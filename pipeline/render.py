@@ -54,9 +54,10 @@ class CardTemplateFiles:
 # rendered again from its results.json with the version it records, to verify it; so a released version's
 # files never change (tests/test_older_runs.py pins their sha256): new wording is a new version with new
 # files, recorded by the runs published with it, and older runs keep rendering with theirs. Each version names
-# a card for every readable schema (a frozen schema's card keeps its own file). The gap: the sentences
-# attncard builds in Python (`status_line`, `comparison_line`, `usage_where`, the install lines, the
-# front matter) are not versioned; a change to their wording still changes every card that shows them.
+# a card for every readable schema (a frozen schema's card keeps its own file). The gap: the text attncard
+# builds in Python (`status_line`, `comparison_line`, `usage_where`, `rows_seen`, the install lines, the front
+# matter, TASK_TITLES, the citations and BibTeX here and in data.py) is not versioned; a change to its wording
+# still changes every card that shows it.
 CARD_TEMPLATE_FILES = {
     1: CardTemplateFiles(
         cards={2: "model_card_v2.md.j2", 3: "model_card_v3.md.j2", 4: "model_card.md.j2"},
