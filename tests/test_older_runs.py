@@ -168,7 +168,7 @@ def test_an_edit_of_the_older_card_resealed_is_refused(new_template: bool, reque
         download_verified(run_dir)
 
 
-def test_an_unknown_card_template_is_refused_in_one_line(tmp_path: Path):
+def test_an_unknown_card_template_is_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture):
     run_dir = older_run(tmp_path)
     edit_results_json(run_dir, "card_template", 2)
     expected = (
@@ -178,8 +178,10 @@ def test_an_unknown_card_template_is_refused_in_one_line(tmp_path: Path):
     with pytest.raises(UnknownSchemaError) as refused:
         download_verified(run_dir)
     assert str(refused.value).endswith(expected) and "\n" not in str(refused.value), str(refused.value)
-    code = main(["download", str(run_dir)])
-    assert code != 0
+    capsys.readouterr()
+    assert main(["download", str(run_dir)]) == 2
+    refused_lines = [line for line in capsys.readouterr().err.splitlines() if "card_template" in line]
+    assert len(refused_lines) == 1 and refused_lines[0].endswith(expected), refused_lines
 
 
 @pytest.mark.parametrize("value", [True, "1", 1.0, [1]])
