@@ -1,4 +1,5 @@
-"""Stage 6 — render: the model card, from results.json alone, through one Jinja template.
+"""Stage 6 — render: the model card, from results.json alone, through one Jinja template: the one of the card
+template version results.json records (`CARD_TEMPLATE_FILES`), so a published card renders again as it was.
 
 The template is rendered with `StrictUndefined`, so a figure missing from the results fails the render
 instead of leaving a gap. The YAML front matter (licence, base model, datasets, tags, model-index) is built
