@@ -69,6 +69,7 @@ from .render import (
 )
 from .results import (
     CARD_FILE,
+    CARD_TEMPLATE,
     PLOT_STYLE,
     PREDICTIONS_FILE,
     SCHEMA_VERSION,
@@ -167,6 +168,7 @@ def collect_results(
         stock=evaluation.stock,
         second_split=second_split,
         plot_style=PLOT_STYLE,  # its plots drawn the same by matplotlib 3.8 to 3.11
+        card_template=CARD_TEMPLATE,  # its card rendered again with this version's templates by every check
     )
 
 

@@ -1,4 +1,5 @@
-"""Stage 6 — render: the model card, from results.json alone, through one Jinja template.
+"""Stage 6 — render: the model card, from results.json alone, through one Jinja template: the one of the card
+template version results.json records (`CARD_TEMPLATE_FILES`), so a published card renders again as it was.
 
 The template is rendered with `StrictUndefined`, so a figure missing from the results fails the render
 instead of leaving a gap. The YAML front matter (licence, base model, datasets, tags, model-index) is built
@@ -34,11 +35,36 @@ from .results import (
 )
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
-CARD_TEMPLATE = "model_card.md.j2"
-# The template each readable results.json schema renders its card with: a published card is rendered again
-# from its results.json to verify it, so the template of an older schema is kept as it was.
-CARD_TEMPLATES = {2: "model_card_v2.md.j2", 3: "model_card_v3.md.j2", 4: CARD_TEMPLATE}
-LICENSE_TEMPLATE = "license.txt.j2"
+
+
+@dataclass(frozen=True)
+class CardTemplateFiles:
+    """The files of one card template version (`Results.card_template`), in templates/: the card's, one per
+    readable results.json schema, and the LICENSE file's.
+
+    Example:
+        >>> CARD_TEMPLATE_FILES[1].cards[4], CARD_TEMPLATE_FILES[1].license
+        ('model_card.md.j2', 'license.txt.j2')
+    """
+
+    cards: dict[int, str]  # results.json schema version -> its card's template file
+    license: str
+
+
+# Each card template version attncard renders (results.CARD_TEMPLATES), and its files. A published card is
+# rendered again from its results.json with the version it records, to verify it; so a released version's
+# files never change (tests/test_older_runs.py pins their sha256): new wording is a new version with new
+# files, recorded by the runs published with it, and older runs keep rendering with theirs. Each version names
+# a card for every readable schema (a frozen schema's card keeps its own file). The gap: the text attncard
+# builds in Python (`status_line`, `comparison_line`, `usage_where`, `rows_seen`, the install lines, the front
+# matter, TASK_TITLES, the citations and BibTeX here and in data.py) is not versioned; a change to its wording
+# still changes every card that shows it.
+CARD_TEMPLATE_FILES = {
+    1: CardTemplateFiles(
+        cards={2: "model_card_v2.md.j2", 3: "model_card_v3.md.j2", 4: "model_card.md.j2"},
+        license="license.txt.j2",
+    ),
+}
 SCALING_PLOT = "scaling.png"
 LOSS_PLOT = "training_loss.png"
 LICENSE_FILE = "LICENSE"
@@ -147,6 +173,24 @@ def _cell(text: str) -> str:
         a \| b &lt;i&gt;\[x\]\(y\)&lt;/i&gt;
     """
     return text.translate(_CELL_ESCAPES)
+
+
+def card_template_files(results: Results) -> CardTemplateFiles:
+    """The template files the run's card and LICENSE render with: those of the card template version
+    results.json records, version 1 for a run published before it was recorded.
+
+    Example:
+        >>> card_template_files(results).cards[results.schema_version]
+        'model_card.md.j2'
+    """
+    version = 1 if results.card_template is None else results.card_template
+    if version not in CARD_TEMPLATE_FILES:  # results.json's own are checked on reading it
+        rendered = ", ".join(map(str, CARD_TEMPLATE_FILES))
+        raise ValueError(
+            f"card_template is {version!r}; this attncard renders card templates {rendered}: "
+            "upgrade attncard (pip install -U attncard)"
+        )
+    return CARD_TEMPLATE_FILES[version]
 
 
 def template_environment() -> jinja2.Environment:
@@ -633,7 +677,7 @@ def render_license(results: Results) -> str | None:
     """
     if results.model.license != "other":
         return None
-    return template_environment().get_template(LICENSE_TEMPLATE).render(r=results)
+    return template_environment().get_template(card_template_files(results).license).render(r=results)
 
 
 def base_model_is_local(results: Results) -> bool:
@@ -920,7 +964,7 @@ def render_card(results: Results, plots: list[dict[str, str]] | None = None) -> 
     ]
     module = get_module(results.module.name)
     stat_scalars, stat_matrices, stat_other = split_module_stats(results.module.stats)
-    template = template_environment().get_template(CARD_TEMPLATES[results.schema_version])
+    template = template_environment().get_template(card_template_files(results).cards[results.schema_version])
     text = template.render(
         r=results,
         usage_code=card_usage_code(results) if results.usage is not None else None,

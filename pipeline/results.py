@@ -39,6 +39,11 @@ READABLE_SCHEMA_VERSIONS = (2, 3, 4)
 # PLOT_STYLE; a run without one (published before it was recorded) is drawn the first way.
 PLOT_STYLE = 2
 PLOT_STYLES = (PLOT_STYLE,)
+# The wording of a run's card (`Results.card_template`, pipeline.render.CARD_TEMPLATE_FILES): publish records
+# CARD_TEMPLATE; a run without one (every run published before it was recorded) is card template 1. A download
+# renders the card again with the recorded version, so new wording is a new version, not an edit of a run.
+CARD_TEMPLATE = 1
+CARD_TEMPLATES = (CARD_TEMPLATE,)
 # The first schema that records `Metrics.official`, and the names it may have (the model-index's types).
 OFFICIAL_METRIC_SCHEMA = 4
 # The tasks a run of each frozen schema (no attncard writes it any more) may record. Schemas 2 and 3 evaluated
@@ -664,6 +669,9 @@ class Results:
     # How the plots were drawn (PLOT_STYLE); None in runs published before it was recorded, whose plots are
     # drawn again the first way.
     plot_style: int | None = None
+    # The card template version the card was rendered with (CARD_TEMPLATE); None in runs published before it
+    # was recorded, whose cards are card template 1.
+    card_template: int | None = None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -730,6 +738,11 @@ class Results:
             raise UnknownSchemaError(
                 f"results.json: plot_style is {results.plot_style!r}; this attncard draws plot styles "
                 f"{', '.join(map(str, PLOT_STYLES))}: upgrade attncard (pip install -U attncard)"
+            )
+        if results.card_template is not None and results.card_template not in CARD_TEMPLATES:
+            raise UnknownSchemaError(
+                f"results.json: card_template is {results.card_template!r}; this attncard renders card "
+                f"templates {', '.join(map(str, CARD_TEMPLATES))}: upgrade attncard (pip install -U attncard)"
             )
         _check_formats(results)
         if version in FROZEN_SCHEMA_TASKS:

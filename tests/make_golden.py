@@ -1,7 +1,10 @@
 """Regenerates tests/fixtures/tiny_card.md from tests/fixtures/tiny_results.json (`make golden`).
 
-Run it after a deliberate change to the template, a filter or a module's spec or source, and review the diff
-of the golden card before committing it: tests/test_card_golden.py only compares.
+Run it after a deliberate change to a filter or a module's spec or source, and review the diff of the golden
+card before committing it: tests/test_card_golden.py only compares. The card renders with the card template
+version tiny_results.json records (1 when it records none), as recorded: a released template's files never
+change (tests/test_older_runs.py). New wording is a new version in pipeline/render.py's CARD_TEMPLATE_FILES;
+to see it in the golden card, set tiny_results.json's `card_template` to it, then run this.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ dense run's new results.json, so the dense runs go first. Besides:
   now writes it, and the card says to run it in the folder that holds the copy (`readers_location`); a
   relative `runs/<name>` names no machine and stays, as does a Hub id;
 - `plot_style` stays as recorded: the copies are drawn the first way, as published (moving a run to plot
-  style 2 redraws its plots, which publish does, not this script);
+  style 2 redraws its plots, which publish does, not this script); so does `card_template`: a copy renders
+  with the card template version it records (1 when it records none), never a newer one;
 - a module whose source changed since the run is recorded with its new source only when every Python file
   parses to the same code as at the run's recorded commit (comments and docstrings aside: what ran is what
   is installed) and its other files (spec.md) are text; otherwise the run is not rendered by the installed
@@ -188,8 +189,8 @@ def needs_rewriting(results: Results) -> list[str]:
 
 def save_as_recorded(results: Results, folder: Path) -> None:
     """Writes results.json as `Results.save` does, less the fields this attncard added that the run did not
-    record and that say nothing (null: `second_split`, `plot_style` of a run published before them), so a
-    re-render leaves the recorded fields as they were."""
+    record and that say nothing (null: `second_split`, `plot_style`, `card_template` of a run published before
+    them), so a re-render leaves the recorded fields as they were."""
     recorded = json.loads((folder / RESULTS_FILE).read_text(encoding="utf-8"))
     data = {key: value for key, value in results.to_dict().items() if key in recorded or value is not None}
     text = json.dumps(data, indent=2, allow_nan=False) + "\n"
