@@ -16,10 +16,13 @@ from dataclasses import dataclass
 from .results import PLOT_STYLES
 
 # How a run's plots are drawn is recorded with it (`Results.plot_style`), and a check draws them so again.
-# None, every run published before the field (all of cards/): under whatever rcParams are in force, with
-# matplotlib's own text, legend places and path simplification; matplotlib 3.8-3.10 and 3.11 draw those 71-102
-# worst tile RMS apart. PLOT_STYLE (2), every run published since: `plot_context`, which 3.8.4, 3.9.4,
-# 3.10.9, 3.11.0-3.11.2 draw at most 0.14 apart (bench/plot_tolerance.py, docs/downloading.md "Plots").
+# None, every run published before the field: under whatever rcParams are in force, with matplotlib's own
+# text, legend places and path simplification; matplotlib 3.8-3.10 and 3.11 draw those 71-102 worst tile RMS
+# apart. PLOT_STYLE (2), every run published since and every copy of cards/ (drawn again so for issue 43):
+# `plot_context`, which 3.8.4, 3.9.4, 3.10.9, 3.11.0-3.11.2 draw at most 0.14 apart (bench/plot_tolerance.py,
+# docs/downloading.md "Plots"). On cards/ (bench/cards_plots_anywhere.py): under 3.8.4, 3.9.4 and 3.10.9 a
+# download's check passes all 30 copies, their 60 plots 0.0 from the ones each draws, the leaderboard 0.14;
+# one step's loss moved by +0.05 and resealed is refused under each (6.83).
 # Style 2 starts from matplotlib's own defaults (never a user's matplotlibrc or style: `text.hinting: none`
 # there moved a plot by 64-88) and sets over them:
 PLOT_RC = {
@@ -191,11 +194,11 @@ PLOT_TILE = 32  # pixels a side of the tiles `plot_difference` measures one by o
 #   the locked 3.11.2 and 3.8.4, 3.9.4, 3.10.9, 3.11.0, 3.11.1; a matplotlibrc changes nothing.
 # - style 2, forged, smallest: 1.91, one learned span moved by half a token in spans.png (whole-image RMS
 #   0.18); a per-step loss moved by 0.05: 6.8; a logged loss by 0.01: 19.9; a scaling time by 5%: 52.3.
-# - the first drawing (runs without plot_style, all of cards/): 3.11.0 and 3.11.1 draw the locked 3.11.2's
-#   pixels (only the Software text chunk differs), so do `text.hinting_factor` 1 and 8. Another family does
-#   not: 3.8.4, 3.9.4 and 3.10.9 (pixel-identical to each other) land 71-102 from 3.11.2 (whole-image RMS
-#   22-39): the legend is placed elsewhere and the per-step loss line is simplified otherwise. Its smallest
-#   forgery: 1.94 (the same span).
+# - the first drawing (runs without plot_style; cards/ until issue 43): 3.11.0 and 3.11.1 draw the locked
+#   3.11.2's pixels (only the Software text chunk differs), so do `text.hinting_factor` 1 and 8. Another
+#   family does not: 3.8.4, 3.9.4 and 3.10.9 (pixel-identical to each other) land 71-102 from 3.11.2
+#   (whole-image RMS 22-39): the legend is placed elsewhere and the per-step loss line is simplified
+#   otherwise. Its smallest forgery: 1.94 (the same span).
 # 1.0 passes any antialiasing difference of one level in 255 everywhere, is seven times style 2's largest
 # honest difference and half the smallest forgery. In the first drawing the two sides overlap between
 # families (another run's loss curve: 64.8, the whole-image RMS 29.2), so no pixel measure tells another

@@ -10,18 +10,25 @@ dense run's new results.json, so the dense runs go first. Besides:
 
 - a results.json of schema 2 is written in schema 3 (`upgrade`), from what it recorded; schemas 3 and 4
   stay as recorded;
-- a run not on the Hub whose usage snippet loads it by a path outside the cards folder (an absolute path of
-  the machine that published it, or one through `..`) loads its cards copy instead, `./<name>`, as publish
-  now writes it, and the card says to run it in the folder that holds the copy (`readers_location`); a
-  relative `runs/<name>` names no machine and stays, as does a Hub id;
-- `plot_style` stays as recorded: the copies are drawn the first way, as published (moving a run to plot
-  style 2 redraws its plots, which publish does, not this script); so does `card_template`: a copy renders
-  with the card template version it records (1 when it records none), never a newer one;
+- a run not on the Hub whose usage snippet loads it by any other location than its cards copy (an absolute
+  path of the machine that published it, one through `..`, or `runs/<name>`, relative to the folder publish
+  ran in: no reader has any of them) loads its cards copy instead, `./<name>`, as publish now writes it, and
+  the card says to run it in the folder that holds the copy (`readers_location`); a Hub id stays;
+- the plots are drawn in plot style 2 (`PLOT_STYLE`), which results.json then records (`current_plot_style`):
+  a run without `plot_style` is drawn the first way, which matplotlib 3.8-3.10 draw 71-102 worst tile RMS
+  from 3.11, so a reader with one of them could not check the copy's plots at all (a download refuses them
+  as another matplotlib's); matplotlib 3.8.4-3.11.2 draw style 2 within 0.14 (bench/cards_plots_anywhere.py).
+  The figures the plots are drawn from stay as recorded; only the drawing changes;
+- `card_template` stays as recorded: a copy renders with the card template version it records (1 when
+  it records none), never a newer one;
 - a module whose source changed since the run is recorded with its new source only when every Python file
   parses to the same code as at the run's recorded commit (comments and docstrings aside: what ran is what
-  is installed) and its other files (spec.md) are text; otherwise the run is not rendered by the installed
-  module: it is kept as published when nothing of its own needs rewriting (`needs_rewriting`), and else the
-  script stops, and the run must be published again.
+  is installed) and its other files (spec.md) are text. Otherwise the run keeps the source it recorded (what
+  ran), and is rendered again by the installed module only when that module renders its card and plots as
+  published (`card_problems` finds nothing before the re-render, as a download's check would): then nothing
+  but what this script means to change can change (the SST-2 copies, whose modules were restructured in
+  issue 32). A run that needs nothing rewritten (`needs_rewriting`) is kept as published; one the installed
+  module renders otherwise stops the script, and the run must be published again.
 
 Review `git diff cards` before committing.
 """
@@ -48,6 +55,7 @@ from attncard.pipeline.render import (
 )
 from attncard.pipeline.results import (
     CARD_FILE,
+    PLOT_STYLE,
     READABLE_SCHEMA_VERSIONS,
     RESULTS_FILE,
     Parameters,
@@ -149,70 +157,104 @@ def update_module_source(results: Results) -> str | None:
     return None
 
 
-def outside_cards(location: str) -> bool:
-    """Whether a recorded run folder location names a place outside the cards folder, of the machine that
-    published the run: an absolute path or one through `..`.
+def not_the_cards_copy(location: str, name: str) -> bool:
+    """Whether a recorded run folder location of the run `name`, not on the Hub, names anything but its cards
+    copy `./<name>` (`run_folder_location`): an absolute path of the machine that published it, one through
+    `..`, or `runs/<name>`, relative to the folder publish ran in. A reader has none of them.
 
     Example:
-        >>> outside_cards("/work/runs/minilm-none-mrpc-seed0"), outside_cards("./minilm-none-mrpc-seed0")
-        (True, False)
+        >>> not_the_cards_copy("runs/minilm-none-sst2-seed0", "minilm-none-sst2-seed0")
+        True
+        >>> not_the_cards_copy("./minilm-none-sst2-seed0", "minilm-none-sst2-seed0")
+        False
     """
-    path = PurePosixPath(location)
-    return path.is_absolute() or ".." in path.parts
+    return location != run_folder_location(name)
 
 
 def readers_location(results: Results) -> None:
-    """Makes the usage snippet of a run not on the Hub that loads it from outside the cards folder load its
-    cards copy, `./<name>` (`run_folder_location`), run in the folder that holds it; the rest of the snippet
-    is built again from the recorded names by `card_usage_code`."""
+    """Makes the usage snippet of a run not on the Hub that loads it by another location than its cards copy
+    load the copy, `./<name>` (`run_folder_location`), run in the folder that holds it; the rest of the
+    snippet is built again from the recorded names by `card_usage_code`."""
     location = usage_location(results)
     if results.usage is None or results.repo_id is not None or location is None:
         return
-    if not outside_cards(location):
+    if not not_the_cards_copy(location, results.repo_name):
         return
     old, new = f"load_verified('{location}'", f"load_verified('{run_folder_location(results.repo_name)}'"
     results.usage.code = results.usage.code.replace(old, new, 1)
 
 
+def current_plot_style(results: Results) -> None:
+    """Records plot style 2 (`PLOT_STYLE`), which `write_plots` then draws: the style matplotlib 3.8 to 3.11
+    draw alike, so a reader with any of them can check the copy's plots (see the module docstring)."""
+    results.plot_style = PLOT_STYLE
+
+
 def needs_rewriting(results: Results) -> list[str]:
     """What of the recorded run itself the re-render would change: an older schema, a usage snippet that loads
-    the run from outside the cards folder, a dense run's digest that changed. Empty when there is none."""
+    the run by another location than its cards copy, plots not of plot style 2, a dense run's digest that
+    changed. Empty when there is none."""
     needs = ["schema 2"] if results.schema_version == 2 else []
     location = usage_location(results)
-    if results.repo_id is None and location is not None and outside_cards(location):
+    if results.repo_id is None and location is not None and not_the_cards_copy(location, results.repo_name):
         needs.append(f"its usage snippet loads {location}")
+    if results.plot_style != PLOT_STYLE:
+        drawn = "the first way" if results.plot_style is None else f"in plot style {results.plot_style}"
+        needs.append(f"its plots are drawn {drawn}, not in plot style {PLOT_STYLE}")
     for baseline in results.comparison.baselines if results.comparison is not None else []:
         if baseline.results_sha256 != sha256_file(CARDS / baseline.repo_name / RESULTS_FILE):
             needs.append(f"dense run {baseline.repo_name} was rendered again")
     return needs
 
 
+def as_recorded(value: object, recorded: object) -> object:
+    """`value`, a field of results.json as this attncard writes it, less every key at any depth that the
+    `recorded` field lacks and that says nothing (null: `second_split`, a schema 3 run's `evaluation.official`
+    or `comparison.mcc_difference`, added by later schemas), so a re-render leaves the recorded fields as they
+    were."""
+    if isinstance(value, dict) and isinstance(recorded, dict):
+        return {
+            key: as_recorded(item, recorded.get(key))
+            for key, item in value.items()
+            if key in recorded or item is not None
+        }
+    if isinstance(value, list) and isinstance(recorded, list) and len(value) == len(recorded):
+        return [as_recorded(item, was) for item, was in zip(value, recorded, strict=True)]
+    return value
+
+
 def save_as_recorded(results: Results, folder: Path) -> None:
-    """Writes results.json as `Results.save` does, less the fields this attncard added that the run did not
-    record and that say nothing (null: `second_split`, `plot_style`, `card_template` of a run published before
-    them), so a re-render leaves the recorded fields as they were."""
+    """Writes results.json as `Results.save` does, less the null fields the run did not record
+    (`as_recorded`: `second_split`, `card_template` of a run published before them)."""
     recorded = json.loads((folder / RESULTS_FILE).read_text(encoding="utf-8"))
-    data = {key: value for key, value in results.to_dict().items() if key in recorded or value is not None}
-    text = json.dumps(data, indent=2, allow_nan=False) + "\n"
+    text = json.dumps(as_recorded(results.to_dict(), recorded), indent=2, allow_nan=False) + "\n"
     (folder / RESULTS_FILE).write_text(text, encoding="utf-8")
 
 
-def rerender(folder: Path) -> bool:
-    """Renders the cards copy `folder` again; its module run's baselines must be rendered already. A run whose
-    module now runs other code than it ran (`update_module_source`) is not rendered by the installed module:
-    it is kept as published (False) when nothing of its own needs rewriting (`needs_rewriting`); otherwise
-    the script stops, and the run must be published again."""
+def rerender(folder: Path) -> str:
+    """Renders the cards copy `folder` again and says how; its module run's baselines must be rendered
+    already. A run whose module now runs other code than it ran (`update_module_source`) keeps its recorded
+    source; it is kept as published when nothing of its own needs rewriting (`needs_rewriting`), rendered
+    again when the installed module renders its card and plots as published, and otherwise the script stops,
+    and the run must be published again."""
     results = Results.load(folder)
     other_code = update_module_source(results)
+    how = "rendered"
     if other_code is not None:
         needs = needs_rewriting(results)
-        if needs:
-            sys.exit(f"{folder}: {other_code}, and {needs[0]}; publish the run again")
-        return False
+        if not needs:
+            return "kept as published (its module runs other code now)"
+        # The check a download runs: the installed module draws this run's card and plots as published, so
+        # rendering it again changes only what `needs` names.
+        problems = card_problems(results, folder)
+        if problems:
+            sys.exit(f"{folder}: {other_code}, {needs[0]}, and {problems[0]}; publish the run again")
+        how = "rendered, its recorded module source kept (its module runs other code now)"
     upgrade(results)
     for baseline in results.comparison.baselines if results.comparison is not None else []:
         baseline.results_sha256 = sha256_file(CARDS / baseline.repo_name / RESULTS_FILE)
     readers_location(results)
+    current_plot_style(results)
     code = card_usage_code(results)
     if results.usage is not None:
         if code is None:
@@ -229,16 +271,12 @@ def rerender(folder: Path) -> bool:
     problems = card_problems(Results.load(folder), folder)
     if problems:
         sys.exit(f"{folder}: {problems[0]}")
-    return True
+    return how
 
 
 if __name__ == "__main__":
     copies = sorted(path.parent for path in CARDS.glob("*/" + RESULTS_FILE))
     dense_first = sorted(copies, key=lambda folder: Results.load(folder).module.name != "none")
     for folder in dense_first:
-        rendered = rerender(folder)
-        print(
-            f"{'rendered' if rendered else 'kept as published (its module runs other code now)'}: "
-            f"{folder.relative_to(ROOT)}"
-        )
+        print(f"{rerender(folder)}: {folder.relative_to(ROOT)}")
     sys.exit(main(["summary", str(CARDS)]))

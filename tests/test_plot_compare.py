@@ -1,10 +1,11 @@
 """Plots are compared by what they show, not by their bytes (issue 43, item 2).
 
-A committed run's training-loss plot as two other matplotlib releases drew it, by bench/plot_tolerance.py
-(`draw`, in throwaway venvs), are the fixtures: tests/fixtures/plots/training_loss_matplotlib_3.11.1.png
-(the locked 3.11.2's pixels, other bytes: its Software chunk names 3.11.1) and ..._3.10.9.png (another
-family: the legend elsewhere, the per-step line simplified otherwise), both of
-cards/minilm-adaptive_span-mrpc-seed0; leaderboard_matplotlib_3.11.1.png is cards/leaderboard.png so drawn.
+A committed run's training-loss plot as two other matplotlib releases drew it the first way (as the copies
+were drawn before issue 43 moved them to plot style 2), by bench/plot_tolerance.py (`draw`, in throwaway
+venvs), are the fixtures: tests/fixtures/plots/training_loss_matplotlib_3.11.1.png (the locked 3.11.2's
+pixels, other bytes: its Software chunk names 3.11.1) and ..._3.10.9.png (another family: the legend
+elsewhere, the per-step line simplified otherwise), both of cards/minilm-adaptive_span-mrpc-seed0;
+leaderboard_matplotlib_3.11.1.png is cards/leaderboard.png so drawn.
 The ..._style2_... fixtures are that run's training-loss plot in plot style 2, as every run published now
 records it, drawn by 3.10.9 and 3.8.4 (`draw --style 2`), and with one step's loss moved by 0.05 (`forge
 --style 2`, its step-loss-0.05).
@@ -49,9 +50,9 @@ def sealed_copy(
     tmp_path: Path, matplotlib_version: str | None, plot: bytes | None = None, plot_style: int | None = None
 ) -> Path:
     """The committed run copied, results.json recording `matplotlib_version` (none when None) and
-    `plot_style`, its plots drawn here in that style when it is one (the committed ones are of the first),
-    its training-loss plot replaced by `plot`, and the card and manifest written again: what a run published
-    that way holds."""
+    `plot_style`, its plots drawn here in that style (None: the first way; the committed ones are of style
+    2), its training-loss plot replaced by `plot`, and the card and manifest written again: what a run
+    published that way holds."""
     folder = tmp_path / RUN.name
     shutil.copytree(RUN, folder)
     results = dataclasses.replace(Results.load(folder / RESULTS_FILE), plot_style=plot_style)
@@ -60,9 +61,8 @@ def sealed_copy(
         packages["matplotlib"] = matplotlib_version
     results.environment = dataclasses.replace(results.environment, packages=packages)
     results.manifest = {name: d for name, d in results.manifest.items() if name != CARD_FILE}
-    if plot_style is not None:
-        for drawn_plot in write_plots(results, folder):
-            results.manifest[drawn_plot["file"]] = sha256_file(folder / drawn_plot["file"])
+    for drawn_plot in write_plots(results, folder):
+        results.manifest[drawn_plot["file"]] = sha256_file(folder / drawn_plot["file"])
     if plot is not None:
         (folder / LOSS).write_bytes(plot)
     results.manifest[LOSS] = sha256_file(folder / LOSS)
@@ -76,13 +76,14 @@ def sealed_copy(
     return folder
 
 
-def forged_loss_plot(tmp_path: Path, delta: float) -> bytes:
-    """The run's training-loss plot, drawn here with one step's loss moved by `delta`."""
-    results = Results.load(RUN / RESULTS_FILE)
+def loss_plot(tmp_path: Path, delta: float = 0.0) -> bytes:
+    """The run's training-loss plot, drawn here the first way (as runs published before plot style 2 are),
+    with one step's loss moved by `delta`."""
+    results = dataclasses.replace(Results.load(RUN / RESULTS_FILE), plot_style=None)
     losses = list(results.training.losses)
     losses[len(losses) // 2] += delta
     forged = dataclasses.replace(results, training=dataclasses.replace(results.training, losses=losses))
-    folder = tmp_path / "forged"
+    folder = tmp_path / f"loss{delta:+}"
     folder.mkdir()
     write_plots(forged, folder)
     return (folder / LOSS).read_bytes()
@@ -90,9 +91,9 @@ def forged_loss_plot(tmp_path: Path, delta: float) -> bytes:
 
 def test_the_same_pixels_in_other_bytes_pass(tmp_path):
     """matplotlib 3.11.1 draws the locked release's pixels; only the PNG's Software chunk differs."""
-    other = (FIXTURES / "training_loss_matplotlib_3.11.1.png").read_bytes()
-    assert other != (RUN / LOSS).read_bytes()
-    assert plot_difference(other, (RUN / LOSS).read_bytes()).worst_tile_rms == 0.0
+    other, here = (FIXTURES / "training_loss_matplotlib_3.11.1.png").read_bytes(), loss_plot(tmp_path)
+    assert other != here
+    assert plot_difference(other, here).worst_tile_rms == 0.0
     folder = sealed_copy(tmp_path, "3.11.1", other)
     assert card_problems(read_results(folder), folder) == []
 
@@ -102,6 +103,7 @@ def test_a_fresh_run_drawn_by_another_family_passes(tmp_path, release):
     """Plot style 2, which publish records now: the loss plot as matplotlib 3.10.9 or 3.8.4 drew it is the
     one the locked release draws (0.0; in the first drawing, 71-102 apart)."""
     other = (FIXTURES / f"training_loss_style2_matplotlib_{release}.png").read_bytes()
+    assert plot_difference(other, (RUN / LOSS).read_bytes()).worst_tile_rms == 0.0  # the committed copy's
     folder = sealed_copy(tmp_path, release, other, plot_style=PLOT_STYLE)
     assert card_problems(read_results(folder), folder) == []
 
@@ -135,6 +137,8 @@ def test_an_unknown_plot_style_is_refused(tmp_path):
     with pytest.raises(UnknownSchemaError, match="plot_style is 3; this attncard draws plot styles 2"):
         Results.from_dict({**data, "plot_style": 3})
     assert Results.from_dict({**data, "plot_style": 2}).plot_style == 2
+    assert data["plot_style"] == PLOT_STYLE  # the committed copies are drawn in style 2 (issue 43)
+    del data["plot_style"]
     assert Results.from_dict(data).plot_style is None  # published before it was recorded
 
 
@@ -164,8 +168,8 @@ def test_the_same_matplotlib_with_other_pixels_is_not_the_plot(tmp_path):
 
 @pytest.mark.parametrize("delta", [0.05, -0.05])
 def test_a_step_loss_moved_and_resealed_is_refused(tmp_path, delta):
-    forged = forged_loss_plot(tmp_path, delta)
-    difference = plot_difference(forged, (RUN / LOSS).read_bytes())
+    forged = loss_plot(tmp_path, delta)
+    difference = plot_difference(forged, loss_plot(tmp_path))
     assert PLOT_TILE_RMS_TOLERANCE < difference.worst_tile_rms < 20, difference  # small, and still seen
     folder = sealed_copy(tmp_path, MINE, forged)
     [problem] = card_problems(read_results(folder), folder)
@@ -175,7 +179,7 @@ def test_a_step_loss_moved_and_resealed_is_refused(tmp_path, delta):
 
 def test_a_forged_plot_of_a_run_of_another_matplotlib_is_still_a_problem(tmp_path):
     """Pixels cannot tell it from another release's drawing, so it is named so; it is never accepted."""
-    folder = sealed_copy(tmp_path, "3.10.9", forged_loss_plot(tmp_path, 0.05))
+    folder = sealed_copy(tmp_path, "3.10.9", loss_plot(tmp_path, 0.05))
     [problem] = card_problems(read_results(folder), folder)
     assert isinstance(problem, OtherMatplotlibProblem) and "3.10.9" in problem
 
@@ -192,7 +196,7 @@ def test_a_forged_plot_of_a_run_of_another_matplotlib_is_still_a_problem(tmp_pat
     ids=["trailing-byte", "extra-chunk", "truncated", "bad-crc", "not-png"],
 )
 def test_a_png_as_matplotlib_does_not_write_it_is_not_the_plot(tmp_path, shipped):
-    folder = sealed_copy(tmp_path, MINE, shipped((RUN / LOSS).read_bytes()))
+    folder = sealed_copy(tmp_path, MINE, shipped(loss_plot(tmp_path)))
     problems = card_problems(read_results(folder), folder)
     assert problems == [
         f"{LOSS} is not the plot results.json draws (no PNG of its size as matplotlib writes it)"
