@@ -93,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     # The stages are imported when the command runs: --help and argument errors need no torch, and neither
     # does --predictions (pipeline.reverify_predictions imports none).
-    from ..reverify_predictions import reverify_predictions, shown
+    from ..checks import shown
+    from ..reverify_predictions import reverify_predictions
 
     if args.baseline and not args.predictions:
         raise AttncardError("--baseline applies with --predictions; add --predictions, or drop --baseline")
