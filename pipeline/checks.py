@@ -166,7 +166,7 @@ class CheckedRun:
     revision: str | None = None
     expected_sha256: str | None = None
     allow_failed: bool = False
-    signer: SignerOptions = field(default_factory=lambda: SignerOptions())
+    signer: SignerOptions = field(default_factory=SignerOptions)
     data_dir: str | os.PathLike | None = None
     baselines: list[str | os.PathLike] | None = None
     results: Results | None = None
@@ -192,7 +192,12 @@ class CheckedRun:
 @dataclass(frozen=True)
 class Check:
     """One check of [`CHECKS`]: `function(run, profile)` refuses the run with an [`AttncardError`] or returns,
-    having recorded in `run` what it read; it runs in each profile that has every one of `needs`."""
+    having recorded in `run` what it read; it runs in each profile that has every one of `needs`.
+
+    Example:
+        >>> CHECKS[0].name, [need.name for need in CHECKS[0].needs]
+        ('run tag', ['HUB'])
+    """
 
     name: str
     function: Callable[[CheckedRun, Profile], None]

@@ -40,6 +40,7 @@ from attncard.pipeline.reverify_predictions import reverify_predictions
 from conftest import HUB_USER, TINY_GPT2_REPO, commit_run_folder
 
 CARDS = Path(__file__).resolve().parent.parent / "cards"
+DOCS = CARDS.parent / "docs"
 DENSE = CARDS / "minilm-none-sst2-seed0"  # a committed cards copy: predictions, card, plots, no weights
 
 
@@ -107,6 +108,21 @@ def test_the_registry_order_and_what_each_profile_runs():
     # Neither command that runs without torch runs a check that needs it.
     for profile in (VERIFY_PREDICTIONS, SUMMARY_HUB):
         assert not [check.name for check in checks_of(profile) if Need.TORCH in check.needs]
+
+
+def test_the_table_of_docs_downloading_md_is_the_registry():
+    """docs/downloading.md, "The checks, in order": one row per check, in order, ticked for each command
+    that runs it."""
+    text = (DOCS / "downloading.md").read_text(encoding="utf-8")
+    section = text.split("\n## The checks, in order\n", 1)[1].split("\n## ", 1)[0]
+    rows = [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in section.splitlines()
+        if line.startswith("| ") and not line.startswith("| Check ")
+    ]
+    assert [row[0] for row in rows] == [check.name for check in CHECKS]
+    for column, profile in ((2, DOWNLOAD), (3, VERIFY_PREDICTIONS), (4, SUMMARY_HUB)):
+        assert [row[0] for row in rows if row[column] == "✓"] == names(profile), profile.name
 
 
 def test_start_and_stop_must_name_a_check_of_the_profile(tiny_gpt2_run):
