@@ -11,21 +11,16 @@ Loading a run:
    which pins the revision to a commit, writes only under names it checked into a folder attncard owns,
    checks every file against the commit's tree, and holds every request to a timeout and the whole download
    to a deadline;
-2. checks `results.json` against a run tag's 128-bit digest or an expected sha256, when given, then reads it
-   field by field (an unknown schema version, a wrong type or format is refused);
-3. refuses pickle files (`*.bin`, `*.pt`, …) without opening them, and checks the files against the
-   manifest: every listed file must be there with its sha256, and every other file is an error, except the
-   transport's bookkeeping (`.gitattributes`, `.git/`, `.cache/huggingface/`) and the signature;
-4. refuses any file publish does not write, remote code in the configs (`auto_map`) and an unknown model
-   type ([`pipeline.integrity`]), and an `adapter_config.json` that is not the LoRA config publish writes
-   ([`lora_config`]);
-5. recomputes the verification from the recorded counts and the metrics from the confusion matrix, reads
-   `predictions.csv` line by line when the manifest lists it (rows, class counts, predictions hash:
-   [`pipeline.predictions.read_predictions`]), and renders the card and plots again: any
-   disagreement refuses the run;
-6. verifies the signature when one is there (against a required key or identity, if given);
-7. refuses a run whose (recomputed) status is FAIL, unless asked to load it anyway;
-8. rebuilds the model: first the run's tokenizer is read (a malformed `tokenizer.json` or
+2. runs the checks of [`pipeline.checks`] with the profile [`pipeline.checks.DOWNLOAD`] (weights, torch, a
+   Hub revision, a signature), in their order: results.json against a run tag's 128-bit digest or an
+   expected sha256, when given, and field by field; no pickle files, every file against the manifest, only
+   files publish writes, no remote code, a known model type; the recorded module installed, an
+   `adapter_config.json` that is the LoRA config publish writes ([`pipeline.checks.lora_config`]); the
+   verification and metrics recomputed from the recorded counts; `predictions.csv` read line by line when
+   the manifest lists it; the card and plots rendered again; the signature when one is there (against a
+   required key or identity, if given); and the (recomputed) status, a FAIL run refused unless asked to
+   load it anyway;
+3. rebuilds the model: first the run's tokenizer is read (a malformed `tokenizer.json` or
    `tokenizer_config.json` is one line) and the run's `config.json` compared with the base model's config,
    every field but those publish sets (labels, architecture, dtype, a missing pad token), so that no field
    sizes a weight before it is checked; then the recorded base weights (a Hub commit, the packaged MiniLM,
@@ -46,7 +41,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import shutil
 import tempfile
@@ -58,9 +52,8 @@ from pathlib import Path
 import torch
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
-from peft import LoraConfig, PeftModel
+from peft import PeftModel
 from peft.utils import get_peft_model_state_dict
-from peft.utils.constants import DUMMY_TARGET_MODULES
 from safetensors import SafetensorError, safe_open
 from tokenizers import Tokenizer
 from transformers import (
@@ -74,54 +67,39 @@ from transformers import (
 from transformers import __version__ as transformers_version
 from transformers.utils import logging as transformers_logging
 
-from ..modules import BUILTIN_PACKAGE, AttentionModule, get_module, module_names, module_provenance
+from .checks import DOWNLOAD, UNSIGNED, CheckedRun, lora_config, module_and_config, run_checks
 from .data import TaskData
 from .errors import (
     DataError,
     DownloadError,
-    FailedCheckpointError,
     IncompatibleRunError,
     IntegrityError,
     ModelLoadError,
-    ModuleNotInstalledError,
-    UnknownModuleError,
     UnsafeFormatError,
     first_line,
 )
 from .evaluate import classify, evaluate_stock
 from .hub_io import HubOptions, check_options, fetch_run, hub_endpoint, hub_options
 from .integrity import (
-    ADAPTER_CONFIG_FILE,
     ADAPTER_WEIGHTS_FILE,
     CONFIG_FILE,
     SHA_PREFIX,
     TOKENIZER_CONFIG_FILE,
-    OtherMatplotlibProblem,
-    card_problems,
     check_expected_sha256,
     check_files,
-    check_run_tag,
-    read_checked_files,
     read_json_object,
-    recorded_figure_problems,
-    refuse_contradictions,
-    stock_problems,
 )
 from .models import MODEL_ALIASES, folder_revision, minilm_folder, pad_on_the_right
-from .predictions import Predictions, read_predictions
-from .render import install_line
+from .predictions import Predictions
 from .results import (
     COMMIT_RE,
     MAX_TOKENIZER_BYTES,
-    PREDICTIONS_FILE,
     RESULTS_FILE,
     SIGNATURE_FILE,
     Results,
-    Status,
     StockLoad,
-    sha256_file,
 )
-from .signing import SignatureReport, SignerOptions, check_signer_identity, verify_run_signature
+from .signing import SignatureReport, SignerOptions, check_signer_identity
 
 TOKENIZER_FILE = "tokenizer.json"
 # The fields of a run's config.json that publish sets (labels, architecture, dtype, pad token) or that
@@ -143,22 +121,6 @@ PUBLISH_SET_CONFIG_FIELDS = frozenset(
         "_attn_implementation_autoset",
     }
 )
-# adapter_config.json fields that publish sets; every other field must hold LoraConfig's default.
-_LORA_FIELDS: dict[str, tuple[type, ...]] = {
-    "peft_type": (str,),
-    "task_type": (str,),
-    "r": (int,),
-    "lora_alpha": (int, float),
-    "lora_dropout": (int, float),
-    "target_modules": (list, str),  # a list, or peft's DUMMY_TARGET_MODULES when LoRA adapts nothing
-    "modules_to_save": (list, type(None)),
-    "fan_in_fan_out": (bool,),
-    "base_model_name_or_path": (str, type(None)),
-    "revision": (str, type(None)),
-    "inference_mode": (bool,),
-    "peft_version": (str,),
-}
-UNSIGNED = SignatureReport(signed=False, method=None, signer="", verified=False)
 EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT = 0, 1, 2
 
 
@@ -298,53 +260,28 @@ def download_verified(
     check_expected_sha256(expected_sha256)
     check_signer_identity(options.get("require_signer"))
     folder, repo_id, commit = _fetch(repo_or_path, revision, hub_options(options))
-    where = _source(folder, repo_id, commit)
-    check_run_tag(folder, revision, where)
-    results = read_checked_files(folder, expected_sha256, where, hub=repo_id is not None)
-    module, _ = _module_and_config(results, where)
-    lora_config(folder, where, results.training.lora_target_modules, list(module.training.trainable_modules))
-    refuse_contradictions(
-        recorded_figure_problems(results) + stock_problems(results, module.claims.changes_attention), where
-    )
-    predictions = (  # none in a run written before predictions were recorded
-        read_predictions(folder, results, where) if PREDICTIONS_FILE in results.manifest else None
-    )
-    second_predictions = (  # MNLI's mismatched genres: predictions of their own
-        read_predictions(folder, results, where, results.second_split) if results.second_split else None
-    )
-    problems = card_problems(results, folder)
-    if problems and all(isinstance(problem, OtherMatplotlibProblem) for problem in problems):
-        raise IntegrityError(f"{where}: {problems[0]}; until then, do not use this checkpoint")
-    if problems:
-        problems.sort(key=lambda problem: isinstance(problem, OtherMatplotlibProblem))  # a sure one first
-        raise IntegrityError(
-            f"{where}: the card does not show what {RESULTS_FILE} records: {problems[0]}; it was edited "
-            "after publishing, or rendered by another attncard (the run names attncard "
-            f"{results.environment.attncard_version}, commit {results.environment.git_commit[:SHA_PREFIX]}): "
-            "do not use this checkpoint"
-        )
-    signature = verify_run_signature(
+    run = CheckedRun(
         folder,
-        public_key=options.get("require_key"),
-        identity=options.get("require_signer"),
-        oidc_issuer=options.get("signer_issuer"),
+        _source(folder, repo_id, commit),
+        repo_id=repo_id,
+        revision=revision,
+        expected_sha256=expected_sha256,
+        allow_failed=allow_failed,
+        signer={
+            "require_signer": options.get("require_signer"),
+            "signer_issuer": options.get("signer_issuer"),
+            "require_key": options.get("require_key"),
+        },
     )
-    # The recorded status agreed with the one recomputed from the counts just above.
-    verification = results.verification
-    if verification.status == Status.FAIL and not allow_failed:
-        raise FailedCheckpointError(
-            f"{where}: the run's status is FAIL (accuracy {verification.accuracy:.4f} is below the threshold "
-            f"{verification.threshold:.4f}, the majority-class baseline + 3 SE); pass allow_failed=True "
-            "(CLI: --allow-fail) to load it anyway"
-        )
+    run_checks(DOWNLOAD, run)  # every check of pipeline.checks.CHECKS a download has the needs of, in order
     return VerifiedFiles(
         folder=folder,
-        results=results,
+        results=run.read(),
         repo_id=repo_id,
         revision=commit,
-        signature=signature,
-        predictions=predictions,
-        second_predictions=second_predictions,
+        signature=run.signature,
+        predictions=run.predictions,
+        second_predictions=run.second_predictions,
     )
 
 
@@ -474,7 +411,7 @@ def _rebuild(
 ) -> tuple[PeftModel, PreTrainedTokenizerBase, int]:
     results, folder, where = files.results, files.folder, files.source
     labels = list(results.dataset.label_names)
-    module, module_config = _module_and_config(results, where)
+    module, module_config = module_and_config(results, where)
     adapter_config = lora_config(
         folder, where, results.training.lora_target_modules, list(module.training.trainable_modules)
     )
@@ -521,72 +458,6 @@ def _rebuild(
             "the run folder is inconsistent, publish it again"
         )
     return model, tokenizer, base_parameters
-
-
-def lora_config(
-    folder: Path, where: str, target_modules: list[str], trained_modules: list[str]
-) -> LoraConfig:
-    """The run's `adapter_config.json` as a [`peft.LoraConfig`], checked field by field.
-
-    The fields publish sets are checked for their types and for agreeing with results.json (the LoRA
-    targets, the module's trained submodules); every other field must hold LoraConfig's default, so no
-    field can make peft import a module (`megatron_core`), pick a class (`auto_mapping`) or load anything
-    else.
-
-    Args:
-        folder: the run folder.
-        where: the run, for messages.
-        target_modules: the LoRA targets results.json records.
-        trained_modules: the module's trained submodules, which `modules_to_save` must list.
-
-    Returns:
-        The config, to pass to `PeftModel.from_pretrained(config=...)` instead of letting peft read the file.
-
-    Raises:
-        [`IncompatibleRunError`]: a field is unknown, of the wrong type, or not what publish writes.
-    """
-    adapter = read_json_object(folder / ADAPTER_CONFIG_FILE, where)
-    defaults = json.loads(json.dumps(LoraConfig().to_dict(), default=str))
-
-    def refuse(detail: str) -> IncompatibleRunError:
-        return IncompatibleRunError(
-            f"{where}: {ADAPTER_CONFIG_FILE} {detail}; attncard loads only the LoRA config publish writes: "
-            "do not use this checkpoint"
-        )
-
-    for key, value in adapter.items():
-        if key in _LORA_FIELDS:
-            if not isinstance(value, _LORA_FIELDS[key]) or (
-                isinstance(value, bool) and bool not in _LORA_FIELDS[key]
-            ):
-                raise refuse(f"has {key} = {value!r}, of the wrong type")
-        elif key not in defaults:
-            raise refuse(f"has the unknown field '{key}'")
-        elif value != defaults[key]:
-            raise refuse(f"sets '{key}' to {value!r} (publish leaves it at {defaults[key]!r})")
-    if (adapter.get("peft_type"), adapter.get("task_type")) != ("LORA", "SEQ_CLS"):
-        raise refuse(
-            f"describes a {adapter.get('peft_type')!r}/{adapter.get('task_type')!r} adapter, not LORA for "
-            "SEQ_CLS"
-        )
-    targets = adapter.get("target_modules") or []
-    if targets == DUMMY_TARGET_MODULES and not target_modules:
-        targets = []
-    if (
-        not isinstance(targets, list)
-        or not all(isinstance(name, str) for name in targets)
-        or sorted(targets) != sorted(target_modules)
-    ):
-        raise refuse(f"targets {targets!r}, but {RESULTS_FILE} records {target_modules!r}")
-    saved = adapter.get("modules_to_save") or []
-    if not all(isinstance(name, str) for name in saved):
-        raise refuse(f"has modules_to_save = {saved!r}")
-    unsaved = [name for name in trained_modules if name not in saved]
-    if unsaved:
-        raise refuse(f"does not save {', '.join(unsaved)}, the trained parameters of the module")
-    if not 0 <= adapter.get("lora_dropout", 0) < 1 or adapter.get("r", 1) < 1:
-        raise refuse(f"has r = {adapter.get('r')!r} and lora_dropout = {adapter.get('lora_dropout')!r}")
-    return LoraConfig(**{key: value for key, value in adapter.items() if key != "peft_version"})
 
 
 def load_run_tokenizer(folder: Path, where: str) -> PreTrainedTokenizerBase:
@@ -638,73 +509,6 @@ def load_run_tokenizer(folder: Path, where: str) -> PreTrainedTokenizerBase:
         ) from error
 
 
-def _module_and_config(results: Results, where: str) -> tuple[AttentionModule, object]:
-    """The recorded attention module and its config, rebuilt from `results.module`.
-
-    The module must be installed (attncard never installs a package) and its source must have the sha256
-    results.json records, when it records one.
-
-    Raises:
-        [`ModuleNotInstalledError`]: the module comes from a package that is not installed; the message names
-            the package and version.
-        [`IncompatibleRunError`]: attncard has no such module, the installed one has other source, or its
-            config class does not know a recorded field.
-        [`ModulePluginError`]: the installed package providing the module is broken.
-    """
-    name, record = results.module.name, results.module
-    plugin = record.package not in ("", BUILTIN_PACKAGE)
-    try:
-        module = get_module(name)
-    except UnknownModuleError:
-        if plugin:
-            raise ModuleNotInstalledError(
-                f"{where}: the run's attention module '{name}' comes from the package {record.package} "
-                f"{record.package_version}, which is not installed here; install it (pip install "
-                f'"{record.package}=={record.package_version}", after checking that this package is the one '
-                "you expect: the name comes from the run) and load the run again; attncard installs nothing"
-            ) from None
-        raise IncompatibleRunError(
-            f"{where}: the run uses the attention module '{name}', which this attncard does not have "
-            f"(it has {', '.join(module_names())}); install attncard {results.environment.attncard_version}"
-        ) from None
-    if record.source_sha256:
-        installed = module_provenance(name)
-        if installed.source_sha256 != record.source_sha256:
-            install = (
-                f'pip install "{record.package}=={record.package_version}"'
-                if plugin
-                else install_line(results).split("  # ")[0]
-            )
-            changed = [
-                file
-                for file in sorted({*record.source, *(path.name for path in module.source_files)})
-                if record.source.get(file) != _file_sha256(module.folder / file)
-            ]
-            raise IncompatibleRunError(
-                f"{where}: the attention module '{name}' installed here ({installed.package} "
-                f"{installed.version}, source sha256 {installed.source_sha256[:SHA_PREFIX]}…) is not the one "
-                f"the run was trained with ({record.package} {record.package_version}, source sha256 "
-                f"{record.source_sha256[:SHA_PREFIX]}…"
-                + (f"; {', '.join(changed)} differ" if changed else "")
-                + f"); install the recorded one ({install}) and load the run again"
-            )
-    config_class = module.config_class
-    hints = typing.get_type_hints(config_class)
-    known = {f.name for f in dataclasses.fields(config_class)}
-    recorded = dict(results.module.config)
-    unknown = sorted(set(recorded) - known)
-    if unknown:
-        raise IncompatibleRunError(
-            f"{where}: the run's '{name}' config has fields {unknown} that {config_class.__name__} of this "
-            f"attncard does not know; install attncard {results.environment.attncard_version}"
-        )
-    values = {
-        key: tuple(value) if isinstance(value, list) and typing.get_origin(hints[key]) is tuple else value
-        for key, value in recorded.items()
-    }
-    return module, config_class(**values)
-
-
 def stock_load_files(
     files: VerifiedFiles,
     data: TaskData,
@@ -726,7 +530,7 @@ def stock_load_files(
         and predictions hash with stock attention, or the error stock peft raised.
     """
     results, folder, where = files.results, files.folder, files.source
-    module, _ = _module_and_config(results, where)
+    module, _ = module_and_config(results, where)
     if not module.claims.changes_attention:
         return StockLoad(same_model=True)
     # adapter_config.json checked field by field, as the attncard loader reads it; stock peft reads the same.
@@ -740,11 +544,6 @@ def stock_load_files(
         pad_on_the_right(tokenizer, base)
         max_length = results.training.hyperparameters.max_length
         return evaluate_stock(base.eval(), folder, tokenizer, data, max_length, batch_size, adapter_config)
-
-
-def _file_sha256(path: Path) -> str | None:
-    """The sha256 of a file, or None when it is not there."""
-    return sha256_file(path) if path.is_file() else None
 
 
 def _load_base_model(

@@ -7,13 +7,15 @@ filter="attncard")`), and for each:
 1. takes the run tag (`run-<started_at>-<results.json sha256[:32]>`, [`pipeline.push.push_tag`]) that names
    the commit `main` is at: a `main` no run tag names changed after its push;
 2. fetches that commit without its weights ([`pipeline.hub_io.fetch_run`] with `without_weights`: the same
-   caps, checks and per-endpoint cache as `attncard download`), and checks it as a download does: results.json
-   against the tag, field by field and against its own counts, every file against the manifest, only files a
-   run holds, and the card and plots against their rendering again;
-3. copies it, a cards copy of the run, to `OUTPUT/<name>/`, then recomputes every quality figure from its
-   predictions.csv and the recorded task's data, and the paired verdict from its predictions.csv and its
-   dense baseline's, found among the other copies ([`pipeline.reverify_predictions.reverify_predictions`]);
-4. verifies its signature, when a signer or key is required.
+   caps, checks and per-endpoint cache as `attncard download`), and runs the checks of [`pipeline.checks`]
+   with the profile [`pipeline.checks.SUMMARY_HUB`] up to the figures from predictions: results.json against
+   the tag, field by field and against its own counts, every file against the manifest, only files a run
+   holds, a card rendered for this repository, and predictions.csv read line by line;
+3. copies it, a cards copy of the run, to `OUTPUT/<name>/`, then runs the rest of those checks on the copy:
+   every quality figure recomputed from its predictions.csv and the recorded task's data, and the paired
+   verdict from its predictions.csv and its dense baseline's, found among the other copies; the card, plots,
+   `.eval_results/` entry and LICENSE against their rendering again (refused in a download's words); and its
+   signature, verified when a signer or key is required.
 
 Runs are fetched a few at once (`FETCHING_RUNS` processes), and the whole command has one deadline
 (`total_deadline`, default `DEFAULT_SUMMARY_DEADLINE_S`) besides each run's: a run not fetched and checked by
@@ -29,6 +31,7 @@ goes to the endpoint only. Nothing here imports torch.
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import re
@@ -43,6 +46,7 @@ from huggingface_hub import HfApi, get_token
 from huggingface_hub.errors import HfHubHTTPError, HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
+from .checks import SUMMARY_HUB, CheckedRun, run_checks
 from .errors import (
     AttncardError,
     DownloadError,
@@ -63,17 +67,9 @@ from .hub_io import (
     hub_options,
     redacted,
 )
-from .integrity import (
-    SHA_PREFIX,
-    card_problems,
-    check_run_tag,
-    read_checked_files,
-    recorded_figure_problems,
-    refuse_contradictions,
-)
-from .results import RESULTS_FILE, RUN_TAG_RE, SIGNATURE_FILE, WEIGHTS_SUFFIX, Results
-from .reverify_predictions import reverify_predictions
-from .signing import SignerOptions, check_signer_identity, key_fingerprint, verify_run_signature
+from .integrity import SHA_PREFIX
+from .results import RESULTS_FILE, RUN_TAG_RE, SIGNATURE_FILE, WEIGHTS_SUFFIX
+from .signing import SignerOptions, check_signer_identity, key_fingerprint
 from .summary import LEADERBOARD_FILE, LEADERBOARD_PLOT, draw_leaderboard, read_cards, render_leaderboard
 
 HUB_TAG = "attncard"  # every card attncard renders carries it (pipeline.render)
@@ -83,6 +79,8 @@ DEFAULT_SUMMARY_DEADLINE_S = 2 * 60 * 60.0  # the whole command: a study of hund
 # Runs fetched at once, each in a process of its own: huggingface_hub's calls block, and its shared client
 # (with the timeouts and deadline `hub_io.hub_client_timeout` gives it) is one per process.
 FETCHING_RUNS = 4
+# The check of pipeline.checks.CHECKS that needs every run's copy: a paired verdict reads its dense run's.
+FIGURES_FROM_PREDICTIONS = "figures from predictions"
 _STOP_GRACE_S = 2.0  # how long past the deadline a fetch may take to give up before its process is stopped
 
 
@@ -133,10 +131,13 @@ class HubSummary:
 
 @dataclass
 class _Staged:
+    """A run fetched, checked alone and copied to the output folder, before its figures are recomputed."""
+
     repo_id: str
     folder: Path
     tag: str
     checks: list[str]
+    checked: CheckedRun  # what the checks read, its folder the copy
 
 
 def list_runs(org: str, **options: typing.Unpack[HubOptions]) -> list[str]:
@@ -401,54 +402,48 @@ def _stage(repo_id: str, output: Path, hub: str, options: HubOptions) -> _Staged
         )
     tag = _run_tag(repo_id, hub, options)
     fetched = fetch_run(repo_id, tag, without_weights=True, **options)
-    folder, where = fetched.folder, f"{repo_id}@{fetched.commit[:SHA_PREFIX]}"
-    check_run_tag(folder, tag, where)
-    results = read_checked_files(folder, None, where, hub=True, weights_optional=True)
-    if results.repo_id != repo_id:
-        raise IntegrityError(
-            f"{where}: its card was rendered for {results.repo_id}, not for this repository: a copy of "
-            "another run"
-        )
-    refuse_contradictions(recorded_figure_problems(results), where)
-    problems = card_problems(results, folder)
-    if problems:
-        raise IntegrityError(f"{where}: the card does not show what {RESULTS_FILE} records: {problems[0]}")
+    where = f"{repo_id}@{fetched.commit[:SHA_PREFIX]}"
+    run = CheckedRun(fetched.folder, where, repo_id=repo_id, revision=tag)
+    # Each run alone, on the fetched files; the figures from predictions need the other runs' copies (_check).
+    run_checks(SUMMARY_HUB, run, stop=FIGURES_FROM_PREDICTIONS)
     copy.mkdir()
     # Only the files the manifest lists (and results.json, the signature): no transport bookkeeping.
-    for path in [*results.manifest, RESULTS_FILE, SIGNATURE_FILE]:
-        if path.endswith(WEIGHTS_SUFFIX) or not (folder / path).is_file():
+    for path in [*run.read().manifest, RESULTS_FILE, SIGNATURE_FILE]:
+        if path.endswith(WEIGHTS_SUFFIX) or not (run.folder / path).is_file():
             continue
         (copy / path).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(folder / path, copy / path)
-    return _Staged(repo_id, copy, tag, ["run tag", "manifest", "card"])
+        shutil.copyfile(run.folder / path, copy / path)
+    return _Staged(repo_id, copy, tag, ["run tag", "manifest"], dataclasses.replace(run, folder=copy))
 
 
 def _check(run: _Staged, output: Path, options: HubSummaryOptions) -> list[str]:
-    """Recomputes the staged run's figures and paired verdict from the predictions, and checks its signature;
-    the checks passed."""
-    check = reverify_predictions(run.folder, data_dir=options.get("data_dir"), baselines=[output])
-    if not check.matches:
+    """The rest of the staged run's checks, on its copy: its figures and paired verdict recomputed from the
+    predictions (its dense baselines among the other copies in `output`), its card and plots, and its
+    signature; the checks passed."""
+    checked = dataclasses.replace(
+        run.checked,
+        data_dir=options.get("data_dir"),
+        baselines=[output],
+        signer={
+            "require_signer": options.get("require_signer"),
+            "signer_issuer": options.get("signer_issuer"),
+            "require_key": options.get("require_key"),
+        },
+    )
+    run_checks(SUMMARY_HUB, checked, start=FIGURES_FROM_PREDICTIONS)
+    check = checked.reverification
+    if check is not None and not check.matches:
         raise IntegrityError(
             f"{run.repo_id}: its figures differ from their recomputation from its predictions.csv: "
             f"{check.problems[0]}"
             + (f" (and {len(check.problems) - 1} more)" if len(check.problems) > 1 else "")
         )
-    results = Results.load(run.folder)
-    passed = ["figures from predictions.csv"]
+    results = checked.read()
+    passed = ["card", "figures from predictions.csv"]
     if results.comparison is not None and results.comparison.baselines:
         passed.append("paired verdict from both runs' predictions")
-    identity, key = options.get("require_signer"), options.get("require_key")
-    if identity or key:
-        # The weights were not fetched: the signature must name the sha256 the signed results.json lists.
-        weights = {path: sha for path, sha in results.manifest.items() if path.endswith(WEIGHTS_SUFFIX)}
-        report = verify_run_signature(
-            run.folder,
-            public_key=key,
-            identity=identity,
-            oidc_issuer=options.get("signer_issuer"),
-            absent=weights,
-        )
-        passed.append(f"signed by {report.who}")
+    if checked.signature.verified:  # a required signer or key: verified; otherwise reported, not checked
+        passed.append(f"signed by {checked.signature.who}")
     return passed
 
 

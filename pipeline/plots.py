@@ -1,6 +1,7 @@
 """How attncard draws a run's plots and compares a shipped plot with one drawn again: the plot style a run
 records (`Results.plot_style`) and the drawing it stands for, and the pixel comparison every check of a plot
-uses (a download's check of the card, and `lint`'s of the leaderboard).
+uses (the card check of [`pipeline.checks`], which a download, `verify --predictions` and `summary --hub`
+run, and `lint`'s check of the leaderboard).
 
 Below the card and the leaderboard, which both draw under `plot_context`; matplotlib, numpy and Pillow are
 imported inside the functions that use them.

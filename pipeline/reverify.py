@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .checks import Reverification, check_recorded_data, recorded_data_dir, reverification
 from .data import TaskData, get_task, load_task, load_task_from_hub, sample_rows, task_statistics
 from .download import (
     DownloadOptions,
@@ -37,7 +38,6 @@ from .integrity import Figure, evaluated_figures, figures, official_metric_of
 from .metrics import quality_metrics
 from .predictions import Predictions
 from .results import Metrics, Results, Verification
-from .reverify_predictions import Reverification, check_recorded_data, recorded_data_dir, reverification
 from .verify import all_finite, both_gates, verification_from_counts
 
 # How far a logit evaluated again may be from the recorded one, absolutely: another CPU, thread count or torch
@@ -257,8 +257,8 @@ def _data_figures(results: Results, data: TaskData, tokenizer) -> list[Figure]:
 
 
 def recorded_task(results: Results, data_dir: str | os.PathLike | None, where: str) -> TaskData:
-    """The recorded task's data ([`pipeline.reverify_predictions.recorded_data_dir`]), when they are the
-    recorded data ([`pipeline.reverify_predictions.check_recorded_data`])."""
+    """The recorded task's data ([`pipeline.checks.recorded_data_dir`]), when they are the
+    recorded data ([`pipeline.checks.check_recorded_data`])."""
     data_dir = recorded_data_dir(results, data_dir, where)
     if data_dir:
         data = load_task(results.dataset.task, data_dir)

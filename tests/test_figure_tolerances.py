@@ -16,11 +16,12 @@ import numpy as np
 import pytest
 import torch
 
+from attncard.pipeline.checks import settled
 from attncard.pipeline.errors import IntegrityError
 from attncard.pipeline.integrity import Figure, recorded_figure_problems
 from attncard.pipeline.paired import COUNT_FIELDS, comparison_from_counts, comparison_problems
 from attncard.pipeline.results import Results, Verdict
-from attncard.pipeline.reverify_predictions import reverify_predictions, settled
+from attncard.pipeline.reverify_predictions import reverify_predictions
 from attncard.pipeline.tolerances import (
     EXACT,
     FIGURE_TOLERANCES,

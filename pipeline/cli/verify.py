@@ -2,7 +2,8 @@
 on its recorded task and compares every figure of its card (`pipeline.reverify`).
 
 `attncard verify --predictions DIR [--data-dir D]`: recomputes every quality figure of a local run folder (or
-its `cards/` copy) from its predictions.csv, without the model or its weights, in seconds."""
+its `cards/` copy) from its predictions.csv, without the model or its weights, in seconds, then checks its
+card and plots as a download does (`pipeline.checks`, profile VERIFY_PREDICTIONS)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ DESCRIPTION = (
     "Reload a published run and evaluate it again on its task's validation split: exit 0 "
     "when every recomputed figure of its card (metrics, per-class scores, confusion matrix, p-value, "
     "Wilson interval, status) equals the recorded one, 1 when not, 2 on errors. With --predictions, the "
-    "figures are recomputed from the run's predictions.csv instead, without the model or its weights."
+    "figures are recomputed from the run's predictions.csv instead, without the model or its weights, and "
+    "the card and plots checked as a download checks them."
 )
 EPILOG = (
     "examples: attncard verify attncard/minilm-none-sst2 --data-dir ../shared/data/glue; "
@@ -93,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     # The stages are imported when the command runs: --help and argument errors need no torch, and neither
     # does --predictions (pipeline.reverify_predictions imports none).
-    from ..reverify_predictions import reverify_predictions, shown
+    from ..checks import shown
+    from ..reverify_predictions import reverify_predictions
 
     if args.baseline and not args.predictions:
         raise AttncardError("--baseline applies with --predictions; add --predictions, or drop --baseline")
