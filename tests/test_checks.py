@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_plot_compare import MINE, forged_loss_plot, sealed_copy
+from test_plot_compare import MINE, loss_plot, sealed_copy
 
 from attncard.pipeline import checks
 from attncard.pipeline.checks import (
@@ -35,7 +35,14 @@ from attncard.pipeline.cli import main
 from attncard.pipeline.download import download_verified
 from attncard.pipeline.errors import IntegrityError
 from attncard.pipeline.hub_summary import write_hub_summary
-from attncard.pipeline.results import CARD_FILE, PREDICTIONS_FILE, RESULTS_FILE, Results, sha256_file
+from attncard.pipeline.results import (
+    CARD_FILE,
+    PLOT_STYLE,
+    PREDICTIONS_FILE,
+    RESULTS_FILE,
+    Results,
+    sha256_file,
+)
 from attncard.pipeline.reverify_predictions import reverify_predictions
 from conftest import HUB_USER, TINY_GPT2_REPO, commit_run_folder
 
@@ -173,10 +180,10 @@ def test_one_entry_added_runs_in_every_profile_with_its_needs_and_only_those(
 def test_verify_predictions_refuses_a_redrawn_loss_plot_in_a_downloads_words(glue, tmp_path):
     """One step's loss moved by 0.05 and the plot drawn again, sealed into the manifest with the card: every
     figure still matches its recomputation, and the plot is refused as a download refuses it."""
-    sealed = sealed_copy(tmp_path / "sealed", MINE)  # the same run sealed again, its own plot: it passes
+    sealed = sealed_copy(tmp_path / "sealed", MINE, plot_style=PLOT_STYLE)  # as it is: it passes
     code, out, err = verify_predictions(sealed, glue, "--baseline", str(CARDS))
     assert code == 0 and "MATCH: " in out, err
-    forged = sealed_copy(tmp_path / "forged", MINE, forged_loss_plot(tmp_path, 0.05))
+    forged = sealed_copy(tmp_path / "forged", MINE, loss_plot(tmp_path, 0.05, PLOT_STYLE), PLOT_STYLE)
 
     code, out, err = verify_predictions(forged, glue, "--baseline", str(CARDS))
 

@@ -76,10 +76,10 @@ def sealed_copy(
     return folder
 
 
-def loss_plot(tmp_path: Path, delta: float = 0.0) -> bytes:
-    """The run's training-loss plot, drawn here the first way (as runs published before plot style 2 are),
-    with one step's loss moved by `delta`."""
-    results = dataclasses.replace(Results.load(RUN / RESULTS_FILE), plot_style=None)
+def loss_plot(tmp_path: Path, delta: float = 0.0, plot_style: int | None = None) -> bytes:
+    """The run's training-loss plot, drawn here in `plot_style` (None: the first way, as runs published
+    before plot style 2 are), with one step's loss moved by `delta`."""
+    results = dataclasses.replace(Results.load(RUN / RESULTS_FILE), plot_style=plot_style)
     losses = list(results.training.losses)
     losses[len(losses) // 2] += delta
     forged = dataclasses.replace(results, training=dataclasses.replace(results.training, losses=losses))
