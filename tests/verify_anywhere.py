@@ -210,9 +210,18 @@ def tail(text: str, lines: int = 12) -> str:
 
 def run(command: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> tuple[int, str]:
     """`(exit status, stdout and stderr together)` of a command."""
-    done = subprocess.run(
-        command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False
-    )
+    try:
+        done = subprocess.run(
+            command,
+            env=env,
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            check=False,
+        )
+    except FileNotFoundError:  # an interpreter that is not there (--python313): a failed step, not a crash
+        return 127, f"{command[0]}: not found"
     return done.returncode, done.stdout
 
 
