@@ -25,7 +25,7 @@ from verify_anywhere import (
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK_TEXT = (ROOT / "requirements.lock").read_text(encoding="utf-8")
-PINNED_NAMES = {"numpy", "scipy", "matplotlib", "pyarrow"}
+PINNED_NAMES = {"numpy", "scipy", "matplotlib", "pyarrow", "pandas"}
 
 
 def named(*names: str, pairs: list[tuple[str, str]] | None = None) -> list[Spec]:
@@ -34,7 +34,13 @@ def named(*names: str, pairs: list[tuple[str, str]] | None = None) -> list[Spec]
 
 def test_floors_are_pyprojects_floors_beside_the_lock():
     [floors] = named("floors")
-    assert floors.requirements == ("numpy==1.26.4", "scipy==1.11.4", "matplotlib==3.8.4", "pyarrow<26")
+    assert floors.requirements == (
+        "scipy==1.11.4",
+        "matplotlib==3.8.4",
+        "numpy==1.26.4",
+        "pyarrow<26",
+        "pandas<3",
+    )
     assert floors.beside_lock and not floors.indexes_only and floors.python == "/lock/python"
     # The script's floors are pyproject.toml's: raising one there without here fails this.
     dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
@@ -100,7 +106,7 @@ def test_the_matrix_pairs_meet_every_listed_release_once():
     assert all(spec.beside_lock for spec in matrix)
 
 
-def test_a_scipy_built_for_numpy_1_brings_numpy_1_and_an_older_pyarrow():
+def test_a_scipy_built_for_numpy_1_brings_numpy_1_and_the_pyarrow_and_pandas_for_it():
     by_name = {spec.name: spec for spec in named("matrix")}
     assert by_name["mpl3.8.4-scipy1.11.4"].requirements == ("matplotlib==3.8.4", "scipy==1.11.4", *NUMPY_1)
     assert by_name["mpl3.9.4-scipy1.13.1"].requirements == ("matplotlib==3.9.4", "scipy==1.13.1")

@@ -18,7 +18,8 @@ would:
 The environments (`--env`, repeatable):
 
 - `floors`: numpy 1.26.4, scipy 1.11.4, matplotlib 3.8.4, pyarrow below 26 (pyarrow 26 fails to import
-  beside numpy 1, though its metadata allows it), the rest as in requirements.lock;
+  beside numpy 1, though its metadata allows it) and pandas below 3 (which needs numpy 2), the rest as in
+  requirements.lock;
 - `newest`: the newest releases pyproject.toml's ranges allow, torch included, from the package indexes
   (no local wheel stands in), on the lock's Python;
 - `py313`: the same on Python 3.13 (`--python313`);
@@ -31,8 +32,9 @@ The environments (`--env`, repeatable):
 
 `--matplotlib X --scipy Y` adds one environment of those two beside the lock. "Beside the lock": the
 lock's pins are pip constraints, less those of the packages named; a scipy older than 1.13 brings numpy
-1.26.4 and pyarrow below 26 with it. Installs use pip with the machine's configuration (requirements.lock's
-CPU torch comes from it), except in `newest` and `py313`, whose pip reads no configuration file.
+1.26.4, pyarrow below 26 and pandas below 3 with it. Installs use pip with the machine's configuration
+(requirements.lock's CPU torch comes from it), except in `newest` and `py313`, whose pip reads no
+configuration file.
 
 Each step prints one line, PASS, FAIL or SKIP with its seconds (the lines that say why below a FAIL); the
 exit status is 1 when any step failed. A first build of `newest` or `py313` downloads a CUDA build of torch
@@ -69,9 +71,10 @@ LOCK = ROOT / "requirements.lock"
 CARDS = ROOT / "cards"
 SPEC_FILE = "anywhere-spec.json"  # in each environment: the spec it was built from, to reuse it
 
-# scipy 1.11 and 1.12 are built for numpy 1; pyarrow 26 (from datasets) fails to import beside numpy 1, though
-# its metadata does not say so.
-NUMPY_1 = ("numpy==1.26.4", "pyarrow<26")
+# scipy 1.11 and 1.12 are built for numpy 1. Beside it: pyarrow (from datasets) below 26, which fails to
+# import with numpy 1 though its metadata does not say so, and pandas below 3, whose metadata does (numpy
+# 2.0.2 or later); the lock's pins of both are released.
+NUMPY_1 = ("numpy==1.26.4", "pyarrow<26", "pandas<3")
 OLDEST_SCIPY_FOR_NUMPY_2 = Version("1.13")
 FLOORS = {"numpy": "1.26.4", "scipy": "1.11.4", "matplotlib": "3.8.4"}
 # A release, or a specifier: `~=3.11.0` is the newest 3.11.
@@ -142,8 +145,10 @@ def specs(names: list[str], lock_python: str, python313: str, pairs: list[tuple[
     chosen: list[Spec] = []
     for name in names:
         if name == "floors":
-            floors = tuple(f"{package}=={release}" for package, release in FLOORS.items())
-            chosen.append(Spec("floors", lock_python, (*floors, "pyarrow<26"), beside_lock=True))
+            floors = tuple(
+                f"{package}=={release}" for package, release in FLOORS.items() if package != "numpy"
+            )
+            chosen.append(Spec("floors", lock_python, (*floors, *NUMPY_1), beside_lock=True))
         elif name == "newest":
             chosen.append(Spec("newest", lock_python, indexes_only=True))
         elif name == "py313":
