@@ -17,6 +17,7 @@ from verify_anywhere import (
     Spec,
     Step,
     constraint_lines,
+    install_command,
     lock_pins,
     matrix_pairs,
     parse_args,
@@ -141,3 +142,19 @@ def test_the_report_fails_when_a_step_fails_and_says_why(capsys):
         "    exit 0",
         "    not refused",
     ]
+
+
+def test_the_lock_takes_this_machines_torch_and_newest_the_indexes():
+    """Beside the lock, the find-links pip is told of (where the locked CPU torch lies) and the constraints;
+    `newest` neither; both the extra index (PyTorch's CPU one in GitHub's CI)."""
+    environ = {"PIP_FIND_LINKS": "/opt/wheels", "PIP_EXTRA_INDEX_URL": "https://download.pytorch.org/whl/cpu"}
+    [floors] = named("floors")
+    [newest] = named("newest")
+    lock = install_command(floors, Path("/env/bin/python"), Path("/env/constraints.txt"), environ)
+    assert lock[-len(floors.requirements) - 2 :] == [*floors.requirements, "--editable", str(ROOT)]
+    assert lock[lock.index("--constraint") :][:2] == ["--constraint", "/env/constraints.txt"]
+    assert lock[lock.index("--find-links") :][:2] == ["--find-links", "/opt/wheels"]
+    indexes = install_command(newest, Path("/env/bin/python"), Path("/env/constraints.txt"), environ)
+    assert "--constraint" not in indexes and "--find-links" not in indexes
+    assert indexes[-2:] == ["--editable", str(ROOT)] and "https://download.pytorch.org/whl/cpu" in indexes
+    assert indexes[indexes.index("--python") :][:2] == ["--python", "/env/bin/python"]

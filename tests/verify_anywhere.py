@@ -32,9 +32,9 @@ The environments (`--env`, repeatable):
 
 `--matplotlib X --scipy Y` adds one environment of those two beside the lock. "Beside the lock": the
 lock's pins are pip constraints, less those of the packages named; a scipy older than 1.13 brings numpy
-1.26.4, pyarrow below 26 and pandas below 3 with it. Installs use pip with the machine's configuration
-(requirements.lock's CPU torch comes from it), except in `newest` and `py313`, whose pip reads no
-configuration file.
+1.26.4, pyarrow below 26 and pandas below 3 with it. uv installs them, from PyPI and what pip is told of in
+the environment (PIP_FIND_LINKS, PIP_EXTRA_INDEX_URL: the CPU torch of requirements.lock), but `newest` and
+`py313` take no find-links; the `wheel` check uses pip, as a researcher would.
 
 Each step prints one line, PASS, FAIL or SKIP with its seconds (the lines that say why below a FAIL); the
 exit status is 1 when any step failed. A first build of `newest` or `py313` downloads a CUDA build of torch
@@ -69,6 +69,8 @@ TESTS = ROOT / "tests"
 ANYWHERE = ROOT / ".venv-anywhere"
 LOCK = ROOT / "requirements.lock"
 CARDS = ROOT / "cards"
+# uv installs the environments, as `make test-floors` does: pip takes minutes to resolve each on 2 cores.
+UV = Path(sys.executable).parent / "uv"
 SPEC_FILE = "anywhere-spec.json"  # in each environment: the spec it was built from, to reuse it
 
 # scipy 1.11 and 1.12 are built for numpy 1. Beside it: pyarrow (from datasets) below 26, which fails to
@@ -99,8 +101,7 @@ class Spec:
         python: the interpreter its venv is made from.
         requirements: the requirement lines pip installs beside attncard (editable, from this checkout).
         beside_lock: the lock's pins constrain everything else.
-        indexes_only: pip reads no configuration file, so that no local wheel (this machine's torch) stands
-            in for the index's newest.
+        indexes_only: no local wheel (this machine's CPU torch) stands in for the indexes' newest.
     """
 
     name: str
@@ -230,14 +231,21 @@ def run(command: list[str], env: dict[str, str] | None = None, cwd: Path | None 
     return done.returncode, done.stdout
 
 
-def pip_environment(indexes_only: bool) -> dict[str, str]:
-    """The environment pip runs in: this one, or, with `indexes_only`, one in which pip reads no
-    configuration file and no find-links (the package indexes only; PIP_EXTRA_INDEX_URL is kept)."""
-    env = dict(os.environ)
-    if indexes_only:
-        env["PIP_CONFIG_FILE"] = os.devnull
-        env.pop("PIP_FIND_LINKS", None)
-    return env
+def install_command(spec: Spec, python: Path, constraints: Path, environ: dict[str, str]) -> list[str]:
+    """uv's install of `spec` into the venv of `python`: its requirements and attncard (editable), the lock's
+    constraints when beside it. Where packages come from is what pip is told in `environ`: PIP_FIND_LINKS
+    (this machine's CPU torch; not for `indexes_only`) and PIP_EXTRA_INDEX_URL (PyTorch's CPU index in
+    GitHub's CI), each release taken from whichever offers the best, as pip does."""
+    command = [str(UV), "pip", "install", "--quiet", "--python", str(python), "--index-strategy"]
+    command.append("unsafe-best-match")
+    if spec.beside_lock:
+        command += ["--constraint", str(constraints)]
+    if not spec.indexes_only:
+        for link in environ.get("PIP_FIND_LINKS", "").split():
+            command += ["--find-links", link]
+    for index in environ.get("PIP_EXTRA_INDEX_URL", "").split():
+        command += ["--extra-index-url", index]
+    return [*command, *spec.requirements, "--editable", str(ROOT)]
 
 
 def spec_record(spec: Spec, lock_text: str) -> dict[str, object]:
@@ -265,9 +273,7 @@ def build(spec: Spec, lock_text: str, report: Report) -> Path | None:
     if status == 0:
         constraints = folder / "constraints.txt"
         constraints.write_text("\n".join(constraint_lines(spec, lock_text)) + "\n", encoding="utf-8")
-        install = [str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet", "--constraint"]
-        install += [str(constraints), *spec.requirements, "--editable", str(ROOT)]
-        status, output = run(install, env=pip_environment(spec.indexes_only))
+        status, output = run(install_command(spec, folder / "bin" / "python", constraints, dict(os.environ)))
     if status != 0:
         report.add(Step(spec.name, "build", "FAIL", time.monotonic() - start, tail(output)))
         return None
@@ -420,7 +426,7 @@ def check_fresh_run(report: Report, name: str, attncard: str, fresh: FreshRun, w
     status, output = run([attncard, "download", FORGED_REPO, *endpoint, "--output", str(forged)], env=env)
     # Refused, and for its plot: another refusal would not show that the plot was checked.
     refused = status != 0 and LOSS_PLOT in output and not forged.exists()
-    detail = tail(output, 3) if refused else f"exit {status}, not refused for {LOSS_PLOT}:\n{tail(output)}"
+    detail = tail(output, 1) if refused else f"exit {status}, not refused for {LOSS_PLOT}:\n{tail(output)}"
     report.add(
         Step(
             name,
