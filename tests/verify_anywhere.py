@@ -32,7 +32,8 @@ The environments (`--env`, repeatable):
 
 `--matplotlib X --scipy Y` adds one environment of those two beside the lock. "Beside the lock": the
 lock's pins are pip constraints, less those of the packages named; a scipy older than 1.13 brings numpy
-1.26.4, pyarrow below 26 and pandas below 3 with it. uv installs them, from PyPI and what pip is told of in
+1.26.4, pyarrow below 26 and pandas below 3 with it, a newer one the newest numpy it allows (1.13.1 caps
+numpy below 2.3, under the lock's). uv installs them, from PyPI and what pip is told of in
 the environment (PIP_FIND_LINKS, PIP_EXTRA_INDEX_URL: the CPU torch of requirements.lock), but `newest` and
 `py313` take no find-links; the `wheel` check uses pip, as a researcher would.
 
@@ -124,10 +125,12 @@ def needs_numpy_1(scipy: str) -> bool:
 
 
 def beside_lock(name: str, python: str, matplotlib: str, scipy: str) -> Spec:
-    """The lock with this matplotlib and scipy (and numpy 1, pyarrow below 26, when that scipy needs them)."""
+    """The lock with this matplotlib and scipy, and the numpy that scipy allows (numpy 1, pyarrow below 26 and
+    pandas below 3 for a scipy built for numpy 1)."""
     requirements = [release_requirement("matplotlib", matplotlib), release_requirement("scipy", scipy)]
-    if needs_numpy_1(scipy):
-        requirements += NUMPY_1
+    # Each scipy caps the numpy it was built for (1.13.1: below 2.3), under the lock's at times: numpy is
+    # released from the lock's pins, to the newest that scipy and the rest allow.
+    requirements += NUMPY_1 if needs_numpy_1(scipy) else ("numpy",)
     return Spec(name, python, tuple(requirements), beside_lock=True)
 
 
