@@ -31,15 +31,17 @@ The environments (`--env`, repeatable):
   `attncard --help` run. No checks of runs there.
 
 `--matplotlib X --scipy Y` adds one environment of those two beside the lock. "Beside the lock": the
-lock's pins are pip constraints, less those of the packages named; a scipy older than 1.13 brings numpy
-1.26.4, pyarrow below 26 and pandas below 3 with it, a newer one the newest numpy it allows (1.13.1 caps
-numpy below 2.3, under the lock's). uv installs them, from PyPI and what pip is told of in
-the environment (PIP_FIND_LINKS, PIP_EXTRA_INDEX_URL: the CPU torch of requirements.lock), but `newest` and
-`py313` take no find-links; the `wheel` check uses pip, as a researcher would.
+lock's pins are constraints, less those of the packages named; a scipy older than 1.13 brings numpy 1.26.4,
+pyarrow below 26 and pandas below 3 with it, a newer one the newest numpy it allows (1.13.1 caps numpy below
+2.3, under the lock's). uv installs them, from PyPI and what pip is told of in the environment
+(PIP_FIND_LINKS, PIP_EXTRA_INDEX_URL: the CPU torch of requirements.lock), but `newest` and `py313` take no
+find-links; the `wheel` check uses pip, as a researcher would. A reused `newest` or `py313` holds the newest
+releases of the day it was built: remove its folder to take later ones.
 
 Each step prints one line, PASS, FAIL or SKIP with its seconds (the lines that say why below a FAIL); the
 exit status is 1 when any step failed. A first build of `newest` or `py313` downloads a CUDA build of torch
-from PyPI (several GB); a run that reuses every environment takes a few minutes.
+from PyPI (several GB). On 2 cores each environment's checks take 3 to 5 minutes, most of it the committed
+cards' `verify --predictions`.
 
 Usage: .venv/bin/python tests/verify_anywhere.py --env floors --env newest [--python313 PATH] [--glue DIR]
 """
