@@ -3,6 +3,7 @@ matrix's pairs, and the report. Building the environments is the script's own ru
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from verify_anywhere import (
     MATRIX_MATPLOTLIB,
     MATRIX_SCIPY,
     NUMPY_1,
+    SPEC_FILE,
     Report,
     Spec,
     Step,
@@ -21,6 +23,8 @@ from verify_anywhere import (
     lock_pins,
     matrix_pairs,
     parse_args,
+    reusable,
+    spec_record,
     specs,
 )
 
@@ -162,3 +166,15 @@ def test_the_lock_takes_this_machines_torch_and_newest_the_indexes():
     assert "--constraint" not in indexes and "--find-links" not in indexes
     assert indexes[-2:] == ["--editable", str(ROOT)] and "https://download.pytorch.org/whl/cpu" in indexes
     assert indexes[indexes.index("--python") :][:2] == ["--python", "/env/bin/python"]
+
+
+def test_an_environment_is_reused_while_its_spec_is_the_same(tmp_path):
+    [floors] = named("floors")
+    record = spec_record(floors, LOCK_TEXT)
+    assert not reusable(tmp_path, record)
+    (tmp_path / SPEC_FILE).write_text(json.dumps(record, indent=2), encoding="utf-8")
+    assert reusable(tmp_path, record)
+    assert not reusable(
+        tmp_path, spec_record(floors, LOCK_TEXT.replace("torch==2.13.0+cpu", "torch==2.13.1+cpu"))
+    )
+    assert not reusable(tmp_path, spec_record(named(pairs=[("3.8.4", "1.11.4")])[0], LOCK_TEXT))

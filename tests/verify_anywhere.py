@@ -257,11 +257,18 @@ def spec_record(spec: Spec, lock_text: str) -> dict[str, object]:
     """What an environment was built from: the same record means it can be reused as it is."""
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     dependencies = pyproject[pyproject.index("dependencies = [") : pyproject.index("[project.urls]")]
-    return {
+    record = {
         **dataclasses.asdict(spec),
         "constraints": hashlib.sha256("\n".join(constraint_lines(spec, lock_text)).encode()).hexdigest(),
         "dependencies": hashlib.sha256(dependencies.encode()).hexdigest(),
     }
+    return json.loads(json.dumps(record))  # as it reads back from SPEC_FILE: the tuples become lists
+
+
+def reusable(folder: Path, record: dict[str, object]) -> bool:
+    """Whether `folder` holds an environment built from `record`."""
+    spec_path = folder / SPEC_FILE
+    return spec_path.is_file() and json.loads(spec_path.read_text(encoding="utf-8")) == record
 
 
 def build(spec: Spec, lock_text: str, report: Report) -> Path | None:
@@ -269,8 +276,7 @@ def build(spec: Spec, lock_text: str, report: Report) -> Path | None:
     folder = ANYWHERE / spec.name
     record = spec_record(spec, lock_text)
     start = time.monotonic()
-    spec_path = folder / SPEC_FILE
-    if spec_path.is_file() and json.loads(spec_path.read_text(encoding="utf-8")) == record:
+    if reusable(folder, record):
         report.add(Step(spec.name, "build", "PASS", time.monotonic() - start, "(reused)"))
         return folder
     shutil.rmtree(folder, ignore_errors=True)
@@ -282,7 +288,7 @@ def build(spec: Spec, lock_text: str, report: Report) -> Path | None:
     if status != 0:
         report.add(Step(spec.name, "build", "FAIL", time.monotonic() - start, tail(output)))
         return None
-    spec_path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    (folder / SPEC_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     report.add(Step(spec.name, "build", "PASS", time.monotonic() - start))
     return folder
 
