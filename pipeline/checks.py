@@ -521,15 +521,28 @@ def lora_config(
             "do not use this checkpoint"
         )
 
+    newer_peft = _newer_peft(adapter.get("peft_version"))
+    left_out = set()
     for key, value in adapter.items():
         if key in _LORA_FIELDS:
             if not isinstance(value, _LORA_FIELDS[key]) or (
                 isinstance(value, bool) and bool not in _LORA_FIELDS[key]
             ):
                 raise refuse(f"has {key} = {value!r}, of the wrong type")
-        elif key not in defaults:
-            raise refuse(f"has the unknown field '{key}'")
-        elif value != defaults[key]:
+        elif key not in defaults and newer_peft and value in (None, False):
+            # A field of a later peft, off (null or false): this peft has nothing of it to leave out.
+            left_out.add(key)
+        elif key not in defaults or value != defaults[key]:
+            if newer_peft:
+                from importlib import metadata
+
+                raise IncompatibleRunError(
+                    f"{where}: {ADAPTER_CONFIG_FILE} was written by peft {newer_peft}, whose field "
+                    f"'{key}' = {value!r} peft {metadata.version('peft')} here does not know or defaults "
+                    f"otherwise; check the run with peft>={newer_peft} (pip install 'peft>={newer_peft}')"
+                )
+            if key not in defaults:
+                raise refuse(f"has the unknown field '{key}'")
             raise refuse(f"sets '{key}' to {value!r} (publish leaves it at {defaults[key]!r})")
     if (adapter.get("peft_type"), adapter.get("task_type")) != ("LORA", "SEQ_CLS"):
         raise refuse(
@@ -553,7 +566,25 @@ def lora_config(
         raise refuse(f"does not save {', '.join(unsaved)}, the trained parameters of the module")
     if not 0 <= adapter.get("lora_dropout", 0) < 1 or adapter.get("r", 1) < 1:
         raise refuse(f"has r = {adapter.get('r')!r} and lora_dropout = {adapter.get('lora_dropout')!r}")
-    return LoraConfig(**{key: value for key, value in adapter.items() if key != "peft_version"})
+    return LoraConfig(
+        **{key: value for key, value in adapter.items() if key != "peft_version" and key not in left_out}
+    )
+
+
+def _newer_peft(written_by: object) -> str | None:
+    """The peft release that wrote an adapter config (its `peft_version`) when it is later than the peft
+    installed here: a field this peft does not know may then be that release's own, not an injection."""
+    from importlib import metadata
+
+    from packaging.version import InvalidVersion, Version
+
+    if not isinstance(written_by, str):
+        return None
+    try:
+        written = Version(written_by)
+    except InvalidVersion:
+        return None
+    return str(written) if written > Version(metadata.version("peft")) else None
 
 
 def module_and_config(results: Results, where: str) -> tuple[AttentionModule, object]:
