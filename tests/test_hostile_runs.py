@@ -176,6 +176,31 @@ def test_adapter_config_is_checked_field_by_field(tiny_gpt2_run, tmp_path, capsy
     assert "adapter_config.json" in one_line(capsys)
 
 
+def test_an_adapter_config_of_a_later_peft_is_told_from_an_injection(tiny_gpt2_run, gpt2_base, tmp_path):
+    """A later peft writes fields this one does not know (peft 0.21 beside the floor 0.18): off (null,
+    false) they are left out and the run loads; set, the run is refused naming both pefts, not as an
+    injection; an unknown field in a config that names this peft is an injection, as above."""
+    later = {"peft_version": "99.0", "future_config": None, "use_future": False}
+    run_dir = copy_run(tiny_gpt2_run, tmp_path / "off")
+    edit_json(run_dir, "adapter_config.json", lambda c: c.update(later))
+    reseal(run_dir, Results.load(run_dir))  # the card lists every file's digest: as a later publish wrote it
+    assert load_verified(run_dir, base_model=gpt2_base).model is not None
+
+    run_dir = copy_run(tiny_gpt2_run, tmp_path / "set")
+    edit_json(run_dir, "adapter_config.json", lambda c: c.update(later, future_config={"rank": 2}))
+    with pytest.raises(
+        IncompatibleRunError,
+        match=r"written by peft 99\.0, whose field 'future_config' = "
+        r"\{'rank': 2\} peft .* here does not know .*check the run with peft>=99\.0",
+    ):
+        download_verified(run_dir)
+
+    run_dir = copy_run(tiny_gpt2_run, tmp_path / "this")
+    edit_json(run_dir, "adapter_config.json", lambda c: c.update(future_config=None))
+    with pytest.raises(IncompatibleRunError, match=r"has the unknown field 'future_config'"):
+        download_verified(run_dir)
+
+
 # --- row 3: results.json bound to the run with 128 bits --------------------------------------------------
 
 
