@@ -53,6 +53,7 @@ import re
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 
 from ..modules import BUILTIN_PACKAGE, AttentionModule, get_module, module_names, module_provenance
@@ -521,7 +522,8 @@ def lora_config(
             "do not use this checkpoint"
         )
 
-    newer_peft = _newer_peft(adapter.get("peft_version"))
+    installed_peft = metadata.version("peft")
+    newer_peft = _newer_peft(adapter.get("peft_version"), installed_peft)
     left_out = set()
     for key, value in adapter.items():
         if key in _LORA_FIELDS:
@@ -534,11 +536,9 @@ def lora_config(
             left_out.add(key)
         elif key not in defaults or value != defaults[key]:
             if newer_peft:
-                from importlib import metadata
-
                 raise IncompatibleRunError(
                     f"{where}: {ADAPTER_CONFIG_FILE} was written by peft {newer_peft}, whose field "
-                    f"'{key}' = {value!r} peft {metadata.version('peft')} here does not know or defaults "
+                    f"'{key}' = {value!r} peft {installed_peft} here does not know or defaults "
                     f"otherwise; check the run with peft>={newer_peft} (pip install 'peft>={newer_peft}')"
                 )
             if key not in defaults:
@@ -571,11 +571,10 @@ def lora_config(
     )
 
 
-def _newer_peft(written_by: object) -> str | None:
-    """The peft release that wrote an adapter config (its `peft_version`) when it is later than the peft
-    installed here: a field this peft does not know may then be that release's own, not an injection."""
-    from importlib import metadata
-
+def _newer_peft(written_by: object, installed: str) -> str | None:
+    """The peft release that wrote an adapter config (its `peft_version`) when it is later than the
+    `installed` one: a field the installed peft does not know may then be that release's own, not an
+    injection."""
     from packaging.version import InvalidVersion, Version
 
     if not isinstance(written_by, str):
@@ -584,7 +583,7 @@ def _newer_peft(written_by: object) -> str | None:
         written = Version(written_by)
     except InvalidVersion:
         return None
-    return str(written) if written > Version(metadata.version("peft")) else None
+    return str(written) if written > Version(installed) else None
 
 
 def module_and_config(results: Results, where: str) -> tuple[AttentionModule, object]:

@@ -99,7 +99,7 @@ from .results import (
     Results,
     StockLoad,
 )
-from .signing import SignatureReport, SignerOptions, check_signer_identity
+from .signing import SignatureReport, SignerOptions, check_signer_identity, signer_options
 
 TOKENIZER_FILE = "tokenizer.json"
 # The fields of a run's config.json that publish sets (labels, architecture, dtype, pad token) or that
@@ -267,11 +267,7 @@ def download_verified(
         revision=revision,
         expected_sha256=expected_sha256,
         allow_failed=allow_failed,
-        signer={
-            "require_signer": options.get("require_signer"),
-            "signer_issuer": options.get("signer_issuer"),
-            "require_key": options.get("require_key"),
-        },
+        signer=signer_options(options),
     )
     run_checks(DOWNLOAD, run)  # every check of pipeline.checks.CHECKS a download has the needs of, in order
     return VerifiedFiles(

@@ -69,7 +69,7 @@ from .hub_io import (
 )
 from .integrity import SHA_PREFIX
 from .results import RESULTS_FILE, RUN_TAG_RE, SIGNATURE_FILE, WEIGHTS_SUFFIX
-from .signing import SignerOptions, check_signer_identity, key_fingerprint
+from .signing import SignerOptions, check_signer_identity, key_fingerprint, signer_options
 from .summary import LEADERBOARD_FILE, LEADERBOARD_PLOT, draw_leaderboard, read_cards, render_leaderboard
 
 HUB_TAG = "attncard"  # every card attncard renders carries it (pipeline.render)
@@ -424,11 +424,7 @@ def _check(run: _Staged, output: Path, options: HubSummaryOptions) -> list[str]:
         run.checked,
         data_dir=options.get("data_dir"),
         baselines=[output],
-        signer={
-            "require_signer": options.get("require_signer"),
-            "signer_issuer": options.get("signer_issuer"),
-            "require_key": options.get("require_key"),
-        },
+        signer=signer_options(options),
     )
     run_checks(SUMMARY_HUB, checked, start=FIGURES_FROM_PREDICTIONS)
     check = checked.reverification

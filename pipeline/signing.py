@@ -179,6 +179,16 @@ class SignerOptions(typing.TypedDict, total=False):
     require_key: str | os.PathLike | None
 
 
+def signer_options(options: Mapping[str, object]) -> SignerOptions:
+    """The [`SignerOptions`] among a command's keyword `options` (each None when not given).
+
+    Example:
+        >>> signer_options({"require_key": None, "revision": "v1"})
+        {'require_signer': None, 'signer_issuer': None, 'require_key': None}
+    """
+    return typing.cast(SignerOptions, {key: options.get(key) for key in SignerOptions.__annotations__})
+
+
 def verify_run_signature(
     folder: str | Path,
     *,
@@ -542,5 +552,6 @@ __all__ = [
     "check_signer_identity",
     "key_fingerprint",
     "sign_run_folder",
+    "signer_options",
     "verify_run_signature",
 ]
