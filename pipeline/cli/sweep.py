@@ -212,8 +212,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from ..errors import AttncardError
-    from ..sweep import check_sweep, plan_sweep, read_matrix, run_sweep
+    from ..errors import AttncardError, visible
+    from ..sweep import check_sweep, plan_sweep, read_matrix, run_sweep, unpaired_warnings
 
     for option, executors in EXECUTOR_OPTIONS.items():
         if getattr(args, option[2:].replace("-", "_")) is not None and args.executor not in executors:
@@ -225,6 +225,9 @@ def _sweep(args: argparse.Namespace) -> int:
     runs = plan_sweep(matrix, seeds=args.seeds, only=args.only)
     settings = settings_from_args(args)
     check_sweep(runs, settings)
+    # Legal, yet mostly a slip of the matrix: said before the first run, not found in the cards hours later.
+    for warning in unpaired_warnings(runs, settings, planned=plan_sweep(matrix, seeds=args.seeds)):
+        print(f"warning: {visible(warning)}", file=sys.stderr)
     retries = DEFAULT_RETRIES if args.retries is None else args.retries
     if args.executor == "ray":
         from ..sweep_ray import run_sweep_ray
