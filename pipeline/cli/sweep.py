@@ -2,7 +2,9 @@
 progress bar over all of them.
 
 The whole matrix and every option are checked before the first run: bad input ends with one line on stderr
-and exit status 2, and nothing is trained or written. Then each run is trained, or skipped when its folder
+and exit status 2, and nothing is trained or written. A module run that no dense run of its settings will be
+compared with is one line `warning: ...` on stderr then, naming the closest dense row and what differs, and
+runs all the same. Then each run is trained, or skipped when its folder
 holds it finished; a run that fails is one line on stderr, `<run name>: <error>`, and the sweep goes on. The
 exit status is 1 when any run failed, 0 otherwise. The stage (and torch) is imported when the command runs:
 `--help` and argument errors answer without it.
