@@ -1,9 +1,9 @@
 """`attncard sweep --executor ray` on a real Ray cluster: two nodes on this machine (`ray start --head` and
-`ray start --address`, one CPU each, separate processes) run the tiny study of test_sweep.py (two modules, two
-seeds), the dense runs first; a worker killed in the middle of a run is retried and the sweep still ends with
-every run done; one run writes the same predictions.csv, byte for byte, with either executor (on a Ray
-instance the sweep starts itself); the Hub token reaches a run, which pushes with it, without entering any file of Ray or of the
-sweep."""
+`ray start --address`, one CPU each, separate processes) run the tiny study of test_sweep.py (two modules,
+two seeds), the dense runs first; a worker killed in the middle of a run is retried and the sweep still
+ends with every run done; one run writes the same predictions.csv, byte for byte, with either executor (on
+a Ray instance the sweep starts itself); the Hub token reaches a run, which pushes with it, without
+entering any file of Ray or of the sweep."""
 
 from __future__ import annotations
 
