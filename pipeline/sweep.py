@@ -15,8 +15,10 @@ named at most once (a second row of the same model, module and task would write 
 
 `resources` (optional, at the top for every run and in a row for its runs, key by key over the top's) is
 what one run asks of a cluster (`attncard sweep --executor ray` or `slurm`): `cpus` (default 1), `gpus`
-(default 0) and `memory_gib` (default: none reserved); Slurm grants only whole CPUs and GPUs. The local
-executor runs one run at a time and reads none of it:
+(default 0) and `memory_gib` (default: none reserved); Slurm grants only whole CPUs and GPUs. `cpus` is also
+the number of torch threads the run trains and evaluates with (its whole part, at least 1), whichever
+executor runs it, the local one (one run at a time) included: so a run gives the same predictions.csv, byte
+for byte, on any executor of the same machine:
 
     resources: {cpus: 2, memory_gib: 8}
     runs:
@@ -27,7 +29,9 @@ the last part of its alias, Hub id or folder as publish names runs. The `none` r
 module run finds the dense run of its (model, task, steps, seed) on disk. A run whose folder is there, passes
 the checks of a download (`download_verified`, its status FAIL included) and is that very run (model, module,
 task, training settings and seed, named for the same Hub repository) is not trained again. A run that fails
-is reported in one line and the sweep goes on with the next.
+is reported in one line and the sweep goes on with the next. A module run that no dense run of its settings
+will be compared with ([`unpaired_warnings`]) is a warning before anything runs, not an error: a study of
+dense runs alone, or of a module alone, is legal.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import torch
 import yaml
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
@@ -56,7 +61,7 @@ from .data import check_data_dir, get_task
 from .download import download_verified
 from .errors import AttncardError, first_line, visible
 from .models import MODEL_ALIASES, resolve_model_name
-from .publish import PublishOptions, check_run_folders, copy_to_cards, run_publish
+from .publish import PublishOptions, baseline_candidate, check_run_folders, copy_to_cards, run_publish
 from .push import check_push_only_options, check_push_setup, sign_and_push
 from .results import Results, Status, TrainConfig, default_repo_name
 
@@ -137,7 +142,8 @@ class RunResources:
     free.
 
     Attributes:
-        cpus: CPU cores (Ray's `num_cpus`, Slurm's `--cpus-per-task`), more than 0; whole for Slurm.
+        cpus: CPU cores (Ray's `num_cpus`, Slurm's `--cpus-per-task`), more than 0; whole for Slurm. Its
+            whole part (at least 1) is also the run's torch threads (`torch_threads`), on every executor.
         gpus: GPUs (`num_gpus`, `--gpus-per-node`), 0 or more; a fraction shares one on Ray, and is refused
             by Slurm.
         memory_gib: memory in GiB (`memory`, `--mem`), more than 0; None reserves none (Slurm: the
@@ -151,6 +157,8 @@ class RunResources:
     Example:
         >>> RunResources(cpus=2).ray_options()
         {'num_cpus': 2, 'num_gpus': 0}
+        >>> RunResources(cpus=2.5).torch_threads, RunResources(cpus=0.5).torch_threads
+        (2, 1)
     """
 
     cpus: float = 1
@@ -163,6 +171,13 @@ class RunResources:
             problem = resource_problem(key, value) if value is not None else None
             if problem is not None:
                 raise AttncardError(f"resources {problem}")
+
+    @property
+    def torch_threads(self) -> int:
+        """The torch threads the run trains and evaluates with, whichever executor runs it: its whole CPUs,
+        at least 1. Logits of float32 sums split over another number of threads differ in their last digits,
+        so a run's predictions.csv is the same, byte for byte, only at the same thread count."""
+        return max(1, int(self.cpus))
 
     def ray_options(self) -> dict[str, float | int]:
         """The resources as options of a Ray task (`.options(**...)`)."""
@@ -674,6 +689,108 @@ def check_sweep(runs: list[SweepRun], settings: SweepSettings) -> None:
         check_push_setup(settings.repo_id(runs[0]), settings.hub_endpoint, settings.sign_key)
 
 
+def unpaired_warnings(
+    runs: list[SweepRun], settings: SweepSettings, planned: list[SweepRun] | None = None
+) -> list[str]:
+    """What to warn of before a sweep runs: each module row whose runs no dense run will be compared with, so
+    that their cards have no paired verdict ("No dense baseline ... was found"), naming the closest dense row
+    and the settings that differ. Legal (a study of one module, a dense run trained elsewhere), but mostly a
+    slip of the matrix, better said now than after the training.
+
+    A module run has its dense run when a `none` run of its model, task, steps and seed is one of `runs` (it
+    runs first, [`dense_run_of`]) or is in `settings.output` already, found as publish finds it
+    ([`baseline_candidate`]).
+
+    Args:
+        runs: the sweep's runs, from [`plan_sweep`] (`--only` applied).
+        settings: what applies to every run.
+        planned: every run of the matrix (`plan_sweep` without `only`), where the closest dense row is looked
+            for; None: `runs`.
+
+    Returns:
+        One message per module row with such runs, without the `warning: ` the command line puts before it.
+
+    Example:
+        >>> _ = Path("matrix.yaml").write_text(  # with examples/sliding_window installed
+        ...     "runs:\\n  - {model: tiny-gpt2, module: none, task: sst2, steps: 30}\\n"
+        ...     "  - {model: tiny-gpt2, module: sliding_window, task: sst2, steps: 40}\\n"
+        ... )
+        >>> print(*unpaired_warnings(plan_sweep(read_matrix("matrix.yaml")), SweepSettings()))
+        tiny-gpt2-sliding_window-sst2-seed0 has no dense run at its settings (steps 40; the dense row
+        tiny-gpt2-none-sst2 has steps 30): its card will have no paired verdict; give both rows the same steps
+    """
+    planned = runs if planned is None else planned
+    rows: dict[str, list[SweepRun]] = {}  # each module row's runs of this sweep, by the row's name
+    for run in runs:
+        if run.module != BASELINE_MODULE:
+            rows.setdefault(_run_name(run.model, run.module, run.task), []).append(run)
+    warnings = []
+    for row_runs in rows.values():
+        unpaired = [
+            run
+            for run in row_runs
+            if dense_run_of(run, runs) is None and not _dense_run_on_disk(run, settings)
+        ]
+        if unpaired:
+            warnings.append(_unpaired_message(unpaired, planned, settings))
+    return warnings
+
+
+def _dense_run_on_disk(run: SweepRun, settings: SweepSettings) -> bool:
+    """Whether `settings.output` holds the dense run publish would compare `run` with."""
+    try:
+        candidate = baseline_candidate(publish_options(run, settings))
+    except AttncardError:
+        return True  # a candidate is there but does not check: the run stops on it, saying so
+    return candidate is not None and Results.load(candidate).model.model_id == run.model_id
+
+
+def _unpaired_message(unpaired: list[SweepRun], planned: list[SweepRun], settings: SweepSettings) -> str:
+    """The warning for module runs of one row that have no dense run: which, the closest dense row of the
+    matrix (the same model and task, the same steps if one has them) and what differs."""
+    first = unpaired[0]
+    seeds = [run.seed for run in unpaired]
+    if len(unpaired) == 1:
+        subject, cards = f"{first.name} has no dense run at its settings", "its card"
+    else:
+        row_name = _run_name(first.model, first.module, first.task)
+        subject, cards = (
+            f"{row_name} ({_seeds_shown(seeds)}) has no dense runs at its settings",
+            "their cards",
+        )
+    dense_rows: dict[str, list[SweepRun]] = {}  # the matrix's dense rows of this model and task, by name
+    for run in planned:
+        if run.module == BASELINE_MODULE and (run.model_id, run.task) == (first.model_id, first.task):
+            dense_rows.setdefault(_run_name(run.model, run.module, run.task), []).append(run)
+    if not dense_rows:
+        reason = f"the matrix has no dense row of {first.model} on {first.task}"
+        advice = (
+            f"add the row {{model: {first.model}, module: {BASELINE_MODULE}, task: {first.task}, steps: "
+            f"{first.steps}}}"
+        )
+    else:
+        name, dense = min(dense_rows.items(), key=lambda item: item[1][0].steps != first.steps)
+        dense_seeds = sorted(run.seed for run in dense)
+        missing = [seed for seed in seeds if seed not in dense_seeds]
+        if dense[0].steps != first.steps:
+            reason = f"steps {first.steps}; the dense row {name} has steps {dense[0].steps}"
+            advice = "give both rows the same steps"
+        elif missing:
+            reason = f"{_seeds_shown(missing)}; the dense row {name} has {_seeds_shown(dense_seeds)}"
+            advice = "give both rows the same seeds"
+        else:
+            reason = f"the dense row {name} is left out by --only, and {settings.output} does not hold it"
+            advice = f"add {name}-seed* to --only, or run it first"
+    return f"{subject} ({reason}): {cards} will have no paired verdict; {advice}"
+
+
+def _seeds_shown(seeds: list[int]) -> str:
+    """`seed 0`, `seeds 0 and 1`, `seeds 0, 1 and 2`."""
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
+    return f"seeds {', '.join(map(str, seeds[:-1]))} and {seeds[-1]}"
+
+
 # --- running -----------------------------------------------------------------------------------------------
 
 
@@ -814,8 +931,13 @@ def _run_one(run: SweepRun, settings: SweepSettings) -> RunOutcome:
             )
         state: Literal["ran", "skipped"] = "skipped"
     else:
-        logger.info(f"{run.name}: training ({run.module}, {run.task}, {run.steps} steps, seed {run.seed})")
-        folder = run_publish(publish_options(run, settings))
+        threads = run.resources.torch_threads
+        logger.info(
+            f"{run.name}: training ({run.module}, {run.task}, {run.steps} steps, seed {run.seed}, {threads} "
+            f"torch thread{'s' if threads != 1 else ''})"
+        )
+        with torch_threads(threads):
+            folder = run_publish(publish_options(run, settings))
         results = Results.load(folder)
         state = "ran"
     return RunOutcome(
@@ -825,6 +947,26 @@ def _run_one(run: SweepRun, settings: SweepSettings) -> RunOutcome:
         status=results.verification.status,
         accuracy=results.metrics.accuracy,
     )
+
+
+@contextlib.contextmanager
+def torch_threads(count: int) -> Iterator[None]:
+    """While the block runs, torch runs its operators on `count` threads (`torch.set_num_threads`), then on
+    as many as before: a sweep's run trains and evaluates on its own thread count
+    ([`RunResources.torch_threads`]) in whichever process runs it, and its results.json records that count
+    (`efficiency.torch_threads`).
+
+    Example:
+        >>> with torch_threads(1):
+        ...     torch.get_num_threads()
+        1
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 # --- on a cluster ------------------------------------------------------------------------------------------
@@ -1037,4 +1179,6 @@ __all__ = [
     "run_log",
     "run_on_worker",
     "run_sweep",
+    "torch_threads",
+    "unpaired_warnings",
 ]

@@ -3,11 +3,12 @@ on this machine.
 
 Each run is one call of the local executor's own step (`run_sweep([run], settings)`: skipped when its folder
 holds it finished, else trained, evaluated and written by `run_publish`, pushed with `--push`) inside a Ray
-task that asks for the run's resources (`RunResources`, from the matrix). A module run takes its dense run's
-task as an argument (an `ObjectRef`), so Ray starts it once that dense run is done; nothing polls. A run lost
-with its worker (the process killed, the node gone) is started again up to `retries` times (Ray's
-`max_retries`, for system failures only: a run that fails by itself is not retried), then reported failed
-while the others go on.
+task that asks for the run's resources (`RunResources`, from the matrix); the step trains on `cpus` torch
+threads, as it does in any executor (`RunResources.torch_threads`), so the run writes the same predictions.csv
+as with the local executor. A module run takes its dense run's task as an argument (an `ObjectRef`), so Ray
+starts it once that dense run is done; nothing polls. A run lost with its worker (the process killed, the node
+gone) is started again up to `retries` times (Ray's `max_retries`, for system failures only: a run that fails
+by itself is not retried), then reported failed while the others go on.
 
 Every node must see the driver's current folder at the same path (a shared file system): a task works there,
 so that the matrix's and the options' relative paths mean what they mean to the driver. A task has the

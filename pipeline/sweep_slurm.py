@@ -5,10 +5,12 @@ Each run is one call of the local executor's own step (`run_sweep([run], setting
 holds it finished, else trained, evaluated and written by `run_publish`, pushed with `--push`) inside a Slurm
 job that asks for the run's resources (`RunResources`, from the matrix: `cpus` → `--cpus-per-task`, `gpus` →
 `--gpus-per-node`, `memory_gib` → `--mem`; Slurm grants whole CPUs and GPUs), in `--partition` for at most
-`--time-limit` minutes. The dense runs (and any run whose dense run is not in the sweep) are submitted first,
-as one job array; each module run is then submitted with `--dependency=afterok:<its dense run's job>` and
-`--kill-on-invalid-dep=yes`, so that Slurm starts it once its dense run is done; the driver only watches
-(`squeue`, and the result file submitit writes when a job's function returns).
+`--time-limit` minutes. The step trains on `cpus` torch threads, as it does in any executor
+(`RunResources.torch_threads`): the run writes the same predictions.csv as with the local executor. The dense
+runs (and any run whose dense run is not in the sweep) are submitted first, as one job array; each module run
+is then submitted with `--dependency=afterok:<its dense run's job>` and `--kill-on-invalid-dep=yes`, so that
+Slurm starts it once its dense run is done; the driver only watches (`squeue`, and the result file submitit
+writes when a job's function returns).
 
 A job that ends without a result (killed, its node lost, past its time limit, cancelled) is submitted again
 up to `retries` times, then reported failed while the others go on; a dense run submitted again takes its

@@ -3,6 +3,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import hashlib
 import io
 import os
 import shutil
@@ -218,18 +219,21 @@ def sweep_in_process(matrix: Path, glue: Path, runs: Path, *options: str) -> tup
 
 
 def check_same_predictions(matrix: Path, glue: Path, tmp_path: Path, name: str, *executor: str) -> None:
-    """Run `name` of the matrix with the local executor and with `executor` (its options): the same predicted
-    labels (`predictions_sha256`), not the file's bytes: a worker may run torch on fewer threads, so that
-    logits differ from a two-thread local run in their last digits while every prediction is the same."""
-    from attncard.pipeline.results import Results
+    """Run `name` of the matrix with the local executor and with `executor` (its options): the same
+    predictions.csv, byte for byte (every logit), both trained on the run's own torch threads (its `cpus`),
+    whatever the sweep's process and the worker would have used."""
+    from attncard.pipeline.results import PREDICTIONS_FILE, Results
 
     with quick_scaling():
         code, _, err = sweep_in_process(matrix, glue, tmp_path / "local", "--only", name)
     assert code == 0, err[-3000:]
     code, _, err = sweep_in_process(matrix, glue, tmp_path / "other", "--only", name, *executor)
     assert code == 0, err[-3000:]
-    shown = [Results.load(tmp_path / runs / name).metrics.predictions_sha256 for runs in ("local", "other")]
-    assert shown[0] == shown[1], shown
+    folders = [tmp_path / runs / name for runs in ("local", "other")]
+    digests = [hashlib.sha256((folder / PREDICTIONS_FILE).read_bytes()).hexdigest() for folder in folders]
+    assert digests[0] == digests[1], digests
+    threads = [Results.load(folder).efficiency.torch_threads for folder in folders]
+    assert threads == [1, 1], threads  # the matrix's runs ask for the default 1 CPU
 
 
 @pytest.fixture

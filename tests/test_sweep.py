@@ -122,6 +122,7 @@ def test_the_sweep_runs_every_row_and_seed_into_its_folder_the_dense_runs_first(
         assert (run.module.name, run.training.hyperparameters.seed) == (module, seed)
         assert (run.training.hyperparameters.steps, run.training.hyperparameters.batch_size) == (STEPS, 4)
         assert run.repo_name == name and run.repo_id is None
+        assert run.efficiency.torch_threads == 1  # the run's own (cpus: 1 by default), not this process's
         assert (
             not list((study.cards / name).glob("*.safetensors"))
             and (study.cards / name / "README.md").is_file()

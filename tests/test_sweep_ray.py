@@ -1,9 +1,9 @@
 """`attncard sweep --executor ray` on a real Ray cluster: two nodes on this machine (`ray start --head` and
-`ray start --address`, one CPU each, separate processes) run the tiny study of test_sweep.py (two modules, two
-seeds), the dense runs first; a worker killed in the middle of a run is retried and the sweep still ends with
-every run done; one run gives the same predictions with either executor (on a Ray instance the sweep starts
-itself); the Hub token reaches a run, which pushes with it, without entering any file of Ray or of the
-sweep."""
+`ray start --address`, one CPU each, separate processes) run the tiny study of test_sweep.py (two modules,
+two seeds), the dense runs first; a worker killed in the middle of a run is retried and the sweep still
+ends with every run done; one run writes the same predictions.csv, byte for byte, with either executor (on
+a Ray instance the sweep starts itself); the Hub token reaches a run, which pushes with it, without
+entering any file of Ray or of the sweep."""
 
 from __future__ import annotations
 
@@ -191,8 +191,8 @@ def test_a_worker_killed_in_the_middle_of_a_run_is_retried_and_the_sweep_ends(
 
 
 def test_a_run_gives_the_same_predictions_with_either_executor(study_files, tmp_path):
-    """On a Ray instance the sweep starts itself (no --address), as on a laptop; a Ray task runs torch on
-    its one CPU."""
+    """On a Ray instance the sweep starts itself (no --address), as on a laptop: the run trains on its one
+    torch thread in the Ray task and in the sweep's own process alike, so every logit is the same."""
     check_same_predictions(*study_files, tmp_path, "bert-none-sst2-seed0", "--executor", "ray")
 
 

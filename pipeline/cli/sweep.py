@@ -2,7 +2,9 @@
 progress bar over all of them.
 
 The whole matrix and every option are checked before the first run: bad input ends with one line on stderr
-and exit status 2, and nothing is trained or written. Then each run is trained, or skipped when its folder
+and exit status 2, and nothing is trained or written. A module run that no dense run of its settings will be
+compared with is one line `warning: ...` on stderr then, naming the closest dense row and what differs, and
+runs all the same. Then each run is trained, or skipped when its folder
 holds it finished; a run that fails is one line on stderr, `<run name>: <error>`, and the sweep goes on. The
 exit status is 1 when any run failed, 0 otherwise. The stage (and torch) is imported when the command runs:
 `--help` and argument errors answer without it.
@@ -212,8 +214,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from ..errors import AttncardError
-    from ..sweep import check_sweep, plan_sweep, read_matrix, run_sweep
+    from ..errors import AttncardError, visible
+    from ..sweep import check_sweep, plan_sweep, read_matrix, run_sweep, unpaired_warnings
 
     for option, executors in EXECUTOR_OPTIONS.items():
         if getattr(args, option[2:].replace("-", "_")) is not None and args.executor not in executors:
@@ -225,6 +227,9 @@ def _sweep(args: argparse.Namespace) -> int:
     runs = plan_sweep(matrix, seeds=args.seeds, only=args.only)
     settings = settings_from_args(args)
     check_sweep(runs, settings)
+    # Legal, yet mostly a slip of the matrix: said before the first run, not found in the cards hours later.
+    for warning in unpaired_warnings(runs, settings, planned=plan_sweep(matrix, seeds=args.seeds)):
+        print(f"warning: {visible(warning)}", file=sys.stderr)
     retries = DEFAULT_RETRIES if args.retries is None else args.retries
     if args.executor == "ray":
         from ..sweep_ray import run_sweep_ray
