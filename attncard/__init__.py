@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import typing
+from pathlib import Path
 
 # name -> the module that defines it
 _PUBLIC = {
@@ -68,10 +69,29 @@ if typing.TYPE_CHECKING:
     from attncard.pipeline.reverify import reverify
 
 
+# The folders of a source checkout that only an install packages under `attncard` (pyproject.toml).
+_MAPPED_PACKAGES = ("attncard.pipeline", "attncard.modules", "attncard.templates")
+
+
 def __getattr__(name: str) -> typing.Any:
     if name not in _PUBLIC:
         raise AttributeError(f"module 'attncard' has no attribute '{name}'")
-    value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    try:
+        module = importlib.import_module(_PUBLIC[name])
+    except ModuleNotFoundError as error:
+        if error.name not in _MAPPED_PACKAGES:
+            raise
+        # This file was imported from a checkout's attncard/ folder with no install that maps pipeline/ and
+        # modules/ under it: Python was started in the checkout, whose folder comes before any install.
+        checkout = Path(__file__).resolve().parent.parent
+        raise ModuleNotFoundError(
+            f"attncard was imported from {checkout}/attncard/, the folder of a source checkout, where "
+            f"{error.name} is not (its folders are packaged under attncard only by an install); run Python "
+            f"from another folder to use the installed attncard, or install this checkout: pip install -e "
+            f"{checkout}",
+            name=error.name,
+        ) from error
+    value = getattr(module, name)
     globals()[name] = value
     return value
 

@@ -199,6 +199,23 @@ def resolve_model_name(name: str) -> tuple[str, str]:
     raise UnknownNameError("model", name, [*MODEL_ALIASES, "<org/name on the Hub>", "<local folder>"])
 
 
+def read_config(source: str):
+    """The transformers config of a model on this machine (a folder, `minilm`'s included), read without its
+    weights; None when it cannot be read (an unknown `model_type`, a malformed file): [`load_model`] then
+    says why.
+
+    Example:
+        >>> read_config(resolve_model_name("minilm")[0]).max_position_embeddings
+        512
+    """
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(source)
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 def base_model_license(name: str, source: str, model_id: str) -> tuple[str, str, str]:
     """`(license, license_name, license_link)` of a base model, as its model card's metadata declares them.
 

@@ -27,7 +27,7 @@ import logging
 import os
 import shutil
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import torch
@@ -72,6 +72,7 @@ from .results import (
     CARD_TEMPLATE,
     PLOT_STYLE,
     PREDICTIONS_FILE,
+    RESULTS_FILE,
     SCHEMA_VERSION,
     SECOND_PREDICTIONS_FILE,
     Comparison,
@@ -93,6 +94,7 @@ from .results import (
     training_log,
     utc_now,
 )
+from .scaling import max_positions
 from .train import train
 from .verify import both_gates, verify, verify_second
 
@@ -192,14 +194,18 @@ def run_usage_snippet(code: str) -> str:
     return output.getvalue()
 
 
-def write_run_folder(evaluation: EvalResult, results: Results, run_dir: str | os.PathLike) -> Path:
+def write_run_folder(
+    evaluation: EvalResult, results: Results, run_dir: str | os.PathLike, overwrite: bool = True
+) -> Path:
     """Writes the run folder: adapter, config, tokenizer, predictions.csv, model card and results.json, all or
     nothing.
 
     Args:
         evaluation: holds the trained model and tokenizer to save.
         results: the run's figures; its `manifest` is filled in here.
-        run_dir: the folder to write, e.g. `runs/minilm-none-sst2`; an existing one is replaced.
+        run_dir: the folder to write, e.g. `runs/minilm-none-sst2`.
+        overwrite: replace a run already in `run_dir`; when False, a run found there (one that appeared
+            while this one trained: publish checks before it trains) is kept and nothing is written.
 
     Returns:
         The run folder.
@@ -264,6 +270,8 @@ def write_run_folder(evaluation: EvalResult, results: Results, run_dir: str | os
                 "written — fix the template or the module's texts, then run publish again"
             )
 
+        if not overwrite:
+            check_no_run_there(run_dir)
         if run_dir.exists():
             replaced = run_dir.parent / f".{run_dir.name}.replaced-{os.getpid()}"
             run_dir.rename(replaced)
@@ -322,6 +330,9 @@ class PublishOptions:
     # The dense run the paired verdict compares with; None: looked for among the folders of `output`.
     baseline: Path | None = None
     margin: float = DEFAULT_MARGIN  # the verdict's non-inferiority margin, in accuracy
+    # Replace a run already in `run_dir`. The command line sets it from `--overwrite` (off unless given); a
+    # sweep trains a run again only when its folder holds another run or fails its checks, and replaces it.
+    overwrite: bool = True
 
     @property
     def repo_name(self) -> str:
@@ -413,14 +424,43 @@ def check_output_folder(folder: Path, destination: Path, option: str) -> None:
         )
 
 
-def check_run_folders(output: Path, cards: Path | None, name: str) -> None:
+def check_no_run_there(run_dir: Path) -> None:
+    """Fails when `run_dir` already holds files, so that publish never replaces a run unasked (`--overwrite`
+    asks). An empty folder, or none, passes.
+
+    Raises:
+        [`AttncardError`]: the folder and the run it holds (its `started_at`), and the two ways on.
+
+    Example:
+        >>> check_no_run_there(Path("runs/tiny-gpt2-none-sst2"))
+        Traceback (most recent call last):
+        ...
+        attncard.pipeline.errors.AttncardError: runs/tiny-gpt2-none-sst2 already holds a run (results.json ...
+    """
+    if not run_dir.is_dir() or not any(run_dir.iterdir()):
+        return
+    try:
+        recorded = json.loads((run_dir / RESULTS_FILE).read_text(encoding="utf-8"))
+        held = f"a run (results.json of {recorded['started_at']})"
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        held = f"files but no readable {RESULTS_FILE}"
+    raise AttncardError(
+        f"{run_dir} already holds {held}; pass --overwrite to replace it, or --output another folder"
+    )
+
+
+def check_run_folders(output: Path, cards: Path | None, name: str, overwrite: bool = True) -> None:
     """Fails when publish could not write the run folder `output/name`, or its cards copy `cards/name`, or
-    when the two overlap (see [`check_output_folder`]).
+    when the two overlap (see [`check_output_folder`]), or, unless `overwrite`, when the run folder already
+    holds a run (see [`check_no_run_there`]; a sweep's resume checks with `overwrite` left on, since it keeps
+    the runs it finds).
 
     Raises:
         [`AttncardError`]: what stands in the way, naming the option.
     """
     check_output_folder(output, output / name, "--output")
+    if not overwrite:
+        check_no_run_there(output / name)
     if cards is None:
         return
     check_output_folder(cards, cards / name, "--cards")
@@ -430,6 +470,46 @@ def check_run_folders(output: Path, cards: Path | None, name: str) -> None:
             f"--cards {cards} would copy the card to {cards_dir}, which overlaps the run folder {run_dir}; "
             "pass --cards and --output that are different folders"
         )
+
+
+def check_max_length(name: str, max_length: int, config) -> None:
+    """Fails when rows of `max_length` tokens are longer than the model `name` takes: the positions of its
+    `config` ([`max_positions`], RoBERTa's less those below its first). A `config` of None, or one that names
+    no limit, passes: loading the model says what is wrong with it.
+
+    Raises:
+        [`AttncardError`]: the length asked for, the model's, and the longest that works.
+
+    Example:
+        >>> from transformers import BertConfig
+        >>> check_max_length("minilm", 1024, BertConfig(max_position_embeddings=512))
+        Traceback (most recent call last):
+        ...
+        attncard.pipeline.errors.AttncardError: --max-length 1024 is more than minilm's 512 positions; ...
+    """
+    if config is None or getattr(config, "max_position_embeddings", None) is None:
+        return
+    positions = max_positions(config)
+    if max_length > positions:
+        raise AttncardError(
+            f"--max-length {max_length} is more than {name}'s {positions} positions; use --max-length "
+            f"{positions} or less"
+        )
+
+
+def training_differences(run: TrainConfig, baseline: TrainConfig) -> str:
+    """The training settings in which a baseline differs from a run, each named once with both values.
+
+    Example:
+        >>> training_differences(TrainConfig(steps=40, lr=1e-3), TrainConfig(steps=30))
+        'steps 40 here, 30 in the baseline; lr 0.001 here, 0.0002 in the baseline'
+    """
+    return "; ".join(
+        f"{setting.name.replace('_', ' ')} {getattr(run, setting.name)} here, "
+        f"{getattr(baseline, setting.name)} in the baseline"
+        for setting in fields(TrainConfig)
+        if getattr(run, setting.name) != getattr(baseline, setting.name)
+    )
 
 
 def baseline_candidate(options: PublishOptions) -> Path | None:
@@ -486,9 +566,8 @@ def baseline_candidate(options: PublishOptions) -> Path | None:
         if recorded.dataset.task != options.task:
             differences.append(f"its task is '{recorded.dataset.task}', not '{options.task}'")
         if recorded.training.hyperparameters != options.train:
-            differences.append(
-                f"it was trained with {recorded.training.hyperparameters}, this run with {options.train}"
-            )
+            settings = training_differences(options.train, recorded.training.hyperparameters)
+            differences.append(f"it was trained with other settings ({settings})")
         if differences:
             if explicit:
                 raise BaselineError(
@@ -584,6 +663,8 @@ def run_publish(options: PublishOptions) -> Path:
         "ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning
     )
     warnings.filterwarnings("ignore", message="fan_in_fan_out is set to False", category=UserWarning)
+    if not options.overwrite:  # before anything: a run there is kept unless replacing it was asked for
+        check_no_run_there(options.run_dir)
     started_at = utc_now()
     # What runs is what is there now: the commit and the module's source are recorded as the run starts, so
     # that a commit made while it trains is not claimed for it.
@@ -604,6 +685,8 @@ def run_publish(options: PublishOptions) -> Path:
     baseline = baseline_candidate(options)  # checked before training: a broken baseline stops the run here
     transformers.set_seed(options.train.seed)  # the classification head is initialised while loading
     loaded = load_model(options.model, data.spec.label_names)
+    # The command line checked a model on this machine already; a Hub model's config is known from here.
+    check_max_length(options.model, options.train.max_length, loaded.model.config)
     module.apply(loaded.model, module_config)
     logger.info(f"model: {loaded.model_id} ({loaded.family}), module: {module.name}")
     # … and the tensor trace, recorded on the two rows evaluation will record it on.
@@ -652,7 +735,7 @@ def run_publish(options: PublishOptions) -> Path:
     results.comparison = dense_comparison(
         results, evaluation, baseline, options.margin, explicit=options.baseline is not None
     )
-    run_dir = write_run_folder(evaluation, results, options.run_dir)
+    run_dir = write_run_folder(evaluation, results, options.run_dir, overwrite=options.overwrite)
     if options.cards is not None:
         copy_to_cards(run_dir, options.cards)
     logger.info(

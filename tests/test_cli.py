@@ -14,6 +14,7 @@ import pytest
 
 from attncard.pipeline import publish
 from attncard.pipeline.cli import COMMANDS, main, publish_main
+from attncard.pipeline.results import TrainConfig
 
 
 def _one_line_error(capsys, code: int) -> str:
@@ -399,3 +400,141 @@ def test_an_unwritable_output_folder_is_refused_as_root_too(
         *("--output", str(locked / "runs")),
     ]
     _refused(capsys, tmp_path, argv, f"--output {locked / 'runs'}: {locked} is not writable by this user")
+
+
+# --- a run already in the run folder is kept unless --overwrite ------------------------------------------
+
+
+def _a_run_in(folder: Path, started_at: str = "2026-12-07T05:41:09Z") -> Path:
+    """A run folder as far as the check reads it: a results.json with its `started_at`."""
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps({"started_at": started_at}), encoding="utf-8")
+    return folder
+
+
+def test_a_run_already_in_the_run_folder_is_kept(capsys, tmp_path, small_glue, no_work):
+    folder = _a_run_in(tmp_path / "runs" / "minilm-none-sst2")
+    argv = [
+        *("--model", "minilm", "--module", "none", "--data-dir", str(small_glue)),
+        *("--output", str(tmp_path / "runs")),
+    ]
+    _refused(
+        capsys,
+        tmp_path,
+        argv,
+        f"error: {folder} already holds a run (results.json of 2026-12-07T05:41:09Z); pass --overwrite to "
+        "replace it, or --output another folder\n",
+    )
+
+
+def test_files_without_a_results_json_in_the_run_folder_are_kept(capsys, tmp_path, small_glue, no_work):
+    folder = tmp_path / "runs" / "minilm-none-sst2"
+    folder.mkdir(parents=True)
+    (folder / "notes.txt").write_text("mine")
+    argv = [
+        *("--model", "minilm", "--module", "none", "--data-dir", str(small_glue)),
+        *("--output", str(tmp_path / "runs")),
+    ]
+    _refused(capsys, tmp_path, argv, f"error: {folder} already holds files but no readable results.json; ")
+
+
+@pytest.mark.parametrize("overwrite", [True, False])
+def test_overwrite_or_an_empty_run_folder_lets_publish_through(tmp_path, small_glue, monkeypatch, overwrite):
+    """`--overwrite` passes a run folder that holds a run to the stage, which replaces it; an empty folder
+    holds nothing to lose and passes without it."""
+    started = []
+    monkeypatch.setattr(publish, "run_publish", started.append)
+    folder = tmp_path / "runs" / "minilm-none-sst2"
+    _a_run_in(folder) if overwrite else folder.mkdir(parents=True)
+    argv = [
+        *("--model", "minilm", "--module", "none", "--data-dir", str(small_glue)),
+        *("--output", str(tmp_path / "runs"), *(["--overwrite"] if overwrite else [])),
+    ]
+    assert publish_main(argv) == 0
+    (options,) = started
+    assert options.run_dir == folder and options.overwrite is overwrite
+
+
+def test_a_sweep_checks_its_run_folders_without_refusing_the_runs_it_resumes(tmp_path):
+    """`attncard sweep` checks the folders with the same function, and keeps the runs it finds (it skips the
+    finished ones): for it, a run already there is no error."""
+    _a_run_in(tmp_path / "runs" / "minilm-none-sst2-seed0")
+    publish.check_run_folders(tmp_path / "runs", None, "minilm-none-sst2-seed0")
+    with pytest.raises(publish.AttncardError, match="already holds a run"):
+        publish.check_run_folders(tmp_path / "runs", None, "minilm-none-sst2-seed0", overwrite=False)
+
+
+# --- --max-length beyond the model's positions ------------------------------------------------------------
+
+
+def test_a_max_length_beyond_the_model_s_positions_is_refused(capsys, tmp_path, small_glue, no_work):
+    argv = [
+        *("--model", "minilm", "--module", "none", "--max-length", "1024"),
+        *("--data-dir", str(small_glue), "--output", str(tmp_path / "runs")),
+    ]
+    _refused(
+        capsys,
+        tmp_path,
+        argv,
+        "error: --max-length 1024 is more than minilm's 512 positions; use --max-length 512 or less\n",
+    )
+
+
+@pytest.mark.parametrize(("max_length", "code"), [(160, 0), (161, 2)])
+def test_a_model_folder_s_positions_bound_max_length(
+    capsys, tmp_path, small_glue, tiny_model_dir, monkeypatch, max_length, code
+):
+    """GPT-2 names its positions `n_positions` (160 for the tiny model): read from config.json alone."""
+    started = []
+    monkeypatch.setattr(publish, "run_publish", started.append)
+    folder = tiny_model_dir("gpt2")
+    argv = [
+        *("--model", str(folder), "--module", "none", "--max-length", str(max_length)),
+        *("--data-dir", str(small_glue), "--output", str(tmp_path / "runs")),
+    ]
+    capsys.readouterr()
+    assert publish_main(argv) == code
+    if code == 0:
+        assert [options.train.max_length for options in started] == [160]
+    else:
+        assert started == []
+        assert capsys.readouterr().err == (
+            f"error: --max-length 161 is more than {folder}'s 160 positions; use --max-length 160 or less\n"
+        )
+
+
+# --- --baseline trained with other settings --------------------------------------------------------------
+
+
+def test_a_baseline_trained_with_other_settings_names_the_settings_that_differ(
+    capsys, tmp_path, tiny_gpt2_run, tiny_model_dir, no_work
+):
+    baseline, glue = tiny_gpt2_run  # 10 steps, batch 8, lr 3e-2
+    argv = [
+        *("--model", str(tiny_model_dir("gpt2")), "--module", "svd_lowrank", "--steps", "40"),
+        *("--batch-size", "8", "--lr", "3e-2", "--data-dir", str(glue)),
+        *("--output", str(tmp_path / "runs"), "--baseline", str(baseline)),
+    ]
+    _refused(
+        capsys,
+        tmp_path,
+        argv,
+        f"error: --baseline {baseline} is not the dense baseline of this run: it was trained with other "
+        "settings (steps 40 here, 10 in the baseline); train `none` with the same settings first, or leave "
+        "--baseline out\n",
+    )
+    _refused(
+        capsys,
+        tmp_path,
+        [*argv, "--seed", "3", "--lr", "1e-3"],
+        "(steps 40 here, 10 in the baseline; lr 0.001 here, 0.03 in the baseline; seed 3 here, 0 in the "
+        "baseline); train",
+    )
+
+
+def test_training_differences_name_each_setting_once():
+    assert publish.training_differences(TrainConfig(steps=40, lr=1e-3, seed=1), TrainConfig(steps=30)) == (
+        "steps 40 here, 30 in the baseline; lr 0.001 here, 0.0002 in the baseline; seed 1 here, 0 in the "
+        "baseline"
+    )
+    assert publish.training_differences(TrainConfig(), TrainConfig()) == ""

@@ -556,3 +556,80 @@ def test_any_output_folder_publishes_as_the_snippet_does_not_name_it(tiny_model_
     assert publish_main([*argv, "--output", str(tmp_path / "my runs"), "--data-dir", str(glue)]) == 0
     results = Results.load(tmp_path / "my runs" / f"{model.name}-none-sst2")
     assert f"load_verified('./{results.repo_name}'" in results.usage.code
+
+
+# --- a run already in the run folder; --max-length beyond the model ---------------------------------------
+
+
+def test_a_second_publish_keeps_the_first_run_unless_overwrite(tiny_model_dir, small_glue, tmp_path, capsys):
+    runs = tmp_path / "runs"
+    argv = [*("--model", str(tiny_model_dir("gpt2")), "--module", "none", "--steps", "1")]
+    argv += ["--data-dir", str(small_glue), "--output", str(runs)]
+    assert publish_main(argv) == 0
+    (run_dir,) = runs.iterdir()
+    first = (run_dir / "results.json").read_bytes()
+    started_at = json.loads(first)["started_at"]
+    capsys.readouterr()
+
+    assert publish_main(argv) == 2
+    assert capsys.readouterr().err == (
+        f"error: {run_dir} already holds a run (results.json of {started_at}); pass --overwrite to replace "
+        "it, or --output another folder\n"
+    )
+    assert (run_dir / "results.json").read_bytes() == first
+
+    assert publish_main([*argv, "--overwrite"]) == 0
+    assert (run_dir / "results.json").read_bytes() != first
+    assert Results.load(run_dir).manifest == build_manifest(run_dir)  # the new run, whole
+    assert list(runs.iterdir()) == [run_dir]  # nothing left beside it
+
+
+def test_a_run_that_appears_while_one_trains_is_kept(tiny_model_dir, small_glue, tmp_path, monkeypatch):
+    """Without `overwrite`, the folder is checked again when the run is written: a run another process wrote
+    there meanwhile is kept, and nothing of this one is left."""
+    options = publish_stage.PublishOptions(
+        model=str(tiny_model_dir("gpt2")),
+        module="none",
+        task="sst2",
+        train=TrainConfig(steps=1, batch_size=4),
+        data_dir=small_glue,
+        output=tmp_path / "runs",
+        repo_id=None,
+        push=False,
+        overwrite=False,
+    )
+    real_train = publish_stage.train
+
+    def train_while_another_run_is_written(*args, **kwargs):
+        options.run_dir.mkdir(parents=True)
+        (options.run_dir / "results.json").write_text('{"started_at": "2026-12-07T05:00:00Z"}')
+        return real_train(*args, **kwargs)
+
+    monkeypatch.setattr(publish_stage, "train", train_while_another_run_is_written)
+    with pytest.raises(publish_stage.AttncardError, match=r"holds a run \(results.json of 2026-12-07"):
+        publish_stage.run_publish(options)
+    assert list(options.output.iterdir()) == [options.run_dir]
+    assert [path.name for path in options.run_dir.iterdir()] == ["results.json"]
+
+
+def test_a_max_length_beyond_a_loaded_model_s_positions_stops_before_training(
+    tiny_model_dir, small_glue, tmp_path, monkeypatch
+):
+    """A Hub model's config is read when it is loaded: the library checks the length there, before training
+    (for a model on this machine the command line has checked it already)."""
+    monkeypatch.setattr(publish_stage, "train", lambda *args, **kwargs: pytest.fail("trained on bad input"))
+    folder = tiny_model_dir("bert")
+    options = publish_stage.PublishOptions(
+        model=str(folder),
+        module="none",
+        task="sst2",
+        train=TrainConfig(steps=1, batch_size=4, max_length=161),
+        data_dir=small_glue,
+        output=tmp_path / "runs",
+        repo_id=None,
+        push=False,
+    )
+    message = f"--max-length 161 is more than {folder}'s 160 positions; use --max-length 160 or less"
+    with pytest.raises(publish_stage.AttncardError, match=re.escape(message)):
+        publish_stage.run_publish(options)
+    assert not (tmp_path / "runs").exists()

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.machinery
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -194,10 +196,53 @@ def progress_on_stderr() -> Iterator[None]:
             logger.propagate = propagate
 
 
+def shadowing_folder_warning(folder: str | os.PathLike | None = None) -> str | None:
+    """A warning when Python started in `folder` (default: the current one) would import a folder
+    `attncard/` there in place of the attncard running this command; None when it would import this one.
+
+    Python puts the folder it starts in first on `sys.path` (`python -c`, the REPL, `python script.py`
+    beside it), and a folder `attncard/` there wins in two cases. With `__init__.py` it is a regular package,
+    and comes first. Without, it is a namespace package: an install from a wheel (a regular package in
+    site-packages) still wins over it, but an editable install (`pip install -e .`, `make install`) does not,
+    since setuptools' editable finder is asked only after the path's (pypa/setuptools#3557). There,
+    `from attncard import load_verified` fails with "cannot import name 'load_verified' from 'attncard'
+    (unknown location)", typically in the folder that holds a clone named attncard. The console scripts
+    themselves are not affected: their folder, not the current one, is first on their path.
+
+    Example:
+        $ mkdir -p work/attncard && cd work && attncard modules  # attncard installed by `make install`
+        warning: ./attncard is a folder without __init__.py that Python started in this folder imports in …
+    """
+    folder = Path.cwd() if folder is None else Path(folder)
+    if not (folder / "attncard").is_dir():
+        return None
+    # What `python` started in `folder` searches: that folder, then this process's path past its own first
+    # entry (the console script's folder). None: nothing there, so the editable finder finds this attncard.
+    spec = importlib.machinery.PathFinder.find_spec("attncard", [str(folder), *sys.path[1:]])
+    running = Path(sys.modules["attncard"].__file__ or "").resolve()
+    if spec is None or (spec.origin is not None and Path(spec.origin).resolve() == running):
+        return None
+    fix = "run Python from another folder, or rename that folder"
+    if spec.origin is None:  # a namespace package
+        return (
+            "./attncard is a folder without __init__.py that Python started in this folder imports in place "
+            "of the installed attncard (an editable install is found after it), so `from attncard import "
+            "load_verified` there fails with \"cannot import name 'load_verified' from 'attncard' (unknown "
+            f"location)\"; {fix}"
+        )
+    return (
+        f"Python started in this folder imports {spec.origin} in place of the attncard running this command "
+        f"({running}); {fix}"
+    )
+
+
 def run_command(action: Callable[[], int | None]) -> int:
     """Runs a command's action: an [`AttncardError`] becomes one line on stderr (its control characters shown
     as escapes, see [`visible`]) and exit status 2, Ctrl-C exit status 130; otherwise the action's status (0
-    when it returns None)."""
+    when it returns None). It first warns, on stderr, when Python started in the current folder would not
+    import this attncard (see [`shadowing_folder_warning`]): the snippets it prints would fail there."""
+    if (warning := shadowing_folder_warning()) is not None:
+        print(f"warning: {visible(warning)}", file=sys.stderr)
     try:
         with progress_on_stderr():
             status = action()

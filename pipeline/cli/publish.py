@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from ...modules import module_names
 from ..data import TASKS, check_data_dir, get_task
 from ..errors import AttncardError, UnknownNameError
-from ..models import MODEL_ALIASES, resolve_model_name
+from ..models import MODEL_ALIASES, read_config, resolve_model_name
 from ..paired import DEFAULT_MARGIN, DENSE_MODULE
 from ..results import TrainConfig
 from .common import (
@@ -84,6 +84,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "`attncard sweep` names its runs <model>-<module>-<task>-seed<k>)",
     )
     group.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the run folder if it already holds a run (without it, publish refuses before training)",
+    )
+    group.add_argument(
         "--cards",
         type=Path,
         default=None,
@@ -132,8 +137,11 @@ def options_from_args(args: argparse.Namespace) -> PublishOptions:
 
     Checked: the module, task and model names (a model folder must hold a config and weights), the data
     folder (`--data-dir`, else `GLUE_DIR`: a folder holding the task's folder), the folders written
-    (`--output` and `--cards`: see [`check_run_folders`]), `--baseline` (a run of `none` with the same
-    task and training settings, whose predictions check), and with `--push` what a push needs.
+    (`--output` and `--cards`: see [`check_run_folders`]; a run already in the run folder is kept unless
+    `--overwrite`), `--max-length` against the model's positions (read from its config without the weights
+    when the model is on this machine; a Hub model's once its config is loaded, still before training),
+    `--baseline` (a run of `none` with the same task and training settings, whose predictions check), and
+    with `--push` what a push needs.
 
     Raises:
         [`AttncardError`]: the first input found wrong; its message names the option and what to do.
@@ -141,7 +149,7 @@ def options_from_args(args: argparse.Namespace) -> PublishOptions:
     if args.module not in module_names():
         raise UnknownNameError("module", args.module, module_names())
     spec = get_task(args.task)
-    resolve_model_name(args.model)
+    source, _ = resolve_model_name(args.model)
     data_dir = args.data_dir or os.environ.get("GLUE_DIR") or None
     if data_dir is not None:
         check_data_dir(spec, data_dir)
@@ -150,9 +158,11 @@ def options_from_args(args: argparse.Namespace) -> PublishOptions:
             f"--name {args.name} and --repo-id {args.repo_id} both name the run folder; give one of them"
         )
     # The stage (and torch) once the names are known good: a typo in them is answered at once.
-    from ..publish import PublishOptions, baseline_candidate, check_run_folders
+    from ..publish import PublishOptions, baseline_candidate, check_max_length, check_run_folders
     from ..push import check_push_only_options, check_push_setup
 
+    if Path(source).is_dir():  # `minilm` too; a Hub model's config is checked once loaded, before training
+        check_max_length(args.model, args.max_length, read_config(source))
     if args.push:
         check_push_setup(args.repo_id, args.hub_endpoint, args.sign_key)
     else:
@@ -181,10 +191,11 @@ def options_from_args(args: argparse.Namespace) -> PublishOptions:
         name=args.name,
         baseline=args.baseline,
         margin=args.margin / 100,
+        overwrite=args.overwrite,
     )
     if options.baseline is not None and options.module == DENSE_MODULE:
         raise AttncardError("--baseline only applies to a module run; `none` is the dense baseline itself")
-    check_run_folders(options.output, options.cards, options.repo_name)
+    check_run_folders(options.output, options.cards, options.repo_name, overwrite=options.overwrite)
     if options.baseline is not None:
         baseline_candidate(options)  # a dense run of this setup, whose predictions check
     return options
