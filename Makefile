@@ -27,12 +27,17 @@ TOOLS := .tools
 
 install: $(STAMP)
 
+# torch's CPU build, which requirements.lock pins, is on PyTorch's index, not on PyPI: pip is told of that index,
+# unless its configuration or environment already names indexes or links of its own (a mirror; our machines,
+# where pip takes torch from local disk), which are left to find it. Evaluated only when install runs.
+TORCH_INDEX := https://download.pytorch.org/whl/cpu
+PIP_TORCH_INDEX = $(if $(shell $(PYTHON) -m pip config list 2>/dev/null | grep -E 'index-url=|find-links='),,--extra-index-url $(TORCH_INDEX))
+
 # Exactly the set of requirements.lock, every file checked against its hash (pip refuses a dependency the lock
-# lacks), then attncard itself, editable, without touching that set. The lock pins the CPU build of torch,
-# which pip takes from local disk on our machines (elsewhere: --extra-index-url https://download.pytorch.org/whl/cpu).
+# lacks), then attncard itself, editable, without touching that set.
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --require-hashes -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(LOCK) $(PIP_TORCH_INDEX)
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 

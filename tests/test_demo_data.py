@@ -1,6 +1,8 @@
-"""`make demo` checks that the GLUE data can be had before it builds `.venv`: `pipeline/data_check.py`, run by
-the system Python with the standard library alone, refuses in one line, exit status 2, a GLUE_DIR without the
-task's files, HF_HUB_OFFLINE without GLUE_DIR, and a Hub that cannot be connected to.
+"""`make demo` on a fresh machine. It checks that the GLUE data can be had before it builds `.venv`:
+`pipeline/data_check.py`, run by the system Python with the standard library alone, refuses in one line, exit
+status 2, a GLUE_DIR without the task's files, HF_HUB_OFFLINE without GLUE_DIR, and a Hub that cannot be
+connected to. It builds `.venv` with the CPU torch of requirements.lock, which a plain pip finds only on
+PyTorch's index.
 
 Each `make` runs in a folder holding only the Makefile, the check and the files `install` reads, with the
 Python of this test started isolated and without site-packages (`-I -S`): were the check to import anything
@@ -185,3 +187,34 @@ def test_a_hub_that_answers_at_all_passes_and_one_that_never_answers_does_not(an
 def test_hf_hub_offline_is_read_as_huggingface_hub_reads_it(value):
     problem = data_check.data_problem("sst2", "SST-2", SST2_FILES, {"HF_HUB_OFFLINE": value})
     assert problem is not None and "HF_HUB_OFFLINE is set" in problem
+
+
+def _install_commands(checkout: Path, **environ: str) -> str:
+    """What `make install` would run in `checkout` on a fresh machine, pip's configuration files ignored and
+    its index settings taken from `environ` alone."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PIP_")}
+    env.update(PIP_CONFIG_FILE=os.devnull, **environ)
+    done = subprocess.run(
+        ["make", "--no-print-directory", "-n", "install", f"PYTHON={sys.executable}"],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout
+
+
+def test_install_finds_the_locked_cpu_torch_on_pytorchs_index_unless_pip_has_indexes_of_its_own(checkout):
+    """requirements.lock pins torch's CPU build, which PyPI does not have: a plain pip is pointed at PyTorch's
+    index; a pip with a mirror or local wheels configured is left to them."""
+    commands = _install_commands(checkout).splitlines()
+    lock_install = [line for line in commands if "-r requirements.lock" in line]
+    assert lock_install == [
+        ".venv/bin/python -m pip install --quiet --require-hashes -r requirements.lock "
+        "--extra-index-url https://download.pytorch.org/whl/cpu"
+    ]
+    for setting in ("PIP_EXTRA_INDEX_URL", "PIP_INDEX_URL", "PIP_FIND_LINKS"):
+        commands = _install_commands(checkout, **{setting: "file:///srv/wheels"})
+        assert "-r requirements.lock" in commands and "download.pytorch.org" not in commands, setting
