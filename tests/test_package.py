@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -151,3 +152,29 @@ print((attncard.get_module("none").folder / "spec.md").is_file())
     assert location.startswith(str(site)) and template == "True" and spec == "True"
     built_in = {"none", "adaptive_span", "adaptive_sparse", "span_expanded", "svd_lowrank"}
     assert built_in <= set(modules.split())
+
+
+def _shell_lines(markdown: str) -> list[str]:
+    """The lines of a page's ```bash blocks."""
+    blocks = re.findall(r"^```bash\n(.*?)^```", markdown, flags=re.MULTILINE | re.DOTALL)
+    return [line.split("#", 1)[0].strip() for block in blocks for line in block.splitlines()]
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/index.md"])
+def test_the_install_lines_work_before_the_first_release(page):
+    """No release is on PyPI yet: the pages install from the repository (pyproject's Repository URL), with
+    torch's CPU or CUDA build from PyTorch's index first, never a bare `pip install attncard`."""
+    lines = _shell_lines((REPO_ROOT / page).read_text(encoding="utf-8"))
+    repository = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["urls"]["Repository"]
+    installs = [line for line in lines if re.match(r"pip install\b", line)]
+    assert [line for line in installs if re.fullmatch(r'pip install "?attncard(\[[a-z,]+\])?"?', line)] == []
+    assert "pip install torch --index-url https://download.pytorch.org/whl/cpu" in installs
+    assert "pip install torch --index-url https://download.pytorch.org/whl/cu128" in installs
+    assert f'pip install "attncard[demo] @ git+{repository}"' in installs
+    assert f'pip install "attncard[gpu,demo] @ git+{repository}"' in installs
+
+
+def test_the_readme_starts_with_make_demo_and_make_test():
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    first_block = readme.split("```bash\n", 1)[1].split("```", 1)[0]
+    assert [line.split("#", 1)[0].strip() for line in first_block.splitlines()] == ["make demo", "make test"]
