@@ -127,6 +127,8 @@ def test_the_sdist_and_wheel_of_a_release_hold_every_file_and_install(tmp_path):
         "License-Expression: Apache-2.0",
         "Requires-Python: >=3.11",
         "Description-Content-Type: text/markdown",
+        "Classifier: Intended Audience :: Science/Research",
+        "Project-URL: Repository, https://github.com/attncard/attncard",
     ):
         assert header in headers, metadata[:3000]
     assert metadata.split("\n\n", 1)[1].startswith("# attncard\n")  # the README, PyPI's page
