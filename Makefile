@@ -73,9 +73,10 @@ olah: $(STAMP)
 # runs/minilm-none-sst2/. Reads GLUE_DIR when set, else the Hub (nyu-mll/glue). demo-data checks that the data
 # can be had, with the system Python, before .venv is built: offline without GLUE_DIR is one line at once, exit
 # status 2. (install is a second make, so that even `make -j demo` builds nothing before the check.)
+# The demo's folder is the demo's own: running it again replaces its run (--overwrite).
 demo: demo-data
 	@$(MAKE) --no-print-directory install
-	$(BIN)/publish --model minilm --module none --task sst2
+	$(BIN)/publish --model minilm --module none --task sst2 --overwrite
 
 demo-data:
 	@$(PYTHON) pipeline/data_check.py --task sst2 --folder SST-2 --files train.tsv dev.tsv
