@@ -185,3 +185,35 @@ def test_the_headline_names_the_base_model_once_and_the_wide_table_folds() -> No
     every = readme.split("## Every group", 1)[1].split("![", 1)[0]
     assert every.startswith("\n\n<details>\n<summary>Every figure of each row: 16 columns")
     assert every.rstrip().endswith("</details>")
+
+
+def test_each_base_model_is_named_once_above_its_rows(at_chance: Path) -> None:
+    """Two base models: a table each, under its model's name; a row names its module alone (one task)."""
+    for name in (DENSE, MODULE):
+        shutil.copytree(at_chance / name, at_chance / f"other-{name}")
+        results = Results.load(at_chance / f"other-{name}")
+        results.model.model_id = "other/base-model"
+        results.save(at_chance / f"other-{name}")
+    module = Results.load(at_chance / f"other-{MODULE}")
+    dense = Results.load(at_chance / f"other-{DENSE}")
+    module.comparison = comparison_from_counts(
+        MAJORITY,
+        0,
+        0,
+        sum(CLASS_COUNTS) - MAJORITY,
+        baselines=[baseline_record(at_chance / f"other-{DENSE}", dense)],
+    )
+    module.save(at_chance / f"other-{MODULE}")
+
+    readme = _summary(at_chance)
+
+    headline = readme.split("## Which module keeps", 1)[1].split("## Every group", 1)[0]
+    assert [line for line in headline.splitlines() if line.startswith("Base model")] == [
+        "Base model: `other/base-model`, on sst2.",
+        "Base model: `sentence-transformers/all-MiniLM-L6-v2`, on sst2.",
+    ]
+    assert [line.split(" | ")[0] for line in headline.splitlines() if line.startswith("| adaptive_span")] == [
+        "| adaptive_span",
+        "| adaptive_span",
+    ]
+    assert headline.count("other/base-model") == 1
