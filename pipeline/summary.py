@@ -356,7 +356,7 @@ def no_answer(group: Group, groups: Sequence[Group]) -> str | None:
         >>> record = baseline_record(Path("runs/tiny-gpt2-none-sst2"), dense)
         >>> module = Results.load("runs/tiny-gpt2-none-sst2")
         >>> module.comparison = comparison_from_counts(30, 0, 0, 10, baselines=[record])
-        >>> dense.verification.status, module.comparison.verdict.value  # both at 75.00%
+        >>> dense.verification.status, module.comparison.verdict.value  # the same 30 rows of 40 right
         (<Status.PASS_NO_COMPRESSION: 'PASS_NO_COMPRESSION'>, 'NON_INFERIOR')
         >>> groups = [
         ...     Group("tiny-gpt2", "none", "sst2", (Card("dense", dense, record.results_sha256),)),
@@ -374,7 +374,7 @@ def no_answer(group: Group, groups: Sequence[Group]) -> str | None:
         return None
     failed_dense, failed_module = _failing_runs(group, groups)
     if failed_dense:
-        return f"no answer: {_failed_runs('the dense', failed_dense)}"
+        return "no answer: " + _failed_runs("the dense", failed_dense)
     if failed_module and pooled.verdict == Verdict.NON_INFERIOR:
         return "no answer: " + _failed_runs("the module's", failed_module)
     return None
