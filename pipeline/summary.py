@@ -25,7 +25,17 @@ from pathlib import Path
 from .errors import AttncardError, markdown_text
 from .paired import DENSE_MODULE, pool_comparisons
 from .plots import plot_context
-from .results import PLOT_STYLE, RESULTS_FILE, Comparison, Results, ScalingRow, Status, Verdict
+from .results import (
+    PLOT_STYLE,
+    RESULTS_FILE,
+    Comparison,
+    Results,
+    ScalingRow,
+    Status,
+    Verdict,
+    Verification,
+    sha256_file,
+)
 
 LEADERBOARD_FILE = "README.md"
 LEADERBOARD_PLOT = "leaderboard.png"
@@ -64,7 +74,9 @@ COLUMNS = (
         "difference (module − dense, in accuracy points), its interval, McNemar's exact p-value and the "
         "verdict are computed from the sums as for one run (`pipeline.paired.comparison_from_counts`, at the "
         "seeds' margin and confidence), with n the rows of all those seeds. Seeds with no dense baseline, or "
-        "no comparison recorded, are left out of the pool and named.",
+        "no comparison recorded, are left out of the pool and named. A verdict against dense runs that FAIL "
+        "verification, or a NON_INFERIOR one of a module whose runs FAIL, is followed by `no answer` and why "
+        "(as in the first table).",
     ),
     (
         "Speed-up at the task's length",
@@ -105,10 +117,12 @@ CHECKS_COLUMN = (
 
 @dataclass(frozen=True)
 class Card:
-    """One cards copy: its folder's name in the cards folder and its results.json."""
+    """One cards copy: its folder's name in the cards folder, its results.json, and that file's sha256 (how a
+    module run's comparison names the dense run it was compared with; "" when not read from a file)."""
 
     folder: str
     results: Results
+    results_sha256: str = ""
 
     @property
     def seed(self) -> int:
@@ -228,7 +242,8 @@ def read_cards(cards_dir: str | Path) -> list[Group]:
         except AttncardError as error:
             raise AttncardError(f"{error}; fix or remove the cards copy {path.parent}") from None
         key = (results.model.model_id, results.module.name, results.dataset.task)
-        grouped.setdefault(key, []).append(Card(folder=path.parent.name, results=results))
+        card = Card(folder=path.parent.name, results=results, results_sha256=sha256_file(path))
+        grouped.setdefault(key, []).append(card)
     groups = []
     for (model, module, task), cards in grouped.items():
         for setting, part in _by_setting(cards):
@@ -320,6 +335,102 @@ def pooled_comparison(group: Group) -> tuple[Comparison | None, list[int]]:
     return (pool_comparisons(pooled) if pooled else None), left_out
 
 
+def no_answer(group: Group, groups: Sequence[Group]) -> str | None:
+    """Why the group's paired verdict cannot say that the module keeps the dense model's accuracy, in one
+    phrase (`no answer: …`); None when it can, or when there is no verdict.
+
+    A module keeps an accuracy only where there is one to keep. The verdict answers nothing when a dense run
+    it was compared with FAILs verification (below the majority-class threshold: it learned nothing; two runs
+    that both predict the majority class agree on every row, a "non-inferior" difference of 0.00 points).
+    And a NON_INFERIOR verdict is no yes while one of the module's own runs FAILs. A dense run is judged by
+    its cards copy among `groups` (found by the results.json sha256 its comparison records), else by the
+    accuracy the comparison records against the module run's threshold (the same split, the same threshold).
+
+    Args:
+        group: a module's group.
+        groups: every group of the leaderboard, the dense ones among them.
+
+    Example:
+        >>> from attncard.pipeline.paired import baseline_record, comparison_from_counts
+        >>> dense = Results.load("runs/tiny-gpt2-none-sst2")
+        >>> record = baseline_record(Path("runs/tiny-gpt2-none-sst2"), dense)
+        >>> module = Results.load("runs/tiny-gpt2-none-sst2")
+        >>> module.comparison = comparison_from_counts(30, 0, 0, 10, baselines=[record])
+        >>> dense.verification.status, module.comparison.verdict.value  # the same 30 rows of 40 right
+        (<Status.PASS_NO_COMPRESSION: 'PASS_NO_COMPRESSION'>, 'NON_INFERIOR')
+        >>> groups = [
+        ...     Group("tiny-gpt2", "none", "sst2", (Card("dense", dense, record.results_sha256),)),
+        ...     Group("tiny-gpt2", "sliding_window", "sst2", (Card("module", module),)),
+        ... ]
+        >>> print(no_answer(groups[1], groups))
+        None
+        >>> dense.verification.status = Status.FAIL  # as if it scored below its threshold
+        >>> dense.verification.accuracy, dense.verification.threshold = 0.5, 0.56
+        >>> no_answer(groups[1], groups)
+        'no answer: the dense run of seed 0 FAILs (50.00%, below the threshold 56.00%)'
+    """
+    pooled, _ = pooled_comparison(group)
+    if pooled is None or pooled.verdict is None:
+        return None
+    failed_dense, failed_module = _failing_runs(group, groups)
+    if failed_dense:
+        return "no answer: " + _failed_runs("the dense", failed_dense)
+    if failed_module and pooled.verdict == Verdict.NON_INFERIOR:
+        return "no answer: " + _failed_runs("the module's", failed_module)
+    return None
+
+
+def _failing_runs(
+    group: Group, groups: Sequence[Group]
+) -> tuple[list[tuple[int, Verification]], list[tuple[int, Verification]]]:
+    """The runs of the group's pooled comparison that FAIL verification, `(dense runs, module runs)`, each
+    `(seed, verification)`; a dense run not among the copies judged by its recorded accuracy (see
+    [`no_answer`])."""
+    _, left_out = pooled_comparison(group)
+    pooled = [card for card in group.cards if card.seed not in left_out]
+    copies = {card.results_sha256: card for g in groups if g.module == DENSE_MODULE for card in g.cards}
+    failed_dense: list[tuple[int, Verification]] = []
+    for card in pooled:
+        for baseline in card.results.comparison.baselines:
+            copy = copies.get(baseline.results_sha256)
+            if copy is not None:
+                verification = copy.results.verification
+            else:  # not among these copies: what the comparison recorded, against the module's threshold
+                verification = dataclasses.replace(
+                    card.results.verification,
+                    accuracy=baseline.accuracy,
+                    status=Status.FAIL
+                    if baseline.accuracy < card.results.verification.threshold
+                    else Status.PASS_NO_COMPRESSION,
+                    reasons=[],
+                )
+            if verification.status == Status.FAIL:
+                failed_dense.append((baseline.seed, verification))
+    failed_module = [
+        (card.seed, card.results.verification)
+        for card in pooled
+        if card.results.verification.status == Status.FAIL
+    ]
+    return failed_dense, failed_module
+
+
+def _failed_runs(whose: str, failed: list[tuple[int, Verification]]) -> str:
+    """`the dense runs of seeds 0, 1 FAIL (50.92%, below the threshold 56.00%)`: the runs that FAIL, by
+    seed, with their accuracies, or the first reason of a run that FAILs otherwise (a metric not finite,
+    MNLI's mismatched split)."""
+    failed = sorted({seed: verification for seed, verification in failed}.items())
+    seeds = [seed for seed, _ in failed]
+    one = len(seeds) == 1
+    runs = f"{whose} run{'' if one else 's'} of {_seeds(seeds)} FAIL{'s' if one else ''}"
+    below = [v for _, v in failed if v.accuracy < v.threshold]
+    if len(below) < len(failed):
+        other = next(v for _, v in failed if v.accuracy >= v.threshold)
+        return f"{runs} ({other.reasons[0] if other.reasons else 'see its card'})"
+    accuracies = ", ".join(dict.fromkeys(f"{100 * v.accuracy:.2f}%" for v in below))
+    thresholds = "/".join(dict.fromkeys(f"{100 * v.threshold:.2f}%" for v in below))
+    return f"{runs} ({accuracies}, below the threshold {thresholds})"
+
+
 def render_leaderboard(
     groups: list[Group],
     *,
@@ -373,15 +484,20 @@ def render_leaderboard(
         *_answer(groups),
         "## Every group",
         "",
+        # Folded: its columns are wider than any page (docs/hooks.py has the site render the Markdown inside).
+        "<details>",
+        f"<summary>Every figure of each row: {len(columns)} columns, how each is computed below.</summary>",
+        "",
         "| " + " | ".join(header for header, _ in columns) + " |",
         "|" + "---|" * len(columns),
     ]
     for group in groups:
-        cells = _row(group)
+        cells = _row(group, groups)
         if checks is not None:
             passed = sorted({checks.get(card.folder, "") for card in group.cards})
             cells.insert(len(cells) - 1, "; ".join(passed))
         lines.append("| " + " | ".join(_cell(text) for text in cells) + " |")
+    lines += ["", "</details>"]
     if any(group.setting for group in groups):
         lines += [
             "",
@@ -409,8 +525,10 @@ def render_leaderboard(
             "The plot shows each module at its pooled accuracy difference against the dense runs (bars: its "
             "interval; dashed: the non-inferiority margin) and at the median speed-up of attention layer 0 "
             "at the longest N, on a log axis. The shaded band spans the whole model's speed-up ranges at the "
-            "task's length that contain 1, the differences its timing cannot tell from none. A module that "
-            "was not timed, or not compared with dense runs, is left out.",
+            "task's length that contain 1, the differences its timing cannot tell from none. A hollow, "
+            "crossed point, its name followed by (FAIL), is a module whose runs, or the dense runs it is "
+            "compared with, FAIL verification. A module that was not timed, or not compared with dense runs, "
+            "is left out.",
         ]
     lines += ["", "## How each column is computed", ""]
     lines += [f"- **{header}**: {meaning}" for header, meaning in columns]
@@ -420,43 +538,55 @@ def render_leaderboard(
 def _answer(groups: list[Group]) -> list[str]:
     """The leaderboard's first table: one line per module run against dense, answering whether the module
     keeps the dense model's accuracy and whether it is faster, where modules differ (attention alone at
-    long N) and at the task's length, and with what memory. Empty without such a group."""
+    long N) and at the task's length, and with what memory. The base model is named once above its rows
+    (a table per base model), the task in a row only when the model's rows have several. Empty without
+    such a group."""
     compared = [group for group in groups if group.module != DENSE_MODULE]
     if not compared:
         return []
-    settings = {(group.model, group.task) for group in groups}
-    lines = [
-        "## Which module keeps the dense model's accuracy, and is it faster?",
-        "",
-        "| Module | Keeps dense accuracy | Attention layer 0 at the longest N "
-        "| Whole model at the task's length | Memory of layer 0 at the longest N |",
-        "|---|---|---|---|---|",
-    ]
-    for group in compared:
-        name = group.name if len(settings) == 1 else f"{group.name} ({group.model}, {group.task})"
-        cells = [
-            name,
-            _keeps_accuracy(group),
-            _speed(group, _longest_layer_row),
-            _speed(group, task_length_row),
-            _memory(group, _longest_layer_row),
+    lines = ["## Which module keeps the dense model's accuracy, and is it faster?", ""]
+    for model in dict.fromkeys(group.model for group in compared):
+        rows = [group for group in compared if group.model == model]
+        tasks = {group.task for group in rows}
+        lines += [
+            f"Base model: `{_cell(model)}`"
+            + (f", on {next(iter(tasks))}." if len(tasks) == 1 else ", on the task of each row."),
+            "",
+            "| Module | Keeps dense accuracy | Attention layer 0 at the longest N "
+            "| Whole model at the task's length | Memory of layer 0 at the longest N |",
+            "|---|---|---|---|---|",
         ]
-        lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
+        for group in rows:
+            cells = [
+                group.name if len(tasks) == 1 else f"{group.name} ({group.task})",
+                _keeps_accuracy(group, groups),
+                _speed(group, _longest_layer_row),
+                _speed(group, task_length_row),
+                _memory(group, _longest_layer_row),
+            ]
+            lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
+        lines.append("")
     lines += [
-        "",
         "Keeps dense accuracy: the pooled paired verdict (below) in words; its interval must lie above "
-        "minus the margin for a yes. Faster or slower: the median over seeds of dense time ÷ module time, "
-        "said only where some seed's range of pairs (fastest and slowest passes) excludes 1; otherwise no "
-        "measurable difference. Memory: module peak ÷ dense peak.",
+        "minus the margin for a yes. A yes also needs every run it pools, the module's and the dense ones, "
+        "to PASS verification (accuracy at or above the majority-class threshold): where the dense runs "
+        "FAIL there is no learned accuracy to keep, and a module run that FAILs kept none; the cell then "
+        "says no answer, and why. Faster or slower: the median over seeds of dense time ÷ module time, said "
+        "only where some seed's range of pairs (fastest and slowest passes) excludes 1; otherwise no "
+        "measurable difference. A speed-up says nothing of accuracy: it recommends a module only beside a "
+        "yes. Memory: module peak ÷ dense peak.",
         "",
     ]
     return lines
 
 
-def _keeps_accuracy(group: Group) -> str:
+def _keeps_accuracy(group: Group, groups: Sequence[Group]) -> str:
     pooled, _ = pooled_comparison(group)
     if pooled is None or pooled.verdict is None:
         return "not compared with dense runs"
+    reason = no_answer(group, groups)
+    if reason is not None:
+        return reason
     interval = f"{_points(pooled.difference)} points [{_points(pooled.ci_low)}, {_points(pooled.ci_high)}]"
     margin = f"−{100 * pooled.margin:g} point{'' if 100 * pooled.margin == 1 else 's'}"
     return {
@@ -500,7 +630,7 @@ def _memory(group: Group, pick: Callable[[Results], ScalingRow | None]) -> str:
     return f"{statistics.median(ratios):.2f} of dense (N {_lengths(rows)})"
 
 
-def _row(group: Group) -> list[str]:
+def _row(group: Group, groups: Sequence[Group]) -> list[str]:
     """The cells of a group's table row, in the order of `COLUMNS`."""
     first = group.cards[0].results
     accuracy = _mean_sd(group.accuracies)
@@ -525,7 +655,7 @@ def _row(group: Group) -> list[str]:
         accuracy,
         by_seed,
         "; ".join(statuses),
-        _verdict(group),
+        _verdict(group, groups),
         _median_cell(group, task_length_row, "speedup", "×"),
         _median_cell(group, task_length_row, "memory_ratio", ""),
         _median_cell(group, _longest_layer_row, "speedup", "×"),
@@ -552,7 +682,7 @@ def _points(share: float) -> str:
     return text if text == "0.00" else ("+" if share > 0 else "−") + text
 
 
-def _verdict(group: Group) -> str:
+def _verdict(group: Group, groups: Sequence[Group]) -> str:
     if group.module == DENSE_MODULE:
         return "the dense baseline"
     pooled, left_out = pooled_comparison(group)
@@ -575,7 +705,8 @@ def _verdict(group: Group) -> str:
         f"McNemar p {pooled.mcnemar_p:.2g}, n {pooled.n} "
         f"({_seeds([card.seed for card in group.cards if card.seed not in left_out])})"
     )
-    return f"{text}; {missing}" if missing else text
+    reason = no_answer(group, groups)
+    return "; ".join(part for part in (text, reason, missing) if part)
 
 
 def _longest_layer_row(results: Results) -> ScalingRow | None:
@@ -603,12 +734,71 @@ def _cell(text: str) -> str:
 # --- the plot ----------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class LeaderboardPoint:
+    """One module's point on leaderboard.png.
+
+    Attributes:
+        group: the module's group.
+        speedup: attention layer 0's speed-up at the longest N, the median over seeds (the x axis).
+        difference, ci_low, ci_high: the pooled accuracy difference against dense and its interval, in
+            accuracy (the y axis shows points).
+        margin: the comparison's non-inferiority margin, in accuracy (a dashed line at minus it).
+        fails: a run of the pooled comparison FAILs verification, the module's or a dense one (see
+            [`no_answer`]): drawn hollow, with a cross, and named "(FAIL)".
+    """
+
+    group: Group
+    speedup: float
+    difference: float
+    ci_low: float
+    ci_high: float
+    margin: float
+    fails: bool
+
+
+def leaderboard_points(groups: list[Group]) -> list[LeaderboardPoint]:
+    """The points leaderboard.png draws, one per module group timed and compared with dense runs, by
+    (model, task) and then as the groups come.
+
+    Example:
+        >>> from attncard.pipeline.publish import copy_to_cards
+        >>> _ = copy_to_cards(Path("runs/tiny-gpt2-none-sst2"), Path("cards"))
+        >>> leaderboard_points(read_cards("cards"))  # a dense run alone: nothing compared with it
+        []
+    """
+    points = []
+    for model, task in sorted({(group.model, group.task) for group in groups}):
+        for group in groups:
+            if (group.model, group.task) != (model, task) or group.module == DENSE_MODULE:
+                continue
+            layer = [row.speedup for row in _scaling_rows(group, _longest_layer_row)]
+            pooled, _ = pooled_comparison(group)
+            if not layer or pooled is None:
+                continue
+            failed_dense, failed_module = _failing_runs(group, groups)
+            points.append(
+                LeaderboardPoint(
+                    group=group,
+                    speedup=statistics.median(layer),
+                    difference=pooled.difference,
+                    ci_low=pooled.ci_low,
+                    ci_high=pooled.ci_high,
+                    margin=pooled.margin,
+                    fails=bool(failed_dense or failed_module),
+                )
+            )
+    return points
+
+
 def draw_leaderboard(groups: list[Group], path: str | Path, style: int | None = PLOT_STYLE) -> Path:
     """Draws each module's accuracy difference against dense (pooled over seeds, with its interval, in
     points) against attention layer 0's speed-up at the longest N (median over seeds, log axis), one point per
     group, to a PNG. A dashed line marks minus the non-inferiority margin; a shaded band the whole model's
-    speed-up ranges at the task's length that contain 1 (no measurable difference there). The same groups
-    give the same bytes (no date in the file, a fixed size and order).
+    speed-up ranges at the task's length that contain 1 (no measurable difference there). A point whose
+    comparison pools a run that FAILs verification is hollow and crossed, named "(FAIL)", with a legend
+    entry (see [`leaderboard_points`]). The same groups give the same bytes (no date in the file, a fixed
+    size and order).
 
     Example:
         >>> from attncard.pipeline.publish import copy_to_cards
@@ -630,39 +820,42 @@ def draw_leaderboard(groups: list[Group], path: str | Path, style: int | None = 
 def _draw_leaderboard(groups: list[Group], path: Path) -> None:
     """`draw_leaderboard`'s drawing, under the rcParams of its style already in force."""
     from matplotlib import pyplot, ticker
+    from matplotlib.lines import Line2D
 
     figure, axis = pyplot.subplots(figsize=(7, 4.5))
     settings = sorted({(group.model, group.task) for group in groups})
     colors = pyplot.rcParams["axes.prop_cycle"].by_key()["color"]
-    margins, band = set(), []
-    for index, (model, task) in enumerate(settings):
-        color = colors[index % len(colors)]
-        labelled = False
-        for group in (g for g in groups if (g.model, g.task) == (model, task) and g.module != DENSE_MODULE):
-            whole = _scaling_rows(group, task_length_row)
-            band += [
-                (row.speedup_low, row.speedup_high)
-                for row in whole
-                if row.speedup_low <= 1 <= row.speedup_high
-            ]
-            layer = [row.speedup for row in _scaling_rows(group, _longest_layer_row)]
-            pooled, _ = pooled_comparison(group)
-            if not layer or pooled is None:
-                continue
-            margins.add(pooled.margin)
-            x, y = statistics.median(layer), 100 * pooled.difference
-            low, high = y - 100 * pooled.ci_low, 100 * pooled.ci_high - y
-            axis.errorbar(
-                [x],
-                [y],
-                yerr=[[low], [high]],
-                fmt="o",
-                color=color,
-                capsize=3,
-                label=None if labelled else f"{model}, {task}",
-            )
-            labelled = True
-            axis.annotate(group.name, (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    color_of = {setting: colors[index % len(colors)] for index, setting in enumerate(settings)}
+    band = [
+        (row.speedup_low, row.speedup_high)
+        for group in groups
+        if group.module != DENSE_MODULE
+        for row in _scaling_rows(group, task_length_row)
+        if row.speedup_low <= 1 <= row.speedup_high
+    ]
+    margins: set[float] = set()
+    labelled: dict[tuple[str, str], None] = {}  # the settings drawn, in the order drawn
+    points = leaderboard_points(groups)
+    for point in points:
+        setting = (point.group.model, point.group.task)
+        margins.add(point.margin)
+        x, y = point.speedup, 100 * point.difference
+        low, high = y - 100 * point.ci_low, 100 * point.ci_high - y
+        axis.errorbar(
+            [x],
+            [y],
+            yerr=[[low], [high]],
+            fmt="o",
+            color=color_of[setting],
+            # A run that FAILs: hollow, so that no reader takes the point for a module that kept accuracy.
+            markerfacecolor="white" if point.fails else color_of[setting],
+            capsize=3,
+        )
+        if point.fails:
+            axis.plot([x], [y], marker="x", color=color_of[setting], markersize=4, linestyle="none")
+        labelled[setting] = None
+        name = f"{point.group.name} (FAIL)" if point.fails else point.group.name
+        axis.annotate(name, (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
     if band:
         axis.axvspan(
             min(low for low, _ in band),
@@ -686,8 +879,18 @@ def _draw_leaderboard(groups: list[Group], path: Path) -> None:
         ylabel="accuracy − dense, points (pooled; interval)",
         title="accuracy kept against speed where modules differ",
     )
-    if axis.get_legend_handles_labels()[0]:
-        axis.legend(fontsize=8, loc="lower right")
+    handles, labels = axis.get_legend_handles_labels()  # the band's
+    # Each setting by a filled marker of its colour, whether or not its first point is hollow (FAIL).
+    for model, task in labelled:
+        handles.append(Line2D([], [], marker="o", color=color_of[(model, task)], linestyle="none"))
+        labels.append(f"{model}, {task}")
+    if any(point.fails for point in points):
+        hollow = Line2D([], [], marker="o", markerfacecolor="white", color="0.3", linestyle="none")
+        cross = Line2D([], [], marker="x", markersize=4, color="0.3", linestyle="none")
+        handles.append((hollow, cross))
+        labels.append("FAIL: a run of the module or of its dense baseline")
+    if handles:
+        axis.legend(handles, labels, fontsize=8, loc="lower right")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     pyplot.close(figure)
@@ -725,7 +928,10 @@ __all__ = [
     "LEADERBOARD_PLOT",
     "Card",
     "Group",
+    "LeaderboardPoint",
     "draw_leaderboard",
+    "leaderboard_points",
+    "no_answer",
     "pooled_comparison",
     "read_cards",
     "render_leaderboard",

@@ -26,6 +26,7 @@ from test_signing import make_key
 
 from attncard.pipeline.cli import main
 from attncard.pipeline.results import run_tag, sha256_file
+from attncard.pipeline.summary import leaderboard_points, read_cards
 from conftest import HUB_TOKEN, HUB_USER, commit_run_folder, quick_scaling, serve, write_sst2_folder
 from hub_server import LoopbackHub
 
@@ -152,6 +153,13 @@ def test_the_leaderboard_holds_the_verified_runs_and_lists_the_forged_ones_refus
     assert table[MODULE]["Checks passed"] == (
         "run tag, manifest, card, figures from predictions.csv, paired verdict from both runs' predictions"
     )
+    # The same answer as `attncard summary` gives (issue 44): two steps leave the dense runs at chance, and a
+    # module compared with them keeps nothing; the plot marks the point.
+    answer = next(line for line in readme.splitlines() if line.startswith(f"| {MODULE} |")).split(" | ")[1]
+    assert table["none"]["Status"] == "FAIL: seeds 0, 1, 2, 3, 4, 5"
+    assert answer.startswith("no answer: the dense runs of seeds 0, 2, 3, 4 FAIL (50.00%, below the "), answer
+    [point] = leaderboard_points(read_cards(tmp_path / "leaderboard"))
+    assert point.fails
     refused = readme.split("## Refused", 1)[1].split("\n![", 1)[0]
     assert f"`{PREDICTIONS_FORGED}`" in refused and "predictions.csv" in refused
     assert f"`{FIGURE_FORGED}`" in refused and "contradicts itself" in refused
