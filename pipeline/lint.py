@@ -552,8 +552,8 @@ def markdown_problems(text: str) -> list[tuple[int, str]]:
         `(line, message)` for each problem, line 1-based in `text`; empty when the card's lint would pass it.
 
     Example:
-        >>> spec = "sigmoid(q·kᵀ). TODO: causal\n\n| Case | Passes |\n|---|---|\n| decoder | 2 |"
-        >>> for line, message in markdown_problems(spec):
+        >>> spec = ["sigmoid(q·kᵀ). TODO: causal", "", "| Case | Passes |", "|---|---|", "| decoder | 2 |"]
+        >>> for line, message in markdown_problems("\\n".join(spec)):
         ...     print(line, message)
         1 placeholder 'TODO'
         5 figure 2 in table row 'decoder', which the card's lint must find in results.json
