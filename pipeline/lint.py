@@ -12,6 +12,9 @@ files that every loader reads, and nothing that changed after results.json took 
     - the marker words `TODO`, `TBD`, `FIXME`, `N/A`, `Pending`, `placeholder`, `lorem`, `coming soon`,
       case-insensitive, and `XXX`, uppercase only; these are flagged everywhere, code blocks included.
     - unrendered Jinja, `{{` or `{%`, everywhere.
+   These rules live in [`line_placeholders`], which a module's check before training reads too (with
+   [`markdown_problems`] for its spec.md: `attncard.modules.card_text_problems`), so that what the card's
+   lint would refuse in a module's texts stops a run before it trains.
 2. **Files that do not parse**: the card's front matter (`yaml.safe_load` must give a mapping,
    huggingface_hub's `ModelCard` and `metadata_load` must read it, and it must have a `model-index`);
    `config.json` (strict JSON, whose `model_type` is a family attncard loads); `adapter_config.json` (a
