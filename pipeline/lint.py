@@ -12,6 +12,9 @@ files that every loader reads, and nothing that changed after results.json took 
     - the marker words `TODO`, `TBD`, `FIXME`, `N/A`, `Pending`, `placeholder`, `lorem`, `coming soon`,
       case-insensitive, and `XXX`, uppercase only; these are flagged everywhere, code blocks included.
     - unrendered Jinja, `{{` or `{%`, everywhere.
+   These rules live in [`line_placeholders`], which a module's check before training reads too (with
+   [`markdown_problems`] for its spec.md: `attncard.modules.card_text_problems`), so that what the card's
+   lint would refuse in a module's texts stops a run before it trains.
 2. **Files that do not parse**: the card's front matter (`yaml.safe_load` must give a mapping,
    huggingface_hub's `ModelCard` and `metadata_load` must read it, and it must have a `model-index`);
    `config.json` (strict JSON, whose `model_type` is a family attncard loads); `adapter_config.json` (a
@@ -508,17 +511,86 @@ def _check_placeholders(card: _Card, quoted: list[str] | None = None) -> list[Fi
         for text in quoted or []:
             if text in line:
                 line = line.replace(text, " ")
-        patterns = [_MARKER_WORDS, _UPPERCASE_MARKERS]
-        if fence not in PYTHON_FENCES:
-            patterns.append(_VALUE_WORDS)
-        for pattern in patterns:
-            findings += [
-                Finding(CARD_FILE, number, f"placeholder {m.group(0)!r}") for m in pattern.finditer(line)
-            ]
-        findings += [
-            Finding(CARD_FILE, number, f"unrendered Jinja {m.group(0)!r}") for m in _JINJA.finditer(line)
-        ]
+        findings += [Finding(CARD_FILE, number, message) for message in line_placeholders(line, fence)]
     return findings
+
+
+def line_placeholders(line: str, fence: str | None = None) -> list[str]:
+    """What the lint refuses in one line of a card (rule 1 of the module doc): placeholder words and
+    unrendered Jinja, one message each. The one table of these rules: the card's lint and a module's check
+    before training ([`attncard.modules.card_text_problems`]) both read it.
+
+    Args:
+        line: the line, as the card holds it.
+        fence: the info string of the fenced code block the line is in (lowercased, "" when it has none),
+            or None outside code blocks; in a Python block (`PYTHON_FENCES`) `None` and `nan` are code.
+
+    Returns:
+        `placeholder 'WORD'` or `unrendered Jinja '{{'` for each occurrence, in the order of the rules.
+
+    Example:
+        >>> line_placeholders("| `temperature` | 1.0 | None uses the layer's scaling |")
+        ["placeholder 'None'"]
+        >>> line_placeholders("    if temperature is None:  # TODO: fuse", fence="python")
+        ["placeholder 'TODO'"]
+    """
+    patterns = [_MARKER_WORDS, _UPPERCASE_MARKERS]
+    if fence not in PYTHON_FENCES:
+        patterns.append(_VALUE_WORDS)
+    messages = [f"placeholder {m.group(0)!r}" for pattern in patterns for m in pattern.finditer(line)]
+    return messages + [f"unrendered Jinja {m.group(0)!r}" for m in _JINJA.finditer(line)]
+
+
+def markdown_problems(text: str) -> list[tuple[int, str]]:
+    """What the lint refuses in Markdown the card prints as it is, such as a module's `spec.md`:
+    placeholders and unrendered Jinja ([`line_placeholders`], code blocks as the card has them), links and
+    images to files (the run folder holds none of the module's), and figures in table cells, which the
+    card's lint must find in results.json (a text written before the run cannot know them; a column headed
+    by one of `DESCRIPTIVE_HEADERS` may hold any).
+
+    Args:
+        text: the Markdown.
+
+    Returns:
+        `(line, message)` for each problem, line 1-based in `text`; empty when the card's lint would pass it.
+
+    Example:
+        >>> spec = ["sigmoid(q·kᵀ). TODO: causal", "", "| Case | Passes |", "|---|---|", "| decoder | 2 |"]
+        >>> for line, message in markdown_problems("\\n".join(spec)):
+        ...     print(line, message)
+        1 placeholder 'TODO'
+        5 figure 2 in table row 'decoder', which the card's lint must find in results.json
+    """
+    card = _Card(text.split("\n"), None, front_matter_line=1, body_line=1)
+    problems = [
+        (number, message)
+        for number, line, fence in _card_lines(card, front_matter=False)
+        for message in line_placeholders(line, fence)
+    ]
+    for number, line, fence in _card_lines(card, front_matter=False):
+        if fence is not None:
+            continue
+        text_outside_code = _CODE_SPAN.sub(" ", line)
+        targets = [m.group(1) for m in _INLINE_LINK.finditer(text_outside_code)]
+        targets += [m.group(1) for m in _REFERENCE_DEFINITION.finditer(text_outside_code)]
+        targets += [m.group(1) for m in _HTML_IMAGE.finditer(text_outside_code)]
+        problems += [
+            (number, f"link to the file {target!r}, which is not in the run folder; link a URL instead")
+            for target in targets
+            if _local_target(target) is not None
+        ]
+    for _, headers, rows in _tables(card):
+        descriptive = [_plain(header).lower() in DESCRIPTIVE_HEADERS for header in headers]
+        for number, cells in rows:
+            label = _plain(cells[0]) if cells else ""
+            for index, cell in enumerate(cells[1:], start=1):
+                if index < len(descriptive) and descriptive[index]:
+                    continue
+                for kind, word in _cell_words(cell, []):
+                    what = "figure" if kind == "number" else "unreadable figure"
+                    where = f"in table row '{label}', which the card's lint must find in results.json"
+                    problems.append((number, f"{what} {word} {where}"))
+    return sorted(problems, key=lambda problem: problem[0])
 
 
 def _check_model_index(card: _Card, results: Results) -> list[Finding]:
@@ -1031,8 +1103,10 @@ __all__ = [
     "WEIGHTS_SUFFIX",
     "Finding",
     "is_cards_copy",
+    "line_placeholders",
     "lint_folder",
     "lint_leaderboard",
     "lint_run_folder",
+    "markdown_problems",
     "renderings",
 ]

@@ -33,8 +33,8 @@ from pathlib import Path
 import torch
 import transformers
 
-from ..modules import get_module, module_provenance
-from ..modules.checks import package_index_warning, untraced_attention_warning
+from ..modules import contract_problems, get_module, module_provenance
+from ..modules.checks import package_index_warning, traced_text_problems, untraced_attention_warning
 from .data import TaskData, load_task, sample_rows, task_statistics
 from .errors import (
     AttncardError,
@@ -670,6 +670,8 @@ def run_publish(options: PublishOptions) -> Path:
     # that a commit made while it trains is not claimed for it.
     environment = EnvironmentRecord.capture()
     module = get_module(options.module)
+    # A plugin's contract was checked as it loaded; a built-in module's (its texts may be edited) is now.
+    _refuse_before_training(module.name, contract_problems(module))
     provenance = module_provenance(module.name)
     module_source = {path.name: sha256_file(path) for path in module.source_files}
     module_config = module.config_class()
@@ -693,6 +695,7 @@ def run_publish(options: PublishOptions) -> Path:
     rows = tokenize(loaded.tokenizer, data.validation[:2], data.spec.text_columns, options.train.max_length)
     if (warning := untraced_attention_warning(module, loaded.model, dict(rows))) is not None:
         logger.warning(warning)
+    _refuse_before_training(module.name, traced_text_problems(module, loaded.model, dict(rows)))
 
     trained = train(loaded, data, options.train, module, module_config)
     evaluation = evaluate(trained, data)
@@ -757,6 +760,16 @@ def run_publish(options: PublishOptions) -> Path:
             options.sign_key,
         )
     return run_dir
+
+
+def _refuse_before_training(module_name: str, problems: list[str]) -> None:
+    """Stops the run before it trains when the module has problems that the card's lint would refuse after
+    training (`contract_problems`, `traced_text_problems`): the first one, and how many more."""
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise AttncardError(
+            f"the module '{module_name}': {problems[0]}{more}; nothing was trained or written"
+        )
 
 
 def _config_dict(config) -> dict:

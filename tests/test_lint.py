@@ -12,7 +12,7 @@ import yaml
 
 from attncard.pipeline.cli import main, publish_main
 from attncard.pipeline.errors import AttncardError
-from attncard.pipeline.lint import Finding, lint_run_folder, renderings
+from attncard.pipeline.lint import Finding, line_placeholders, lint_run_folder, markdown_problems, renderings
 from attncard.pipeline.render import TASK_TITLES, card_usage_code
 from attncard.pipeline.results import Results, build_manifest
 
@@ -471,3 +471,51 @@ def test_quoted_data_may_hold_placeholder_words_but_the_card_may_not(run):
     assert lint_run_folder(run) == []
     line = _edit_card(run, "## Use it\n", "Results on the test split: pending\n\n## Use it\n")
     assert lint_run_folder(run) == [Finding("README.md", line, "placeholder 'pending'")]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The same rules, for a module's texts before training (`contract_problems` reads them here)
+
+
+@pytest.mark.parametrize(
+    ("line", "fence", "messages"),
+    [
+        ("temperature: None uses the layer's scaling", None, ["placeholder 'None'"]),
+        ("if temperature is None: return nan", "python", []),  # code in a Python block
+        ("publish --module None", "bash", ["placeholder 'None'"]),
+        ("# TODO: fuse the kernel, XXX", "python", ["placeholder 'TODO'", "placeholder 'XXX'"]),
+        ("the `none` module, N/A elsewhere", None, ["placeholder 'N/A'"]),
+        ("a {{ value }} of {% if %}", None, ["unrendered Jinja '{{'", "unrendered Jinja '{%'"]),
+        ("tbd_rate and a todo_list, Nonempty", None, []),  # words of their own
+    ],
+)
+def test_line_placeholders(line, fence, messages):
+    assert line_placeholders(line, fence) == messages
+
+
+def test_a_spec_the_module_check_passes_or_refuses_the_card_lint_passes_or_refuses_alike(run):
+    """`markdown_problems` on a spec.md and the card's lint on a card printing it find the same lines: the
+    placeholders with the same messages, the links to files and the figures in tables too."""
+    spec = (
+        "### `sigmoid`: sigmoid(q·kᵀ)\n\n"
+        "A temperature of None uses the layer's scaling. TODO: decoders.\n\n"
+        "```python\nif temperature is None:\n    temperature = 1.0\n```\n\n"
+        "Timings: [bench](bench/sigmoid.md), the paper: [arXiv](https://arxiv.org/abs/2409.04431).\n\n"
+        "| Case | Passes | Meaning |\n|---|---|---|\n| decoder | 7919 | 2 passes each |\n"
+    )
+    found = markdown_problems(spec)
+    assert found == [
+        (3, "placeholder 'TODO'"),  # the marker words first on a line, then the value words
+        (3, "placeholder 'None'"),
+        (10, "link to the file 'bench/sigmoid.md', which is not in the run folder; link a URL instead"),
+        (14, "figure 7919 in table row 'decoder', which the card's lint must find in results.json"),
+    ]
+    first = _edit_card(run, "\n## Data\n", f"\n{spec}\n## Data\n")
+    findings = lint_run_folder(run)
+    assert [(finding.line - first + 1) for finding in findings] == [line for line, _ in found]
+    assert [finding.message for finding in findings[:2]] == [message for _, message in found[:2]]
+    assert findings[2].message == "link target 'bench/sigmoid.md' is not in the run folder"
+    assert findings[3].message.startswith("figure 7919 in table '`sigmoid`: sigmoid(q·kᵀ)', row 'decoder'")
+    _edit_card(run, spec, "### `sigmoid`: sigmoid(q·kᵀ)\n\nRows do not sum to 1.\n")
+    assert markdown_problems("### `sigmoid`: sigmoid(q·kᵀ)\n\nRows do not sum to 1.\n") == []
+    assert lint_run_folder(run) == []

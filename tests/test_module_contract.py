@@ -8,12 +8,14 @@ A module's own tests (`tests/test_<module>.py`) test what only it does; what eve
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import pytest
 
-from attncard.modules import BUILTIN_MODULE_NAMES
-from attncard.testing import ContractCase, ModuleContract
+from attncard.modules import BUILTIN_MODULE_NAMES, Measurement, get_module
+from attncard.modules.base import dense_flops
+from attncard.testing import ContractCase, ModuleContract, check_card_texts
 from conftest import plugin_installed
 
 # Modules of other packages in the table, installed for their tests (the `plugin_site` fixture).
@@ -51,3 +53,35 @@ class TestModuleContract(ModuleContract):
             return
         with plugin_installed(request.getfixturevalue("plugin_site")):
             yield
+
+
+@dataclasses.dataclass
+class SigmoidConfig:
+    temperature: float | None = dataclasses.field(
+        default=None, metadata={"help": "divides q·kᵀ; None: the layer's own scaling"}
+    )
+
+
+def test_the_contract_fails_a_module_whose_texts_the_card_lint_refuses(tiny_model_dir):
+    """The issue's module: a config default of None, its help saying "None: …". It kept every other check of
+    the contract, and publish refused its card after training; the contract now fails it."""
+    module = dataclasses.replace(get_module("none"), name="sigmoid", config_class=SigmoidConfig)
+    with pytest.raises(AssertionError) as failed:
+        check_card_texts(ContractCase(module), tiny_model_dir("gpt2"))
+    assert str(failed.value).startswith(
+        "sigmoid breaks the module contract:\nthe help of the config field 'temperature' holds placeholder "
+        "'None', which the card's lint refuses in the configuration table"
+    )
+
+
+def test_the_contract_fails_a_module_that_prints_none_as_it_runs(tiny_model_dir):
+    def flops(model, n):
+        return dense_flops(model, n)[0], f"the dense count at temperature {None}"
+
+    module = dataclasses.replace(get_module("none"), name="sigmoid", measurement=Measurement(flops=flops))
+    with pytest.raises(AssertionError) as failed:
+        check_card_texts(ContractCase(module), tiny_model_dir("gpt2"))
+    assert str(failed.value).startswith(
+        "sigmoid on the tiny gpt2: the card's lint would refuse what the module writes as it runs:\n"
+        "the FLOPs formula 'the dense count at temperature None' holds placeholder 'None'"
+    )

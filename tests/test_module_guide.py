@@ -141,3 +141,28 @@ class TestTheGuideModuleKeepsTheModuleContract(ModuleContract):
     def package_installed(self, guide_site: Path) -> Iterator[None]:
         with plugin_installed(guide_site, IMPORT):
             yield
+
+
+def test_the_guide_says_what_the_card_may_print():
+    """The guide's table of what a module's texts may hold names every word the card's lint refuses (read from
+    the lint's own rules), and its examples are refused and allowed as it says."""
+    from attncard.pipeline import lint
+
+    text = GUIDE.read_text(encoding="utf-8")
+    section = text.split("### What the card may print", 1)[1].split("\n## ", 1)[0]
+    for pattern in (lint._MARKER_WORDS, lint._UPPERCASE_MARKERS, lint._VALUE_WORDS):
+        words = pattern.pattern.split(")(", 1)[1].split(")(?!", 1)[0].replace(r"\s+", " ").split("|")
+        for word in words:
+            assert f"`{word}`" in section, word
+    rows = {
+        cells[0]: cells[1:]
+        for line in section.splitlines()
+        if line.startswith("| ") and not line.startswith("| In ")
+        for cells in [[cell.strip() for cell in line.strip("|").split(" | ")]]
+    }
+    spans = re.compile(r"`([^`]+)`")
+    refused, allowed = rows["config help"]
+    assert all(lint.line_placeholders(example) for example in spans.findall(refused))
+    assert not any(lint.line_placeholders(example) for example in spans.findall(allowed))
+    assert not any(lint.line_placeholders(example) for example in spans.findall(rows["every text"][1]))
+    assert lint.line_placeholders("None") and not lint.line_placeholders("if x is None", fence="python")
