@@ -191,8 +191,8 @@ def card_template_files(results: Results) -> CardTemplateFiles:
     results.json records, version 1 for a run published before it was recorded.
 
     Example:
-        >>> card_template_files(results).cards[results.schema_version]
-        'model_card.md.j2'
+        >>> card_template_files(results).cards[results.schema_version]  # a run published now: template 2
+        'model_card_t2.md.j2'
     """
     version = 1 if results.card_template is None else results.card_template
     if version not in CARD_TEMPLATE_FILES:  # results.json's own are checked on reading it
