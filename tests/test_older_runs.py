@@ -51,7 +51,7 @@ RELEASED_TEMPLATE_SHA256 = {
     },
     2: {
         "model_card_v2.md.j2": "c29b40ad4a7d18b40d7a566f16a9c780f1de9196b13b80464986211cfbfaba0f",
-        "model_card_t2.md.j2": "d7472f3cc80b007f31a950565d229db65f2a2338e80134c4900d70aaceba7bc4",
+        "model_card_t2.md.j2": "3dca106eda3d71598e5a37f93dbf69159a566950c599efaf7443fa8d7a413560",
         "license.txt.j2": "e72b409d660a56da756872ea85d4e8a8424b340f829f0075c16c84b9f5c85b16",
     },
 }
