@@ -28,6 +28,7 @@ from .results import (
     RESULTS_FILE,
     SECOND_PREDICTIONS_FILE,
     Results,
+    ScalingRow,
     SplitResult,
     Status,
     TrainConfig,
@@ -55,13 +56,23 @@ class CardTemplateFiles:
 # rendered again from its results.json with the version it records, to verify it; so a released version's
 # files never change (tests/test_older_runs.py pins their sha256): new wording is a new version with new
 # files, recorded by the runs published with it, and older runs keep rendering with theirs. Each version names
-# a card for every readable schema (a frozen schema's card keeps its own file). The gap: the text attncard
-# builds in Python (`status_line`, `comparison_line`, `usage_where`, `rows_seen`, the install lines, the front
-# matter, TASK_TITLES, the citations and BibTeX here and in data.py) is not versioned; a change to its wording
-# still changes every card that shows it.
+# a card for every readable schema (a frozen schema's card keeps its own file). The install lines are built
+# per version (`install_commands`). The gap: the other text attncard builds in Python (`status_line`,
+# `comparison_line`, `usage_where`, `rows_seen`, the front matter, TASK_TITLES, the citations and BibTeX here
+# and in data.py) is not versioned; a change to its wording still changes every card that shows it.
+#
+# Version 2 (issue 44): the summary gives the headline speed and memory, the evidence (results, verification,
+# efficiency, training, data) comes before the model's and the module's description, and the module's source
+# and the model's printout are folded at the end; a stock load that scores the same says that they agree; the
+# install lines are ones that work without a release on PyPI. Schemas 3 and 4 share its card; schema 2 keeps
+# its frozen one.
 CARD_TEMPLATE_FILES = {
     1: CardTemplateFiles(
         cards={2: "model_card_v2.md.j2", 3: "model_card_v3.md.j2", 4: "model_card.md.j2"},
+        license="license.txt.j2",
+    ),
+    2: CardTemplateFiles(
+        cards={2: "model_card_v2.md.j2", 3: "model_card_t2.md.j2", 4: "model_card_t2.md.j2"},
         license="license.txt.j2",
     ),
 }
@@ -180,8 +191,8 @@ def card_template_files(results: Results) -> CardTemplateFiles:
     results.json records, version 1 for a run published before it was recorded.
 
     Example:
-        >>> card_template_files(results).cards[results.schema_version]
-        'model_card.md.j2'
+        >>> card_template_files(results).cards[results.schema_version]  # a run published now: template 2
+        'model_card_t2.md.j2'
     """
     version = 1 if results.card_template is None else results.card_template
     if version not in CARD_TEMPLATE_FILES:  # results.json's own are checked on reading it
@@ -407,6 +418,78 @@ def status_line(results: Results) -> str:
         s = second.verification
         line += f" On {second.split}, accuracy {_pct(s.accuracy)} clears its threshold {_pct(s.threshold)}."
     return line
+
+
+def distinct_percentages(first: float, second: float) -> tuple[str, str]:
+    """Two shares in percent with two decimals, or as many more as it takes to print two different shares
+    differently (40,430 QQP rows are 0.0025% apiece); equal shares print alike.
+
+    Example:
+        >>> distinct_percentages(0.7647, 0.8260), distinct_percentages(20215 / 40430, 20216 / 40430)
+        (('76.47%', '82.60%'), ('50.000%', '50.002%'))
+    """
+    for digits in range(2, 17):
+        texts = f"{100 * first:.{digits}f}%", f"{100 * second:.{digits}f}%"
+        if texts[0] != texts[1] or first == second:
+            return texts
+    return texts
+
+
+@dataclass(frozen=True)
+class StockAgreement:
+    """How the stock load's figures (`Results.stock`) stand to the run's, as card template 2 says it.
+
+    Attributes:
+        same_predictions: stock tools predicted every evaluated row as the run did (equal sha256 of the
+            predicted label ids), so every figure agrees.
+        same_accuracy: the two accuracies are equal, with the same or other predictions.
+        stock_accuracy: the stock accuracy as the card prints it ([`distinct_percentages`]).
+        accuracy: the run's accuracy, printed alike.
+    """
+
+    same_predictions: bool
+    same_accuracy: bool
+    stock_accuracy: str
+    accuracy: str
+
+
+def stock_agreement(results: Results) -> StockAgreement | None:
+    """The stock load against the run, when stock tools loaded another model and scored it; None otherwise
+    (the module keeps the model's own attention, stock peft failed, or the run recorded no stock load).
+
+    Example:
+        >>> stock_agreement(results) is None  # a run of `none`: stock tools load the same model
+        True
+        >>> accuracy = results.metrics.accuracy
+        >>> results.stock = dataclasses.replace(results.stock, same_model=False, accuracy=accuracy)
+        >>> stock_agreement(results).same_predictions, stock_agreement(results).same_accuracy
+        (False, True)
+    """
+    stock = results.stock
+    if stock is None or stock.same_model or stock.accuracy is None:
+        return None
+    return StockAgreement(
+        same_predictions=stock.predictions_sha256 == results.metrics.predictions_sha256,
+        same_accuracy=stock.accuracy == results.metrics.accuracy,
+        stock_accuracy=distinct_percentages(stock.accuracy, results.metrics.accuracy)[0],
+        accuracy=distinct_percentages(stock.accuracy, results.metrics.accuracy)[1],
+    )
+
+
+def headline_scaling(results: Results) -> tuple[ScalingRow | None, ScalingRow | None]:
+    """The two scaling rows card template 2's summary quotes: attention layer 0 alone at the longest N
+    measured, and the whole model at the run's length: the shortest N measured that holds
+    `max_length` tokens (the longest N when none does). None for a side the run did not measure.
+
+    Example:
+        >>> headline_scaling(results)  # a run of `none`: nothing is timed against dense attention
+        (None, None)
+    """
+    efficiency, length = results.efficiency, results.training.hyperparameters.max_length
+    layer = max(efficiency.layer_scaling, key=lambda row: row.n, default=None)
+    by_length = sorted(efficiency.scaling, key=lambda row: row.n)
+    model = next((row for row in by_length if row.n >= length), by_length[-1] if by_length else None)
+    return layer, model
 
 
 def _signed_points(share: float) -> str:
@@ -885,8 +968,9 @@ def rendered_card_problems(results: Results, card: str) -> list[str]:
 
 
 def install_line(results: Results) -> str:
-    """The card's install command: the `pip install` of the attncard that made the run, pinned to the commit
-    results.json records (or to its version when no commit was recorded).
+    """Card template 1's install command: the `pip install` of the attncard that made the run, pinned to the
+    commit results.json records (or to its version when no commit was recorded). Frozen with that version's
+    cards; card template 2 builds its lines with [`attncard_install_lines`].
 
     Example:
         >>> install_line(results)
@@ -903,8 +987,9 @@ def install_line(results: Results) -> str:
 
 
 def module_install_line(results: Results) -> str:
-    """The card's second install command, for a run whose module comes from a package other than attncard:
-    the `pip install` of that package at the recorded version; "" for a built-in module.
+    """Card template 1's second install command, for a run whose module comes from a package other than
+    attncard: the `pip install` of that package at the recorded version; "" for a built-in module. Frozen
+    with that version's cards; card template 2 builds it with [`module_install_lines`].
 
     Example:
         >>> module_install_line(results)  # a run of the built-in `none`
@@ -918,6 +1003,98 @@ def module_install_line(results: Results) -> str:
     if module.package in ("", "attncard"):
         return ""
     return f'pip install "{module.package}=={module.package_version}"  # the attention module {module.name}'
+
+
+# The attention-module packages kept in attncard's own repository, by package name, and their folder there:
+# installable from the commit of attncard a run records, as pip installs a package from a folder of a git
+# repository (`#subdirectory=`). Any other package is installed by its name and version.
+REPOSITORY_PLUGINS = {"attncard-sliding-window": "examples/sliding_window"}
+
+
+def _recorded_commit(results: Results) -> tuple[str, bool]:
+    """The attncard commit results.json records without its "+dirty", and whether it had "+dirty"; the commit
+    is "" when none was recorded or no repository is named to fetch it from."""
+    environment = results.environment
+    commit = environment.git_commit.removesuffix("+dirty")
+    if not environment.attncard_repository or commit == "unknown":
+        return "", False
+    return commit, environment.git_commit.endswith("+dirty")
+
+
+def attncard_install_lines(results: Results) -> list[str]:
+    r"""Card template 2's install lines for the attncard that made the run, each one that installs it today:
+    from its repository at the recorded commit; without a recorded commit, its release on PyPI by version,
+    and where PyPI has none, where else the run says it may come from (a comment: the run cannot name the
+    exact source).
+
+    Example:
+        >>> attncard_install_lines(results)
+        ['pip install "attncard @ git+https://github.com/attncard/attncard@...']
+        >>> results.environment.git_commit = "unknown"  # as an install from a wheel records it
+        >>> print("\n".join(attncard_install_lines(results)))
+        # The run recorded attncard 0.1.0 but no commit: its release on PyPI, or where PyPI has none, ...
+        pip install "attncard==0.1.0"
+    """
+    environment = results.environment
+    repository, version = environment.attncard_repository, environment.attncard_version
+    commit, dirty = _recorded_commit(results)
+    if commit:
+        line = f'pip install "attncard @ git+{repository}@{commit}"'
+        return [line + ("  # the run had uncommitted changes on top of this commit" if dirty else "")]
+    source = f"attncard {version} from {repository}" if repository else f"attncard {version} where you got it"
+    if version != "unknown":
+        return [
+            f"# The run recorded attncard {version} but no commit: its release on PyPI, or where PyPI has "
+            f"none, {source}",
+            f'pip install "attncard=={version}"',
+        ]
+    if repository:
+        return [
+            "# The run recorded no version or commit of attncard: this installs its newest commit",
+            f'pip install "attncard @ git+{repository}"',
+        ]
+    return ["# The run recorded no version, commit or repository of the attncard that made it"]
+
+
+def module_install_lines(results: Results) -> list[str]:
+    r"""Card template 2's install lines for the package of the run's attention module; none for a built-in
+    module. A package kept in attncard's repository (`REPOSITORY_PLUGINS`) is installed from there at the
+    commit the run records; any other by its name and recorded version, from PyPI, or where its authors
+    publish it: the run records the package, not where it came from. Either way the loader refuses a module
+    whose source is not the one the run recorded (its sha256).
+
+    Example:
+        >>> results.module.name = "sliding_window"  # as a run of the example plugin records it
+        >>> results.module.package, results.module.package_version = "attncard-sliding-window", "0.1.0"
+        >>> print("\n".join(module_install_lines(results)))
+        pip install "attncard-sliding-window @ git+https://github.com/attncard/attncard@...#subdirectory=...
+    """
+    module = results.module
+    if module.package in ("", "attncard"):
+        return []
+    commit, _ = _recorded_commit(results)
+    folder = REPOSITORY_PLUGINS.get(module.package)
+    if folder and commit:
+        url = f"git+{results.environment.attncard_repository}@{commit}#subdirectory={folder}"
+        return [f'pip install "{module.package} @ {url}"  # the attention module {module.name}']
+    return [
+        f"# The attention module {module.name} comes from the package {module.package} "
+        f"{module.package_version}; the run did not record where it came from: from PyPI, or where its "
+        "authors publish it (the loader checks its source against the run's sha256)",
+        f'pip install "{module.package}=={module.package_version}"',
+    ]
+
+
+def install_commands(results: Results) -> str:
+    """The card's install block: the lines of the card template version the run records (1 for none).
+
+    Example:
+        >>> print(install_commands(results))  # a run of the built-in `none`, with a recorded commit
+        pip install "attncard @ git+https://github.com/attncard/attncard@...
+    """
+    if results.card_template in (None, 1):
+        return "\n".join(filter(None, (install_line(results), module_install_line(results))))
+    return "\n".join([*attncard_install_lines(results), *module_install_lines(results)])
 
 
 def bibtex(results: Results) -> str:
@@ -988,9 +1165,11 @@ def render_card(results: Results, plots: list[dict[str, str]] | None = None) -> 
         module_plots=[plot for plot in plots or [] if plot["file"] not in (SCALING_PLOT, LOSS_PLOT)],
         scaling_plots=[plot for plot in plots or [] if plot["file"] == SCALING_PLOT],
         loss_plots=[plot for plot in plots or [] if plot["file"] == LOSS_PLOT],
-        install_commands="\n".join(filter(None, (install_line(results), module_install_line(results)))),
+        install_commands=install_commands(results),
         usage_where=usage_where(results, usage_location(results) or "") if results.usage is not None else "",
         rows_seen=rows_seen(results),
+        stock_agreement=stock_agreement(results),
+        headline_scaling=headline_scaling(results),
         # Token lengths of the evaluated split, for the limitations; absent from a run that recorded none.
         eval_lengths=(
             {"rows": stats.rows, **dataclasses.asdict(stats.tokens)}

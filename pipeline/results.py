@@ -42,8 +42,8 @@ PLOT_STYLES = (PLOT_STYLE,)
 # The wording of a run's card (`Results.card_template`, pipeline.render.CARD_TEMPLATE_FILES): publish records
 # CARD_TEMPLATE; a run without one (every run published before it was recorded) is card template 1. A download
 # renders the card again with the recorded version, so new wording is a new version, not an edit of a run.
-CARD_TEMPLATE = 1
-CARD_TEMPLATES = (CARD_TEMPLATE,)
+CARD_TEMPLATE = 2
+CARD_TEMPLATES = (1, CARD_TEMPLATE)
 # The first schema that records `Metrics.official`, and the names it may have (the model-index's types).
 OFFICIAL_METRIC_SCHEMA = 4
 # The tasks a run of each frozen schema (no attncard writes it any more) may record. Schemas 2 and 3 evaluated

@@ -2,9 +2,10 @@
 
 Run it after a deliberate change to a filter or a module's spec or source, and review the diff of the golden
 card before committing it: tests/test_card_golden.py only compares. The card renders with the card template
-version tiny_results.json records (1 when it records none), as recorded: a released template's files never
-change (tests/test_older_runs.py). New wording is a new version in pipeline/render.py's CARD_TEMPLATE_FILES;
-to see it in the golden card, set tiny_results.json's `card_template` to it, then run this.
+version tiny_results.json records (2), as recorded: a released template's files never change
+(tests/test_older_runs.py), and tiny_card_t1.md, the card of template 1, is frozen. New wording is a new
+version in pipeline/render.py's CARD_TEMPLATE_FILES; to see it in the golden card, set tiny_results.json's
+`card_template` to it, then run this.
 """
 
 from __future__ import annotations

@@ -19,8 +19,10 @@ dense run's new results.json, so the dense runs go first. Besides:
   from 3.11, so a reader with one of them could not check the copy's plots at all (a download refuses them
   as another matplotlib's); matplotlib 3.8.4-3.11.2 draw style 2 within 0.14 (bench/cards_plots_anywhere.py).
   The figures the plots are drawn from stay as recorded; only the drawing changes;
-- `card_template` stays as recorded: a copy renders with the card template version it records (1 when
-  it records none), never a newer one;
+- the card is rendered with the current card template (`CARD_TEMPLATE`), which results.json then records
+  (`current_card_template`): a copy shows what a run published now shows (card template 2: the headline
+  speed and memory in the summary, the source folded at the end, install lines that work without a release
+  on PyPI). The run itself keeps verifying with any template it records; only the copy's wording changes;
 - a module whose source changed since the run is recorded with its new source only when every Python file
   parses to the same code as at the run's recorded commit (comments and docstrings aside: what ran is what
   is installed) and its other files (spec.md) are text. Otherwise the run keeps the source it recorded (what
@@ -55,6 +57,7 @@ from attncard.pipeline.render import (
 )
 from attncard.pipeline.results import (
     CARD_FILE,
+    CARD_TEMPLATE,
     PLOT_STYLE,
     READABLE_SCHEMA_VERSIONS,
     RESULTS_FILE,
@@ -190,10 +193,15 @@ def current_plot_style(results: Results) -> None:
     results.plot_style = PLOT_STYLE
 
 
+def current_card_template(results: Results) -> None:
+    """Records the current card template (`CARD_TEMPLATE`), which `render_card` then renders with."""
+    results.card_template = CARD_TEMPLATE
+
+
 def needs_rewriting(results: Results) -> list[str]:
     """What of the recorded run itself the re-render would change: an older schema, a usage snippet that loads
-    the run by another location than its cards copy, plots not of plot style 2, a dense run's digest that
-    changed. Empty when there is none."""
+    the run by another location than its cards copy, plots not of plot style 2, a card of another template
+    than the current one, a dense run's digest that changed. Empty when there is none."""
     needs = ["schema 2"] if results.schema_version == 2 else []
     location = usage_location(results)
     if results.repo_id is None and location is not None and not_the_cards_copy(location, results.repo_name):
@@ -201,6 +209,9 @@ def needs_rewriting(results: Results) -> list[str]:
     if results.plot_style != PLOT_STYLE:
         drawn = "the first way" if results.plot_style is None else f"in plot style {results.plot_style}"
         needs.append(f"its plots are drawn {drawn}, not in plot style {PLOT_STYLE}")
+    if results.card_template != CARD_TEMPLATE:
+        template = 1 if results.card_template is None else results.card_template
+        needs.append(f"its card is rendered with card template {template}, not {CARD_TEMPLATE}")
     for baseline in results.comparison.baselines if results.comparison is not None else []:
         if baseline.results_sha256 != sha256_file(CARDS / baseline.repo_name / RESULTS_FILE):
             needs.append(f"dense run {baseline.repo_name} was rendered again")
@@ -255,6 +266,7 @@ def rerender(folder: Path) -> str:
         baseline.results_sha256 = sha256_file(CARDS / baseline.repo_name / RESULTS_FILE)
     readers_location(results)
     current_plot_style(results)
+    current_card_template(results)
     code = card_usage_code(results)
     if results.usage is not None:
         if code is None:

@@ -6,11 +6,13 @@ changes the card: review the diff, then regenerate it with `make golden` (tests/
 the test itself.
 
 The same run as schema 2 (and schema 3) recorded it renders the card schema 2 (schema 3) rendered, byte for
-byte, forever: a card published then is verified by rendering it again. `make golden` never writes those.
+byte, forever: a card published then is verified by rendering it again. So does the run recording card
+template 1 (or none), in schema 4 (tiny_card_t1.md). `make golden` never writes those.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from pathlib import Path
 
@@ -18,11 +20,13 @@ import pytest
 from huggingface_hub import ModelCard
 
 from attncard.pipeline.render import render_card, write_plots
-from attncard.pipeline.results import SCHEMA_VERSION, Results
+from attncard.pipeline.results import CARD_TEMPLATE, SCHEMA_VERSION, Results
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RESULTS = FIXTURES / "tiny_results.json"
 GOLDEN = FIXTURES / "tiny_card.md"
+# The same run in card template 1, as every run published before template 2 recorded it: frozen.
+GOLDEN_T1 = FIXTURES / "tiny_card_t1.md"
 # Schema 2's results.json and the card published from it, frozen.
 RESULTS_V2 = FIXTURES / "tiny_results_v2.json"
 GOLDEN_V2 = FIXTURES / "tiny_card_v2.md"
@@ -31,11 +35,14 @@ RESULTS_V3 = FIXTURES / "tiny_results_v3.json"
 GOLDEN_V3 = FIXTURES / "tiny_card_v3.md"
 
 
-def golden_card(results_file: Path = RESULTS) -> str:
+def golden_card(results_file: Path = RESULTS, card_template: int | str | None = "recorded") -> str:
     """The card the template makes of the fixture's results, with the plots results.json draws (the run is of
     `none`, which keeps the model's own attention: a loss curve, no scaling plot): what `make golden` writes.
+    Given `card_template`, the card of the run recording that version instead (None: recording none).
     """
     results = Results.load(results_file)
+    if card_template != "recorded":
+        results = dataclasses.replace(results, card_template=card_template)
     with tempfile.TemporaryDirectory() as scratch:
         plots = write_plots(results, Path(scratch))
     assert [plot["file"] for plot in plots] == ["training_loss.png"]
@@ -44,6 +51,7 @@ def golden_card(results_file: Path = RESULTS) -> str:
 
 def test_card_matches_the_golden_file():
     assert Results.load(RESULTS).schema_version == SCHEMA_VERSION
+    assert Results.load(RESULTS).card_template == CARD_TEMPLATE
     golden = GOLDEN.read_text(encoding="utf-8")
     assert golden_card() == golden, "the card changed: review the diff, then run `make golden`"
 
@@ -58,8 +66,38 @@ def test_an_older_schema_run_renders_the_card_it_was_published_with(
     assert golden_card(results_file) == golden.read_text(encoding="utf-8")
 
 
+@pytest.mark.parametrize("card_template", [None, 1])
+def test_a_run_of_card_template_1_renders_the_card_it_was_published_with(card_template: int | None):
+    """Card template 2 changed the layout, the stock sentence and the install lines: a run recording
+    template 1 (or none, published before it was recorded) renders template 1's card, byte for byte."""
+    assert golden_card(card_template=card_template) == GOLDEN_T1.read_text(encoding="utf-8")
+
+
+def test_card_template_2_leads_with_speed_and_folds_the_source_below_the_evidence():
+    card_1, card_2 = GOLDEN_T1.read_text(encoding="utf-8"), GOLDEN.read_text(encoding="utf-8")
+    summary = card_2[: card_2.index("## Use it")]
+    assert (
+        "**Speed and memory**: `none` leaves attention as the model's own, so nothing is timed against dense "
+        "attention; evaluating the 40 rows took "
+    ) in summary
+    assert "**Speed and memory**" not in card_1[: card_1.index("## Use it")]
+    headings = [line for line in card_2.splitlines() if line.startswith("## ")]
+    # The evidence first, then what the model and module are; the source and printout folded at the end.
+    order = ["## Verification", "## Efficiency", "## Training", "## Data", "## Model details"]
+    assert [headings.index(heading) for heading in order] == sorted(headings.index(h) for h in order)
+    assert headings[-1] == "## Source and printouts"
+    appendix = card_2[card_2.index("## Source and printouts") :]
+    assert (
+        appendix.count("<details>") == 2
+        and "```python\n" in appendix
+        and "GPT2ForSequenceClassification(" in appendix
+    )
+    assert card_2.count("```python\n") == 2  # the usage snippet, and the module's source in the appendix
+
+
 @pytest.mark.parametrize(
-    ("results_file", "golden"), [(RESULTS, GOLDEN), (RESULTS_V2, GOLDEN_V2), (RESULTS_V3, GOLDEN_V3)]
+    ("results_file", "golden"),
+    [(RESULTS, GOLDEN), (RESULTS, GOLDEN_T1), (RESULTS_V2, GOLDEN_V2), (RESULTS_V3, GOLDEN_V3)],
 )
 def test_golden_card_is_a_hub_card(results_file: Path, golden: Path):
     card = ModelCard(golden.read_text(encoding="utf-8"))

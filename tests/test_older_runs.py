@@ -2,9 +2,10 @@
 schema still verifies with this one, and new wording in the card template does not make it an edited run.
 
 The older run is a real one: tests/fixtures/older-run-67310c1/, published by attncard at commit 67310c1
-(its README says how), before results.json recorded `card_template`. A wording change is simulated as the
-next card template version would be added: its own file beside version 1's, registered in
-`render.CARD_TEMPLATE_FILES`, and the version publish records.
+(its README says how), before results.json recorded `card_template`, so it renders with card template 1.
+Card template 2 (issue 44) is the first real wording change; a further one is simulated as the next version
+would be added: its own file beside the released ones, registered in `render.CARD_TEMPLATE_FILES`, and the
+version publish records.
 """
 
 from __future__ import annotations
@@ -48,11 +49,19 @@ RELEASED_TEMPLATE_SHA256 = {
         "model_card.md.j2": "06182e92311a1347727e0ace78b40dd09cafa2547ab1ff6336fd0531383dc9a5",
         "license.txt.j2": "e72b409d660a56da756872ea85d4e8a8424b340f829f0075c16c84b9f5c85b16",
     },
+    2: {
+        "model_card_v2.md.j2": "c29b40ad4a7d18b40d7a566f16a9c780f1de9196b13b80464986211cfbfaba0f",
+        "model_card_t2.md.j2": "3dca106eda3d71598e5a37f93dbf69159a566950c599efaf7443fa8d7a413560",
+        "license.txt.j2": "e72b409d660a56da756872ea85d4e8a8424b340f829f0075c16c84b9f5c85b16",
+    },
 }
 
-# A sentence of card template 1 for schema 4, and the words the simulated version 2 says it in.
+# A sentence of card templates 1 and 2 for schema 4, and the words the simulated next version says it in.
 OLD_WORDING = "Every figure on\nthis card is measured by that run"
 NEW_WORDING = "Each figure of\nthis card was measured by the run"
+NEXT_TEMPLATE = max(CARD_TEMPLATES) + 1
+# What card template 2's summary (above "Use it") shows and template 1's did not: the speed and memory.
+SPEED_HEADLINE = "**Speed and memory**"
 
 
 def older_run(tmp_path: Path) -> Path:
@@ -72,20 +81,22 @@ def edit_results_json(run_dir: Path, key: str, value: object) -> None:
 
 @pytest.fixture
 def wording_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Card template 2, as a wording change is made: version 1's files kept, schema 4's card copied into a
-    new file with `NEW_WORDING`, registered as version 2 and made the version publish records."""
+    """The next card template, as a wording change is made: the released versions' files kept, the newest
+    version's schema 4 card copied into a new file with `NEW_WORDING`, registered as `NEXT_TEMPLATE` and made
+    the version publish records."""
     templates = tmp_path / "templates"
     shutil.copytree(TEMPLATES_DIR, templates)
-    released = CARD_TEMPLATE_FILES[1]
-    text = (templates / released.cards[4]).read_text(encoding="utf-8")
-    assert OLD_WORDING in text, "pick another sentence of model_card.md.j2 for the simulated wording change"
-    (templates / "model_card_t2.md.j2").write_text(text.replace(OLD_WORDING, NEW_WORDING), encoding="utf-8")
-    version_2 = dataclasses.replace(released, cards={**released.cards, 4: "model_card_t2.md.j2"})
+    newest = CARD_TEMPLATE_FILES[CARD_TEMPLATE]
+    text = (templates / newest.cards[4]).read_text(encoding="utf-8")
+    assert OLD_WORDING in text, f"pick another sentence of {newest.cards[4]} for the simulated wording change"
+    name = f"model_card_t{NEXT_TEMPLATE}.md.j2"
+    (templates / name).write_text(text.replace(OLD_WORDING, NEW_WORDING), encoding="utf-8")
+    next_version = dataclasses.replace(newest, cards={**newest.cards, 4: name})
     monkeypatch.setattr(render, "TEMPLATES_DIR", templates)
-    monkeypatch.setattr(render, "CARD_TEMPLATE_FILES", {**CARD_TEMPLATE_FILES, 2: version_2})
-    monkeypatch.setattr(results_module, "CARD_TEMPLATES", (1, 2))
-    monkeypatch.setattr(results_module, "CARD_TEMPLATE", 2)
-    monkeypatch.setattr(publish, "CARD_TEMPLATE", 2)
+    monkeypatch.setattr(render, "CARD_TEMPLATE_FILES", {**CARD_TEMPLATE_FILES, NEXT_TEMPLATE: next_version})
+    monkeypatch.setattr(results_module, "CARD_TEMPLATES", (*CARD_TEMPLATES, NEXT_TEMPLATE))
+    monkeypatch.setattr(results_module, "CARD_TEMPLATE", NEXT_TEMPLATE)
+    monkeypatch.setattr(publish, "CARD_TEMPLATE", NEXT_TEMPLATE)
 
 
 def test_released_card_templates_never_change():
@@ -147,12 +158,38 @@ def test_new_wording_leaves_the_older_run_verified(wording_changed, tmp_path: Pa
     (newer / CARD_FILE).write_text(render_card(results, plots), encoding="utf-8")
     results.manifest = build_manifest(newer)
     results.save(newer)
-    assert download_verified(newer).results.card_template == 2
+    assert download_verified(newer).results.card_template == NEXT_TEMPLATE
     card = (newer / CARD_FILE).read_text(encoding="utf-8")
     assert NEW_WORDING in card and OLD_WORDING not in card
 
 
-@pytest.mark.parametrize("new_template", [False, True], ids=["template-1-only", "template-2-added"])
+def test_the_older_run_keeps_card_template_1_and_renders_template_2_when_it_records_it(tmp_path: Path):
+    """Card template 1 is what the older run's card was published in, byte for byte (a download renders it
+    again and compares); the same run recording card template 2 renders the new card, which verifies too."""
+    older = older_run(tmp_path / "older")
+    assert download_verified(older).results.card_template is None
+    card_1 = (older / CARD_FILE).read_text(encoding="utf-8")
+    assert SPEED_HEADLINE not in card_1[: card_1.index("## Use it")]
+    assert "## Source and printouts" not in card_1
+    newer = older_run(tmp_path / "newer")
+    results = Results.load(newer)
+    results.card_template = 2
+    plots = write_plots(results, newer)
+    results.manifest = {name: digest for name, digest in build_manifest(newer).items() if name != CARD_FILE}
+    (newer / CARD_FILE).write_text(render_card(results, plots), encoding="utf-8")
+    results.manifest = build_manifest(newer)
+    results.save(newer)
+    assert download_verified(newer).results.card_template == 2
+    card_2 = (newer / CARD_FILE).read_text(encoding="utf-8")
+    headings = [line for line in card_2.splitlines() if line.startswith("## ")]
+    assert headings.index("## Efficiency") < headings.index("## Model details") and headings[-1] == (
+        "## Source and printouts"
+    ), headings
+    summary = card_2[: card_2.index("## Use it")]
+    assert f"{SPEED_HEADLINE}: `none` leaves attention as the model's own" in summary
+
+
+@pytest.mark.parametrize("new_template", [False, True], ids=["released-templates", "next-template-added"])
 def test_an_edit_of_the_older_card_resealed_is_refused(new_template: bool, request, tmp_path: Path):
     """An older card put in other words, even those of a newer template, its sha256 put in the manifest so
     that every file matches: the card is not the one its recorded template renders."""
@@ -170,10 +207,10 @@ def test_an_edit_of_the_older_card_resealed_is_refused(new_template: bool, reque
 
 def test_an_unknown_card_template_is_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture):
     run_dir = older_run(tmp_path)
-    edit_results_json(run_dir, "card_template", 2)
+    edit_results_json(run_dir, "card_template", NEXT_TEMPLATE)
     expected = (
-        "results.json: card_template is 2; this attncard renders card templates 1: upgrade attncard "
-        "(pip install -U attncard)"
+        f"results.json: card_template is {NEXT_TEMPLATE}; this attncard renders card templates 1, 2: upgrade "
+        "attncard (pip install -U attncard)"
     )
     with pytest.raises(UnknownSchemaError) as refused:
         download_verified(run_dir)
@@ -194,7 +231,7 @@ def test_card_template_is_a_whole_number(value: object):
 
 def test_a_card_template_built_in_code_but_not_rendered_here_is_refused():
     results = dataclasses.replace(Results.load(OLDER / "tiny-gpt2-none-sst2"), card_template=7)
-    with pytest.raises(ValueError, match=r"^card_template is 7; this attncard renders card templates 1: "):
+    with pytest.raises(ValueError, match=r"^card_template is 7; this attncard renders card templates 1, 2: "):
         render_card(results)
 
 

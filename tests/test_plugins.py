@@ -270,9 +270,14 @@ def test_the_run_records_and_shows_the_plugins_package(plugin_run, plugin_site):
     card = (run_dir / "README.md").read_text(encoding="utf-8")
     assert f"From the package `{PACKAGE}` {VERSION}, which registers `sliding_window`" in card
     assert f"is `{provenance.source_sha256}`" in card
-    # The card's one install block gives attncard's line, then the plugin's.
-    plugin_line = f"{re.escape(INSTALL)}  # the attention module sliding_window"
-    assert re.search(f'\n```bash\npip install "attncard @ .*\n{plugin_line}\n```', card)
+    # The card's one install block gives attncard's line, then the plugin's: the example plugin from
+    # attncard's repository at the commit the run records (no release of it is on PyPI; card template 2).
+    commit = results.environment.git_commit.removesuffix("+dirty")
+    url = f"git+{results.environment.attncard_repository}@{commit}"
+    plugin_line = f'pip install "{PACKAGE} @ {url}#subdirectory=examples/sliding_window"'
+    plugin_line += "  # the attention module sliding_window"
+    block = f'\n```bash\npip install "attncard @ {re.escape(url)}"(  # .*)?\n{re.escape(plugin_line)}\n```'
+    assert re.search(block, card), card[card.index("## Use it") :][:600]
 
 
 def test_the_run_loads_back_from_the_hub_and_reverifies(

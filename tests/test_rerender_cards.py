@@ -21,7 +21,7 @@ from rerender_cards import (
 
 from attncard.pipeline.integrity import card_problems
 from attncard.pipeline.render import card_usage_code, usage_location
-from attncard.pipeline.results import PLOT_STYLE, RESULTS_FILE, Results
+from attncard.pipeline.results import CARD_TEMPLATE, PLOT_STYLE, RESULTS_FILE, Results
 
 RECORDED = {
     "modules/span/attention.py": '"""Spans."""\nfrom ..kernels.memory import peak  # old\nWIDTH = 8  # 12\n',
@@ -113,3 +113,22 @@ def test_a_copy_of_the_first_drawing_that_loads_runs_is_rendered_in_plot_style_2
     assert {key: value for key, value in rendered.items() if key not in ("usage", "plot_style")} == {
         key: value for key, value in data.items() if key != "usage"
     }
+
+
+def test_a_copy_of_card_template_1_is_rendered_in_the_current_template(tmp_path: Path):
+    """A dense MRPC copy as published before card template 2: rendered again, it records the current
+    template, its card leads with the speed and memory, and it passes a download's check."""
+    name = "minilm-none-mrpc-seed0"
+    folder = tmp_path / name
+    shutil.copytree(CARDS / name, folder)
+    data = json.loads((folder / RESULTS_FILE).read_text(encoding="utf-8"))
+    del data["card_template"]
+    (folder / RESULTS_FILE).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    assert needs_rewriting(Results.load(folder)) == [
+        f"its card is rendered with card template 1, not {CARD_TEMPLATE}"
+    ]
+    assert rerender(folder) == "rendered"
+    results = Results.load(folder)
+    assert results.card_template == CARD_TEMPLATE and card_problems(results, folder) == []
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    assert "**Speed and memory**: `none` leaves attention" in card[: card.index("## Use it")]

@@ -77,16 +77,22 @@ def test_stock_accuracy_is_what_stock_peft_gives_on_the_saved_run(span_run):
     assert stock.ignored_weights == sum("adaptive_span" in name for name in names) == 2 * 3
 
     card = (run_dir / "README.md").read_text(encoding="utf-8")
-    line = (
-        f"**{STOCK_TOOLS} gives {100 * stock.accuracy:.2f}% instead of {100 * results.metrics.accuracy:.2f}% "
-        "— use the attncard loader ([Use it](#use-it)):** stock tools run transformers' own attention, not "
-        f"`adaptive_span`, and silently ignore 6 of the adapter's {len(names)} weight tensors."
-    )
-    assert line in card.splitlines()
     # Near the top: right under the status line and the paired verdict beside it.
     lines = card.splitlines()
     status = next(i for i, text in enumerate(lines) if text.startswith("**Status:"))
-    assert lines[status + 4] == line
+    line = lines[status + 4]
+    stock_runs = (
+        " — use the attncard loader ([Use it](#use-it)):** stock tools run transformers' own attention, not "
+        f"`adaptive_span`, and silently ignore 6 of the adapter's {len(names)} weight tensors"
+    )
+    assert line.startswith(f"**{STOCK_TOOLS} ") and stock_runs in line, line
+    # A tiny run may score at chance either way: equal accuracies are said to agree (card template 2), never
+    # "gives 50.00% instead of 50.00%" (tests/test_card_template_2.py words each case).
+    stock_pct, own_pct = f"{100 * stock.accuracy:.2f}%", f"{100 * results.metrics.accuracy:.2f}%"
+    if stock.accuracy == results.metrics.accuracy:
+        assert f"the same {own_pct}" in line and "instead of" not in line, line
+    else:
+        assert f" gives {stock_pct} instead of {own_pct} " in line, line
 
 
 def test_an_adapter_stock_peft_cannot_load_records_its_error(
