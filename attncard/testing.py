@@ -63,6 +63,7 @@ from .modules import AttentionModule, contract_problems, get_module
 from .modules.base import attention_layers, attention_shape, family_layout, implementation_name
 from .modules.checks import traced_text_problems
 from .modules.trace import PROJECTION_STAGES, record_trace
+from .pipeline.lint import card_text_problems
 from .pipeline.models import LoadedModel, load_model, minilm_folder, tokenize
 
 # ----------------------------------------------------------------------------------------------------------
@@ -694,8 +695,9 @@ def check_grouped_query(case: ContractCase, folder: Path) -> None:
 
 
 def check_card_texts(case: ContractCase, folder: Path) -> None:
-    """The module keeps the registry's contract ([`contract_problems`]: among its problems, whatever the
-    card's lint would refuse in `spec.md`, `attention.py`, the configuration table and the citation), and,
+    """The module keeps the registry's contract ([`contract_problems`]), the card's lint would refuse
+    nothing in `spec.md`, `attention.py`, the configuration table and the citation ([`card_text_problems`]),
+    and,
     installed with the case's `config`, the texts it writes as it runs, its trace steps and its FLOPs
     formula, hold nothing the lint refuses ([`traced_text_problems`]). publish checks the same before it
     trains; without this check a module author would learn it there.
@@ -707,7 +709,7 @@ def check_card_texts(case: ContractCase, folder: Path) -> None:
         >>> check_card_texts(ContractCase("svd_lowrank", config={"rank": 4}), Path("tiny-gpt2"))
     """
     module = case.attention_module()
-    problems = contract_problems(module)
+    problems = contract_problems(module) or card_text_problems(module)  # the texts are read once they exist
     assert not problems, f"{case.name} breaks the module contract:\n" + "\n".join(problems)
     loaded, batch = install(case, folder)
     problems = traced_text_problems(module, loaded.model, batch)

@@ -35,7 +35,6 @@ import dataclasses
 import functools
 import hashlib
 import importlib
-import json
 import logging
 import re
 from dataclasses import dataclass
@@ -283,111 +282,6 @@ def contract_problems(module: object) -> list[str]:
                 f"its folder {module.folder} has no {file}; put the attention function in attention.py "
                 "beside spec.md, or give folder=<the folder holding both>"
             )
-    if not problems:  # the texts can be read: the card's lint would be the next to refuse the module
-        problems += card_text_problems(module)
-    return problems
-
-
-def card_text_problems(module: AttentionModule) -> list[str]:
-    """What the card's lint (`attncard.pipeline.lint`) would refuse in the texts a module puts in the card,
-    found before anything trains: a card that fails its lint is refused at the end of the run, after
-    training, with nothing written.
-
-    The card prints, as the module gives them: `spec.md` (Markdown), `attention.py` (in a Python code
-    block), the configuration table (each field's name, its default as results.json records it, and its
-    help), and the paper's citation and BibTeX. In them the lint refuses (`lint.line_placeholders`) the
-    marker words `TODO`, `TBD`, `FIXME`, `N/A`, `Pending`, `placeholder`, `lorem`, `coming soon` and `XXX`,
-    and unrendered Jinja (`{{`, `{%`), everywhere; the value words `None`, `nan`, `NaN`, `inf`, `Infinity`
-    everywhere but in Python code; in `spec.md` also links to files and figures in table cells
-    (`lint.markdown_problems`). A default must be strict JSON (results.json holds it): a number, a string, a
-    bool, or a list or mapping of them; a default of `None` is allowed and shown as "not set", but not one
-    inside a list or mapping, which the card would show as `None`.
-
-    Args:
-        module: a module whose config class is a dataclass of defaults and whose folder holds `spec.md` and
-            `attention.py` (what [`contract_problems`] checks first; it then calls this).
-
-    Returns:
-        One line per problem, naming the text and what to write instead; empty when the card's lint would
-        pass them.
-
-    Example:
-        >>> import dataclasses
-        >>> @dataclasses.dataclass
-        ... class SigmoidConfig:
-        ...     temperature: float | None = dataclasses.field(
-        ...         default=None, metadata={"help": "divides q·kᵀ; None: the layer's own scaling"}
-        ...     )
-        >>> sigmoid = dataclasses.replace(get_module("none"), name="sigmoid", config_class=SigmoidConfig)
-        >>> card_text_problems(sigmoid)
-        ["the help of the config field 'temperature' holds placeholder 'None', which the card's lint refuses
-        in the configuration table; say it in words (`not set`, `unset`, `the layer's own`)"]
-    """
-    # Imported here: the lint reads the card's template and huggingface_hub, which the registry needs not.
-    from ..pipeline.lint import line_placeholders, markdown_problems
-
-    problems = []
-    for line, message in markdown_problems(module.spec):
-        problems.append(
-            f"its spec.md, line {line}: {message}; the card prints spec.md as it is, so write it out "
-            "(no placeholder, no link to a file, figures in prose)"
-        )
-    source = (Path(module.folder) / "attention.py").read_text(encoding="utf-8")
-    for number, line in enumerate(source.splitlines(), start=1):
-        problems += [
-            f"its attention.py, line {number}: {message}, which the card's lint refuses in the Python block "
-            "that prints the file; remove it (None and nan are allowed there)"
-            for message in line_placeholders(line, fence="python")
-        ]
-    problems += _config_text_problems(module.config_class, line_placeholders)
-    if module.paper is not None:
-        problems += [
-            f"its paper's citation holds {message}, which the card's lint refuses; write the citation out"
-            for message in line_placeholders(module.paper.citation)
-        ]
-        problems += [
-            f"its paper's BibTeX, line {number}: {message}, which the card's lint refuses; complete the entry"
-            for number, line in enumerate(module.paper.bibtex.splitlines(), start=1)
-            for message in line_placeholders(line, fence="bibtex")
-        ]
-    return problems
-
-
-def _config_text_problems(config_class: type, line_placeholders) -> list[str]:
-    """[`card_text_problems`] of the configuration table: each field's name, default and help."""
-    problems = []
-    try:
-        config = config_class()
-    except Exception as error:  # publish builds the same config before training: say why it cannot
-        return [f"its config_class() fails ({type(error).__name__}: {first_line(error)}); fix its defaults"]
-    for field in dataclasses.fields(config_class):
-        value = getattr(config, field.name)
-        try:
-            # As publish records it in results.json, which is strict JSON (no NaN, no infinity).
-            recorded = json.loads(json.dumps(dataclasses.asdict(config)[field.name], allow_nan=False))
-        except (TypeError, ValueError):
-            problems.append(
-                f"the config field '{field.name}' defaults to {value!r}, which results.json cannot hold "
-                "(strict JSON); give a number, a string, a bool, None, or a list or mapping of them"
-            )
-            continue
-        shown = "not set" if recorded is None else str(recorded)  # as the card's template shows it
-        problems += [
-            f"the config field '{field.name}' defaults to {value!r}, which the card's configuration table "
-            f"shows as {shown!r}: {message}, which the card's lint refuses; give a default without it (a "
-            "default of None itself is shown as 'not set')"
-            for message in line_placeholders(shown)
-        ]
-        problems += [
-            f"the config field named '{field.name}' is {message} in the card's configuration table, which "
-            "the card's lint refuses; rename the field"
-            for message in line_placeholders(field.name)
-        ]
-        problems += [
-            f"the help of the config field '{field.name}' holds {message}, which the card's lint refuses in "
-            "the configuration table; say it in words (`not set`, `unset`, `the layer's own`)"
-            for message in line_placeholders(field.metadata["help"])
-        ]
     return problems
 
 
@@ -448,7 +342,6 @@ __all__ = [
     "ModuleProvenance",
     "Paper",
     "Training",
-    "card_text_problems",
     "contract_problems",
     "get_module",
     "module_names",

@@ -85,7 +85,7 @@ from .integrity import (
 from .metrics import mcc_difference, predictions_sha256
 from .paired import paired_comparison
 from .predictions import Predictions, baseline_predictions, prediction_figures, read_predictions, recompute
-from .render import install_line
+from .render import install_line, module_install_lines
 from .results import (
     COMMIT_RE,
     PREDICTIONS_FILE,
@@ -586,6 +586,13 @@ def _newer_peft(written_by: object, installed: str) -> str | None:
     return str(written) if written > Version(installed) else None
 
 
+def _module_install(results: Results) -> str:
+    """The `pip install` command of the run's module package, as card template 2 gives it: from attncard's
+    repository at the recorded commit for a package kept there, else by name and version."""
+    command = next(line for line in module_install_lines(results) if not line.startswith("#"))
+    return command.split("  # ")[0]
+
+
 def module_and_config(results: Results, where: str) -> tuple[AttentionModule, object]:
     """The recorded attention module and its config, rebuilt from `results.module`.
 
@@ -607,9 +614,9 @@ def module_and_config(results: Results, where: str) -> tuple[AttentionModule, ob
         if plugin:
             raise ModuleNotInstalledError(
                 f"{where}: the run's attention module '{name}' comes from the package {record.package} "
-                f"{record.package_version}, which is not installed here; install it (pip install "
-                f'"{record.package}=={record.package_version}", after checking that this package is the one '
-                "you expect: the name comes from the run) and load the run again; attncard installs nothing"
+                f"{record.package_version}, which is not installed here; install it "
+                f"({_module_install(results)}, after checking that this package is the one you expect: the "
+                "name comes from the run) and load the run again; attncard installs nothing"
             ) from None
         raise IncompatibleRunError(
             f"{where}: the run uses the attention module '{name}', which this attncard does not have "
@@ -618,11 +625,7 @@ def module_and_config(results: Results, where: str) -> tuple[AttentionModule, ob
     if record.source_sha256:
         installed = module_provenance(name)
         if installed.source_sha256 != record.source_sha256:
-            install = (
-                f'pip install "{record.package}=={record.package_version}"'
-                if plugin
-                else install_line(results).split("  # ")[0]
-            )
+            install = _module_install(results) if plugin else install_line(results).split("  # ")[0]
             changed = [
                 file
                 for file in sorted({*record.source, *(path.name for path in module.source_files)})

@@ -53,7 +53,8 @@ def glue_dir_problem(glue_dir: Path, task: str, folder: str, files: Sequence[str
     """What keeps the task's files from being read in `glue_dir`, or None when each of `files` is there.
 
     Example:
-        >>> glue_dir_problem(Path("/tmp/empty"), "sst2", "SST-2", ["train.tsv", "dev.tsv"])
+        >>> import tempfile
+        >>> glue_dir_problem(Path(tempfile.mkdtemp()), "sst2", "SST-2", ["train.tsv", "dev.tsv"])
         "no folder 'SST-2' or 'sst2' for task sst2"
     """
     if not glue_dir.is_dir():
@@ -106,8 +107,9 @@ def data_problem(
     before the run). `environ` defaults to `os.environ`.
 
     Example:
-        >>> data_problem("sst2", "SST-2", ["train.tsv", "dev.tsv"], {"GLUE_DIR": "/tmp/empty"})
-        "GLUE_DIR=/tmp/empty: no folder 'SST-2' or 'sst2' for task sst2; set GLUE_DIR to ..."
+        >>> import tempfile
+        >>> data_problem("sst2", "SST-2", ["train.tsv", "dev.tsv"], {"GLUE_DIR": tempfile.mkdtemp()})
+        "GLUE_DIR=/...: no folder 'SST-2' or 'sst2' for task sst2; set GLUE_DIR to ..."
     """
     environ = os.environ if environ is None else environ
     layout = ", ".join(f"{folder}/{name}" for name in files)

@@ -12,9 +12,9 @@ files that every loader reads, and nothing that changed after results.json took 
     - the marker words `TODO`, `TBD`, `FIXME`, `N/A`, `Pending`, `placeholder`, `lorem`, `coming soon`,
       case-insensitive, and `XXX`, uppercase only; these are flagged everywhere, code blocks included.
     - unrendered Jinja, `{{` or `{%`, everywhere.
-   These rules live in [`line_placeholders`], which a module's check before training reads too (with
-   [`markdown_problems`] for its spec.md: `attncard.modules.card_text_problems`), so that what the card's
-   lint would refuse in a module's texts stops a run before it trains.
+   These rules live in `line_placeholders` (pipeline/placeholders.py), which the checks of a module's texts
+   before training read too ([`card_text_problems`], with [`markdown_problems`] for its spec.md), so that what
+   the card's lint would refuse in a module's texts stops a run before it trains.
 2. **Files that do not parse**: the card's front matter (`yaml.safe_load` must give a mapping,
    huggingface_hub's `ModelCard` and `metadata_load` must read it, and it must have a `model-index`);
    `config.json` (strict JSON, whose `model_type` is a family attncard loads); `adapter_config.json` (a
@@ -86,9 +86,10 @@ from huggingface_hub.errors import HFValidationError
 from huggingface_hub.repocard import REGEX_YAML_BLOCK, metadata_load
 from huggingface_hub.utils import validate_repo_id
 
-from ..modules.base import FAMILIES
-from .errors import AttncardError, NonFiniteNumberError, ResultsError
+from ..modules.base import FAMILIES, AttentionModule
+from .errors import AttncardError, NonFiniteNumberError, ResultsError, first_line
 from .paired import comparison_problems
+from .placeholders import PYTHON_FENCES, line_placeholders
 from .plots import PLOT_TILE, PLOT_TILE_RMS_TOLERANCE, plot_difference
 from .render import model_index_results, template_environment
 from .results import (
@@ -110,19 +111,11 @@ EVAL_RESULTS_DIR = ".eval_results"
 # Table columns that describe rather than measure: their cells may hold any number ("Dropout on 2 of the 4
 # layers"). Compared without case, `*` or backticks.
 DESCRIPTIVE_HEADERS = frozenset({"meaning", "description", "help", "file", "package", "field"})
-# Info strings of the fenced code blocks where Python's value words are code.
-PYTHON_FENCES = frozenset({"python", "py", "python3", "pycon", "ipython"})
 # The card's fixed-decimal formats (`num(d)`) that a figure may be written in.
 # `.eval_results` notes are a setup label ("no-tools", "chain-of-thought"), not a sentence.
 MAX_EVAL_NOTES = 40
 FIXED_DECIMALS = (1, 2, 4)  # the card's num() precisions
 
-_VALUE_WORDS = re.compile(r"(?<!\w)(None|nan|NaN|inf|Infinity)(?!\w)")
-_MARKER_WORDS = re.compile(
-    r"(?<![\w/])(TODO|TBD|FIXME|N/A|Pending|placeholder|lorem|coming\s+soon)(?![\w/])", re.IGNORECASE
-)
-_UPPERCASE_MARKERS = re.compile(r"(?<!\w)(XXX)(?!\w)")
-_JINJA = re.compile(r"\{\{|\{%")
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([^`\s]*)")
 _HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -515,32 +508,6 @@ def _check_placeholders(card: _Card, quoted: list[str] | None = None) -> list[Fi
     return findings
 
 
-def line_placeholders(line: str, fence: str | None = None) -> list[str]:
-    """What the lint refuses in one line of a card (rule 1 of the module doc): placeholder words and
-    unrendered Jinja, one message each. The one table of these rules: the card's lint and a module's check
-    before training ([`attncard.modules.card_text_problems`]) both read it.
-
-    Args:
-        line: the line, as the card holds it.
-        fence: the info string of the fenced code block the line is in (lowercased, "" when it has none),
-            or None outside code blocks; in a Python block (`PYTHON_FENCES`) `None` and `nan` are code.
-
-    Returns:
-        `placeholder 'WORD'` or `unrendered Jinja '{{'` for each occurrence, in the order of the rules.
-
-    Example:
-        >>> line_placeholders("| `temperature` | 1.0 | None uses the layer's scaling |")
-        ["placeholder 'None'"]
-        >>> line_placeholders("    if temperature is None:  # TODO: fuse", fence="python")
-        ["placeholder 'TODO'"]
-    """
-    patterns = [_MARKER_WORDS, _UPPERCASE_MARKERS]
-    if fence not in PYTHON_FENCES:
-        patterns.append(_VALUE_WORDS)
-    messages = [f"placeholder {m.group(0)!r}" for pattern in patterns for m in pattern.finditer(line)]
-    return messages + [f"unrendered Jinja {m.group(0)!r}" for m in _JINJA.finditer(line)]
-
-
 def markdown_problems(text: str) -> list[tuple[int, str]]:
     """What the lint refuses in Markdown the card prints as it is, such as a module's `spec.md`:
     placeholders and unrendered Jinja ([`line_placeholders`], code blocks as the card has them), links and
@@ -889,7 +856,7 @@ def lint_leaderboard(cards_dir: str | Path) -> list[Finding]:
         >>> _ = readme.write_text(readme.read_text().replace("| 10 | 0 |", "| 20 | 0 |"))
         >>> for finding in lint_leaderboard("cards"):
         ...     print(finding)
-        README.md:9: column 'Steps' of row 'gpt2, none, sst2' reads '20', the cards give '10'
+        README.md:12: column 'Steps' of row 'gpt2, none, sst2' reads '20', the cards give '10'
     """
     # Imported here: the summary imports the statistics of the paired verdict, which lint needs nowhere else.
     from .summary import LEADERBOARD_FILE, LEADERBOARD_PLOT, draw_leaderboard, read_cards, render_leaderboard
@@ -1096,12 +1063,115 @@ def _card_filters() -> dict[str, Any]:
     return dict(template_environment().filters)
 
 
+
+def card_text_problems(module: AttentionModule) -> list[str]:
+    """What the card's lint would refuse in the texts a module puts in the card,
+    found before anything trains: a card that fails its lint is refused at the end of the run, after
+    training, with nothing written.
+
+    The card prints, as the module gives them: `spec.md` (Markdown), `attention.py` (in a Python code
+    block), the configuration table (each field's name, its default as results.json records it, and its
+    help), and the paper's citation and BibTeX. In them the lint refuses ([`line_placeholders`]) the
+    marker words `TODO`, `TBD`, `FIXME`, `N/A`, `Pending`, `placeholder`, `lorem`, `coming soon` and `XXX`,
+    and unrendered Jinja (`{{`, `{%`), everywhere; the value words `None`, `nan`, `NaN`, `inf`, `Infinity`
+    everywhere but in Python code; in `spec.md` also links to files and figures in table cells
+    ([`markdown_problems`]). A default must be strict JSON (results.json holds it): a number, a string, a
+    bool, or a list or mapping of them; a default of `None` is allowed and shown as "not set", but not one
+    inside a list or mapping, which the card would show as `None`.
+
+    Args:
+        module: a module whose config class is a dataclass of defaults and whose folder holds `spec.md` and
+            `attention.py` (what `attncard.modules.contract_problems` checks first).
+
+    Returns:
+        One line per problem, naming the text and what to write instead; empty when the card's lint would
+        pass them.
+
+    Example:
+        >>> import dataclasses
+        >>> @dataclasses.dataclass
+        ... class SigmoidConfig:
+        ...     temperature: float | None = dataclasses.field(
+        ...         default=None, metadata={"help": "divides q·kᵀ; None: the layer's own scaling"}
+        ...     )
+        >>> from attncard.modules import get_module
+        >>> sigmoid = dataclasses.replace(get_module("none"), name="sigmoid", config_class=SigmoidConfig)
+        >>> card_text_problems(sigmoid)
+        ["the help of the config field 'temperature' holds placeholder 'None', which the card's lint refuses
+        in the configuration table; say it in words (`not set`, `unset`, `the layer's own`)"]
+    """
+    problems = []
+    for line, message in markdown_problems(module.spec):
+        problems.append(
+            f"its spec.md, line {line}: {message}; the card prints spec.md as it is, so write it out "
+            "(no placeholder, no link to a file, figures in prose)"
+        )
+    source = (Path(module.folder) / "attention.py").read_text(encoding="utf-8")
+    for number, line in enumerate(source.splitlines(), start=1):
+        problems += [
+            f"its attention.py, line {number}: {message}, which the card's lint refuses in the Python block "
+            "that prints the file; remove it (None and nan are allowed there)"
+            for message in line_placeholders(line, fence="python")
+        ]
+    problems += _config_text_problems(module.config_class)
+    if module.paper is not None:
+        problems += [
+            f"its paper's citation holds {message}, which the card's lint refuses; write the citation out"
+            for message in line_placeholders(module.paper.citation)
+        ]
+        problems += [
+            f"its paper's BibTeX, line {number}: {message}, which the card's lint refuses; complete the entry"
+            for number, line in enumerate(module.paper.bibtex.splitlines(), start=1)
+            for message in line_placeholders(line, fence="bibtex")
+        ]
+    return problems
+
+
+def _config_text_problems(config_class: type) -> list[str]:
+    """[`card_text_problems`] of the configuration table: each field's name, default and help."""
+    problems = []
+    try:
+        config = config_class()
+    except Exception as error:  # publish builds the same config before training: say why it cannot
+        return [f"its config_class() fails ({type(error).__name__}: {first_line(error)}); fix its defaults"]
+    for field in dataclasses.fields(config_class):
+        value = getattr(config, field.name)
+        try:
+            # As publish records it in results.json, which is strict JSON (no NaN, no infinity).
+            recorded = json.loads(json.dumps(dataclasses.asdict(config)[field.name], allow_nan=False))
+        except (TypeError, ValueError):
+            problems.append(
+                f"the config field '{field.name}' defaults to {value!r}, which results.json cannot hold "
+                "(strict JSON); give a number, a string, a bool, None, or a list or mapping of them"
+            )
+            continue
+        shown = "not set" if recorded is None else str(recorded)  # as the card's template shows it
+        problems += [
+            f"the config field '{field.name}' defaults to {value!r}, which the card's configuration table "
+            f"shows as {shown!r}: {message}, which the card's lint refuses; give a default without it (a "
+            "default of None itself is shown as 'not set')"
+            for message in line_placeholders(shown)
+        ]
+        problems += [
+            f"the config field named '{field.name}' is {message} in the card's configuration table, which "
+            "the card's lint refuses; rename the field"
+            for message in line_placeholders(field.name)
+        ]
+        problems += [
+            f"the help of the config field '{field.name}' holds {message}, which the card's lint refuses in "
+            "the configuration table; say it in words (`not set`, `unset`, `the layer's own`)"
+            for message in line_placeholders(field.metadata["help"])
+        ]
+    return problems
+
+
 __all__ = [
     "DESCRIPTIVE_HEADERS",
     "FIXED_DECIMALS",
     "PYTHON_FENCES",
     "WEIGHTS_SUFFIX",
     "Finding",
+    "card_text_problems",
     "is_cards_copy",
     "line_placeholders",
     "lint_folder",

@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 import transformers
 
-from ..modules import contract_problems, get_module, module_provenance
+from ..modules import BUILTIN_PACKAGE, ModuleProvenance, contract_problems, get_module, module_provenance
 from ..modules.checks import package_index_warning, traced_text_problems, untraced_attention_warning
 from .data import TaskData, load_task, sample_rows, task_statistics
 from .errors import (
@@ -44,7 +44,7 @@ from .errors import (
 )
 from .evaluate import EvalResult, evaluate
 from .integrity import WEIGHTS_SUFFIX
-from .lint import lint_run_folder
+from .lint import card_text_problems, lint_run_folder
 from .metrics import mcc_difference
 from .models import MODEL_ALIASES, load_model, resolve_model_name, tokenize
 from .paired import (
@@ -60,6 +60,7 @@ from .predictions import baseline_predictions, write_predictions
 from .push import sign_and_push
 from .render import (
     LICENSE_FILE,
+    REPOSITORY_PLUGINS,
     render_card,
     render_license,
     run_folder_location,
@@ -671,13 +672,15 @@ def run_publish(options: PublishOptions) -> Path:
     environment = EnvironmentRecord.capture()
     module = get_module(options.module)
     # A plugin's contract was checked as it loaded; a built-in module's (its texts may be edited) is now.
-    _refuse_before_training(module.name, contract_problems(module))
     provenance = module_provenance(module.name)
+    _refuse_before_training(module.name, provenance, contract_problems(module) or card_text_problems(module))
     module_source = {path.name: sha256_file(path) for path in module.source_files}
     module_config = module.config_class()
-    # Warnings about the card, given before training, when acting on them costs nothing: the install line.
-    if (warning := package_index_warning(provenance)) is not None:
-        logger.warning(warning)
+    # Warnings about the card, given before training, when acting on them costs nothing: the install line (a
+    # package kept in attncard's repository is installed from there, on no index).
+    index_warning = None if provenance.package in REPOSITORY_PLUGINS else package_index_warning(provenance)
+    if index_warning is not None:
+        logger.warning(index_warning)
 
     data = load_task(options.task, options.data_dir)
     logger.info(
@@ -695,7 +698,7 @@ def run_publish(options: PublishOptions) -> Path:
     rows = tokenize(loaded.tokenizer, data.validation[:2], data.spec.text_columns, options.train.max_length)
     if (warning := untraced_attention_warning(module, loaded.model, dict(rows))) is not None:
         logger.warning(warning)
-    _refuse_before_training(module.name, traced_text_problems(module, loaded.model, dict(rows)))
+    _refuse_before_training(module.name, provenance, traced_text_problems(module, loaded.model, dict(rows)))
 
     trained = train(loaded, data, options.train, module, module_config)
     evaluation = evaluate(trained, data)
@@ -762,14 +765,21 @@ def run_publish(options: PublishOptions) -> Path:
     return run_dir
 
 
-def _refuse_before_training(module_name: str, problems: list[str]) -> None:
+def _refuse_before_training(module_name: str, provenance: ModuleProvenance, problems: list[str]) -> None:
     """Stops the run before it trains when the module has problems that the card's lint would refuse after
-    training (`contract_problems`, `traced_text_problems`): the first one, and how many more."""
-    if problems:
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    training (`contract_problems`, `card_text_problems`, `traced_text_problems`): the first one, how many
+    more, and, for a module of another package, the package to fix."""
+    if not problems:
+        return
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    if provenance.package == BUILTIN_PACKAGE:
         raise AttncardError(
             f"the module '{module_name}': {problems[0]}{more}; nothing was trained or written"
         )
+    raise AttncardError(
+        f"the attention module '{module_name}' of the package {provenance.package} {provenance.version}: "
+        f"{problems[0]}{more}; fix {provenance.package}, or uninstall it; nothing was trained or written"
+    )
 
 
 def _config_dict(config) -> dict:

@@ -1,6 +1,6 @@
 """The checks publish runs on a module before training (modules/checks.py): the tensor trace without an
 attention row, a package that no index lists at its installed version, and what the card's lint would refuse
-in the module's texts (`contract_problems`, `traced_text_problems`), refused before training.
+in the module's texts (`card_text_problems`, `traced_text_problems`), refused before training.
 
 The index checks run the real `pip index versions`, pointed (`PIP_INDEX_URL`, no configuration file, no
 find-links) at a simple index written into a folder, or at a loopback port where nothing listens.
@@ -24,7 +24,6 @@ from attncard.modules import (
     Measurement,
     ModuleProvenance,
     Paper,
-    card_text_problems,
     contract_problems,
     get_module,
 )
@@ -38,6 +37,7 @@ from attncard.modules.checks import (
 )
 from attncard.pipeline import publish
 from attncard.pipeline.errors import AttncardError
+from attncard.pipeline.lint import card_text_problems
 from attncard.pipeline.publish import PublishOptions, run_publish
 from attncard.pipeline.results import TrainConfig
 from tiny_models import load_with_padded_batch
@@ -258,6 +258,37 @@ def test_publish_warns_before_training(index, tiny_model_dir, small_glue, tmp_pa
     assert not (tmp_path / "runs").exists()
 
 
+def test_publish_does_not_ask_an_index_for_a_package_kept_in_attncards_repository(
+    tiny_model_dir, small_glue, tmp_path, monkeypatch, caplog
+):
+    """The card installs the example plugin from attncard's repository (#subdirectory=), not from an index:
+    no warning that an index lacks it, and no `pip index` asked."""
+    module = untraced_module()
+    monkeypatch.setattr(publish, "get_module", lambda name: module)
+    kept = provenance("0.1.0", "attncard-sliding-window")
+    monkeypatch.setattr(publish, "module_provenance", lambda name: kept)
+    monkeypatch.setattr(publish, "package_index_warning", lambda _: pytest.fail("an index was asked"))
+
+    def train(*args, **kwargs):
+        raise TrainingStarted
+
+    monkeypatch.setattr(publish, "train", train)
+    options = PublishOptions(
+        model=str(tiny_model_dir("bert")),
+        module="untraced",
+        task="sst2",
+        train=TrainConfig(steps=2, batch_size=8),
+        data_dir=small_glue,
+        output=tmp_path / "runs",
+        repo_id=None,
+        push=False,
+    )
+    with caplog.at_level(logging.INFO, logger="attncard.pipeline.publish"), pytest.raises(TrainingStarted):
+        run_publish(options)
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert len(warnings) == 1 and warnings[0].startswith("the attention function of the module 'untraced'")
+
+
 # ------------------------------------------------------------------------------------------------------------
 # The card's texts: what the card's lint would refuse after training is refused before it
 
@@ -338,10 +369,11 @@ def config_with(name: str, default: object = None, help_text: str = "what it doe
 
 def test_a_default_of_none_is_shown_as_not_set_and_passes(tmp_path):
     """svd_lowrank's `energy` defaults to None too: the card shows "not set", which the lint passes."""
-    assert contract_problems(sigmoid_module(tmp_path / "sigmoid")) == []
+    module = sigmoid_module(tmp_path / "sigmoid")
+    assert contract_problems(module) == [] and card_text_problems(module) == []
 
 
-# (what the module holds, the one problem contract_problems must report, as its start)
+# (what the module holds, the one problem card_text_problems must report, as its start)
 TEXT_PROBLEMS = {
     "help saying None": (
         dict(config_class=config_with("temperature", None, "divides q·kᵀ; None: the layer's own scaling")),
@@ -408,10 +440,11 @@ TEXT_PROBLEMS = {
 
 
 @pytest.mark.parametrize("change", TEXT_PROBLEMS, ids=list(TEXT_PROBLEMS))
-def test_contract_problems_find_what_the_card_lint_refuses(tmp_path, change):
+def test_card_text_problems_find_what_the_card_lint_refuses(tmp_path, change):
     fields, expected = TEXT_PROBLEMS[change]
     module = sigmoid_module(tmp_path / "sigmoid", **fields)
-    problems = contract_problems(module)
+    assert contract_problems(module) == []  # the registry's contract holds: the texts are the card's lint's
+    problems = card_text_problems(module)
     assert len(problems) == 1 and problems[0].startswith(expected), problems
     assert "\n" not in problems[0]
 
@@ -420,10 +453,10 @@ def test_a_marker_word_in_attention_py_is_refused_but_python_values_are_not(tmp_
     """attention.py is printed in a Python block: `is None` is code there, a TODO is not."""
     module = sigmoid_module(tmp_path / "sigmoid")
     source = module.folder / "attention.py"
-    assert "temperature is None" in source.read_text() and contract_problems(module) == []
+    assert "temperature is None" in source.read_text() and card_text_problems(module) == []
     source.write_text(source.read_text() + "# TODO: a fused kernel\n# {% raw %}\n", encoding="utf-8")
     lines = len(source.read_text().splitlines())
-    assert contract_problems(module) == [
+    assert card_text_problems(module) == [
         f"its attention.py, line {lines - 1}: placeholder 'TODO', which the card's lint refuses in the "
         "Python block that prints the file; remove it (None and nan are allowed there)",
         f"its attention.py, line {lines}: unrendered Jinja '{{%', which the card's lint refuses in the "
@@ -448,7 +481,7 @@ def test_the_texts_a_module_writes_as_it_runs_are_checked(tiny_model_dir, tmp_pa
         operation='f"sigmoid(q·kᵀ / {temperature})"',
         measurement=Measurement(flops=flops),
     )
-    assert contract_problems(module) == []  # nothing of it is wrong before it runs
+    assert card_text_problems(module) == []  # nothing of it is wrong before it runs
     module.apply(loaded.model, module.config_class())
     assert traced_text_problems(module, loaded.model, batch) == [
         "the operation 'sigmoid(q·kᵀ / None)' of the trace step 'attention' holds placeholder 'None', which "
@@ -534,10 +567,10 @@ def test_publish_refuses_the_plugin_before_training(
         assert publish_main(argv) == 2
     err = capsys.readouterr().err
     assert err.splitlines()[-1] == (
-        "error: the attention module 'sigmoid' of the package attncard-sigmoid 1.0 breaks the module "
-        "contract: the help of the config field 'temperature' holds placeholder 'None', which the card's "
-        "lint refuses in the configuration table; say it in words (`not set`, `unset`, `the layer's own`); "
-        "fix attncard-sigmoid, or uninstall it"
+        "error: the attention module 'sigmoid' of the package attncard-sigmoid 1.0: the help of the config "
+        "field 'temperature' holds placeholder 'None', which the card's lint refuses in the configuration "
+        "table; say it in words (`not set`, `unset`, `the layer's own`); fix attncard-sigmoid, or uninstall "
+        "it; nothing was trained or written"
     )
     assert "Traceback" not in err
     assert not (tmp_path / "runs").exists()

@@ -63,7 +63,11 @@ from tiny_models import load_with_padded_batch
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 
 PACKAGE, VERSION = "attncard-sliding-window", "0.1.0"
-INSTALL = f'pip install "{PACKAGE}=={VERSION}"'  # what a refusal tells the user to run
+# What a refusal tells the user to run: the example plugin is kept in attncard's repository, on no index, so
+# it is installed from there at the commit the run records (render.module_install_lines).
+INSTALL = f'pip install "{PACKAGE} @ git+https://github.com/attncard/attncard@'
+INSTALL_FOLDER = '#subdirectory=examples/sliding_window"'
+
 REPO = f"{HUB_USER}/tiny-gpt2-sliding_window-sst2"
 RUN_NAME = "tiny-gpt2-sliding_window-sst2"
 ATTNCARD = Path(sys.executable).with_name("attncard")
@@ -304,11 +308,12 @@ def test_without_the_plugin_loading_names_the_package_and_installs_nothing(
         load_verified(REPO, endpoint=server.endpoint, cache_dir=tmp_path / "cache", base_model=base)
     message = str(caught.value)
     assert "\n" not in message and f"from the package {PACKAGE} {VERSION}, which is not installed" in message
-    assert INSTALL in message
+    assert INSTALL in message and INSTALL_FOLDER in message
     # The command line says the same in one line, with exit status 2.
     assert main(["download", REPO, "--hub-endpoint", server.endpoint]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and err.count("\n") == 1 and INSTALL in err, err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert INSTALL in err and INSTALL_FOLDER in err, err
     assert_the_plugin_is_not_installed()
 
 
@@ -325,6 +330,7 @@ def test_the_download_command_without_the_plugin_names_the_package_and_installs_
     )
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr[-2000:]
     assert result.stderr.startswith("error: ") and INSTALL in result.stderr
+    assert INSTALL_FOLDER in result.stderr
     assert_the_plugin_is_not_installed()
 
 
@@ -344,4 +350,5 @@ def test_a_plugin_with_other_source_is_refused(plugin_run, plugin_site, tiny_mod
     message = str(caught.value)
     assert "\n" not in message
     assert f"module 'sliding_window' installed here ({PACKAGE} {VERSION}, source sha256" in message
-    assert f"attention.py differ); install the recorded one ({INSTALL})" in message
+    assert f"attention.py differ); install the recorded one ({INSTALL}" in message
+    assert f"{INSTALL_FOLDER})" in message

@@ -6,12 +6,11 @@ holds the command's warning to what Python started there actually imports.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import sys
-from importlib import metadata
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -29,9 +28,10 @@ NAMESPACE_WARNING = (
 
 
 def _editable() -> bool:
-    """Whether attncard is installed editable here (`make install`), as PEP 610's direct_url.json says."""
-    direct_url = metadata.distribution("attncard").read_text("direct_url.json") or "{}"
-    return bool(json.loads(direct_url).get("dir_info", {}).get("editable"))
+    """Whether attncard is installed editable here (`make install`): its code is imported from outside this
+    environment's site-packages. (Not its metadata: from the checkout, a build's attncard.egg-info beside
+    pyproject.toml is found before the environment's dist-info.)"""
+    return not RUNNING.is_relative_to(Path(sysconfig.get_paths()["purelib"]).resolve())
 
 
 def _run(folder: Path, *command: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -515,7 +515,10 @@ def test_the_pooled_verdict_sums_the_counts_of_the_seeds(study, copied):
     pooled = comparison_from_counts(58, 7, 3, 12, baselines=dense)
     cell = _summary(cards)[MODULE]["Against dense (pooled)"]
     assert cell.startswith(f"{pooled.verdict.value}: +{100 * pooled.difference:.2f} points [")
-    assert cell.endswith(f"McNemar p {pooled.mcnemar_p:.2g}, n 80 (seeds 0, 1)"), cell
+    # The tiny dense runs learned nothing (they FAIL): the verdict is given, and why it answers nothing.
+    verdict, reason = cell.split("; no answer: ")
+    assert verdict.endswith(f"McNemar p {pooled.mcnemar_p:.2g}, n 80 (seeds 0, 1)"), cell
+    assert reason.startswith("the dense runs of seeds 0, 1 FAIL"), cell
 
     folder = cards / f"bert-{MODULE}-sst2-seed1"
     results = Results.load(folder)
@@ -524,7 +527,8 @@ def test_the_pooled_verdict_sums_the_counts_of_the_seeds(study, copied):
     alone = comparison_from_counts(*counts[0], baselines=[dense[0]])
     cell = _summary(cards)[MODULE]["Against dense (pooled)"]
     assert cell.startswith(f"{alone.verdict.value}: ")
-    assert cell.endswith("n 40 (seed 0); not compared: seed 1 (no dense baseline found)"), cell
+    assert "n 40 (seed 0); no answer: the dense run of seed 0 FAILs" in cell, cell
+    assert cell.endswith("; not compared: seed 1 (no dense baseline found)"), cell
 
 
 def test_a_cards_folder_the_summary_cannot_pool_is_one_line(study, copied, tmp_path, capsys):
