@@ -534,18 +534,11 @@ def markdown_problems(text: str) -> list[tuple[int, str]]:
         for number, line, fence in _card_lines(card, front_matter=False)
         for message in line_placeholders(line, fence)
     ]
-    for number, line, fence in _card_lines(card, front_matter=False):
-        if fence is not None:
-            continue
-        text_outside_code = _CODE_SPAN.sub(" ", line)
-        targets = [m.group(1) for m in _INLINE_LINK.finditer(text_outside_code)]
-        targets += [m.group(1) for m in _REFERENCE_DEFINITION.finditer(text_outside_code)]
-        targets += [m.group(1) for m in _HTML_IMAGE.finditer(text_outside_code)]
-        problems += [
-            (number, f"link to the file {target!r}, which is not in the run folder; link a URL instead")
-            for target in targets
-            if _local_target(target) is not None
-        ]
+    problems += [
+        (number, f"link to the file {target!r}, which is not in the run folder; link a URL instead")
+        for number, target in _link_targets(card)
+        if _local_target(target) is not None
+    ]
     for _, headers, rows in _tables(card):
         descriptive = [_plain(header).lower() in DESCRIPTIVE_HEADERS for header in headers]
         for number, cells in rows:
@@ -793,27 +786,26 @@ def _check_links(run_dir: Path, card: _Card, cards_copy: bool = False) -> list[F
     cards copy, a weight file need not be."""
     root = run_dir.resolve()
     findings = []
+    for number, target in _link_targets(card):
+        path = _local_target(target)
+        if path is None:
+            continue
+        resolved = (root / path).resolve()
+        if not resolved.is_relative_to(root):
+            findings.append(Finding(CARD_FILE, number, f"link target {target!r} is outside the run folder"))
+        elif not resolved.exists() and not (cards_copy and _is_weights(path)):
+            findings.append(Finding(CARD_FILE, number, f"link target {target!r} is not in the run folder"))
+    return findings
+
+
+def _link_targets(card: _Card) -> Iterator[tuple[int, str]]:
+    """`(line, target)` of every link, reference definition and HTML image of the card body, outside code."""
     for number, line, fence in _card_lines(card, front_matter=False):
         if fence is not None:
             continue
         text = _CODE_SPAN.sub(" ", line)
-        targets = [m.group(1) for m in _INLINE_LINK.finditer(text)]
-        targets += [m.group(1) for m in _REFERENCE_DEFINITION.finditer(text)]
-        targets += [m.group(1) for m in _HTML_IMAGE.finditer(text)]
-        for target in targets:
-            path = _local_target(target)
-            if path is None:
-                continue
-            resolved = (root / path).resolve()
-            if not resolved.is_relative_to(root):
-                findings.append(
-                    Finding(CARD_FILE, number, f"link target {target!r} is outside the run folder")
-                )
-            elif not resolved.exists() and not (cards_copy and _is_weights(path)):
-                findings.append(
-                    Finding(CARD_FILE, number, f"link target {target!r} is not in the run folder")
-                )
-    return findings
+        for pattern in (_INLINE_LINK, _REFERENCE_DEFINITION, _HTML_IMAGE):
+            yield from ((number, m.group(1)) for m in pattern.finditer(text))
 
 
 def _local_target(target: str) -> str | None:

@@ -21,6 +21,19 @@ from attncard.testing import session_tiny_models
 from hub_server import LoopbackHub, client_settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# Headless Chromium that lays a page out and reaches nothing (tests/test_card_html.py, test_docs_layout.py):
+# each test adds its window size.
+HEADLESS_CHROMIUM = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+]
 HUB_TOKEN = "hf_loopback_test_token"  # the token the `hub` fixture's server accepts, unless overridden
 HUB_USER = "loopback-user"  # the server's user: `whoami` answers it, and it owns the test repositories
 

@@ -15,24 +15,13 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from conftest import REPO_ROOT
+from conftest import HEADLESS_CHROMIUM, REPO_ROOT
 
 CARDS = [
     REPO_ROOT / "cards" / "minilm-adaptive_span-sst2-seed0" / "README.md",  # a module run, with a verdict
     REPO_ROOT / "tests" / "fixtures" / "tiny_card.md",  # the dense baseline, a FAIL run
 ]
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
-    "--window-size=1280,800",
-]
+CHROMIUM_FLAGS = [*HEADLESS_CHROMIUM, "--window-size=1280,800"]
 # Run in the page once it is laid out: the top, in CSS pixels, of what the test orders; the DOM dump shows it.
 LAYOUT_SCRIPT = """
 <script>

@@ -19,20 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO_ROOT
+from conftest import HEADLESS_CHROMIUM, REPO_ROOT
 
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
-    "--window-size=600,2000",
-]
+CHROMIUM_FLAGS = [*HEADLESS_CHROMIUM, "--window-size=600,2000"]
 # Run in the page once it is laid out; the DOM dump shows what it found.
 LAYOUT_SCRIPT = """
 <script>

@@ -230,28 +230,37 @@ class TrainingStarted(Exception):
     pass
 
 
-def test_publish_warns_before_training(index, tiny_model_dir, small_glue, tmp_path, monkeypatch, caplog):
+def warnings_before_training(
+    package: ModuleProvenance, model: Path, data_dir: Path, output: Path, monkeypatch, caplog
+) -> list[str]:
+    """The warnings publish logs for `untraced_module()` of `package` before it trains (training stops it)."""
     module = untraced_module()
     monkeypatch.setattr(publish, "get_module", lambda name: module)
-    monkeypatch.setattr(publish, "module_provenance", lambda name: provenance("0.1.0"))
+    monkeypatch.setattr(publish, "module_provenance", lambda name: package)
 
     def train(*args, **kwargs):
         raise TrainingStarted
 
     monkeypatch.setattr(publish, "train", train)
     options = PublishOptions(
-        model=str(tiny_model_dir("bert")),
+        model=str(model),
         module="untraced",
         task="sst2",
         train=TrainConfig(steps=2, batch_size=8),
-        data_dir=small_glue,
-        output=tmp_path / "runs",
+        data_dir=data_dir,
+        output=output,
         repo_id=None,
         push=False,
     )
     with caplog.at_level(logging.INFO, logger="attncard.pipeline.publish"), pytest.raises(TrainingStarted):
         run_publish(options)
-    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    return [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+
+
+def test_publish_warns_before_training(index, tiny_model_dir, small_glue, tmp_path, monkeypatch, caplog):
+    warnings = warnings_before_training(
+        provenance("0.1.0"), tiny_model_dir("bert"), small_glue, tmp_path / "runs", monkeypatch, caplog
+    )
     assert len(warnings) == 2, warnings
     assert warnings[0].startswith(f"{PACKAGE} 0.1.0 is on no package index pip reaches here")
     assert warnings[1].startswith("the attention function of the module 'untraced' records no step")
@@ -263,29 +272,11 @@ def test_publish_does_not_ask_an_index_for_a_package_kept_in_attncards_repositor
 ):
     """The card installs the example plugin from attncard's repository (#subdirectory=), not from an index:
     no warning that an index lacks it, and no `pip index` asked."""
-    module = untraced_module()
-    monkeypatch.setattr(publish, "get_module", lambda name: module)
-    kept = provenance("0.1.0", "attncard-sliding-window")
-    monkeypatch.setattr(publish, "module_provenance", lambda name: kept)
     monkeypatch.setattr(publish, "package_index_warning", lambda _: pytest.fail("an index was asked"))
-
-    def train(*args, **kwargs):
-        raise TrainingStarted
-
-    monkeypatch.setattr(publish, "train", train)
-    options = PublishOptions(
-        model=str(tiny_model_dir("bert")),
-        module="untraced",
-        task="sst2",
-        train=TrainConfig(steps=2, batch_size=8),
-        data_dir=small_glue,
-        output=tmp_path / "runs",
-        repo_id=None,
-        push=False,
+    kept = provenance("0.1.0", "attncard-sliding-window")
+    warnings = warnings_before_training(
+        kept, tiny_model_dir("bert"), small_glue, tmp_path / "runs", monkeypatch, caplog
     )
-    with caplog.at_level(logging.INFO, logger="attncard.pipeline.publish"), pytest.raises(TrainingStarted):
-        run_publish(options)
-    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
     assert len(warnings) == 1 and warnings[0].startswith("the attention function of the module 'untraced'")
 
 
