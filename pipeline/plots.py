@@ -22,8 +22,9 @@ from .results import PLOT_STYLES
 # apart. PLOT_STYLE (2), every run published since and every copy of cards/ (drawn again so for issue 43):
 # `plot_context`, which 3.8.4, 3.9.4, 3.10.9, 3.11.0-3.11.2 draw at most 0.14 apart (bench/plot_tolerance.py,
 # docs/downloading.md "Plots"). On cards/ (bench/cards_plots_anywhere.py): under 3.8.4, 3.9.4 and 3.10.9 a
-# download's check passes all 30 copies, their 60 plots 0.0 from the ones each draws, the leaderboard 0.14;
-# one step's loss moved by +0.05 and resealed is refused under each (6.83).
+# download's check passes all 30 copies, their 60 plots 0.0 from the ones each draws, the leaderboard 0.0
+# (0.14 before issue 44 drew FAIL runs hollow); one step's loss moved by +0.05 and resealed is refused under
+# each (6.83).
 # Style 2 starts from matplotlib's own defaults (never a user's matplotlibrc or style: `text.hinting: none`
 # there moved a plot by 64-88) and sets over them:
 PLOT_RC = {
@@ -191,7 +192,8 @@ def _text_as_paths() -> Iterator[None]:
 PLOT_TILE = 32  # pixels a side of the tiles `plot_difference` measures one by one
 # How far (worst tile RMS, 0–255) a shipped plot may be from the one drawn here and still be the same plot.
 # Measured with bench/plot_tolerance.py on every plot of cards/ (docs/downloading.md, "Plots"):
-# - plot style 2 (runs published now), honest, largest: 0.14 (the leaderboard; every other plot 0.0) between
+# - plot style 2 (runs published now), honest, largest: 0.14 (the leaderboard as drawn before issue 44; now
+#   0.0 like every other plot) between
 #   the locked 3.11.2 and 3.8.4, 3.9.4, 3.10.9, 3.11.0, 3.11.1; a matplotlibrc changes nothing.
 # - style 2, forged, smallest: 1.91, one learned span moved by half a token in spans.png (whole-image RMS
 #   0.18); a per-step loss moved by 0.05: 6.8; a logged loss by 0.01: 19.9; a scaling time by 5%: 52.3.

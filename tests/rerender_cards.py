@@ -17,7 +17,8 @@ dense run's new results.json, so the dense runs go first. Besides:
 - the plots are drawn in plot style 2 (`PLOT_STYLE`), which results.json then records (`current_plot_style`):
   a run without `plot_style` is drawn the first way, which matplotlib 3.8-3.10 draw 71-102 worst tile RMS
   from 3.11, so a reader with one of them could not check the copy's plots at all (a download refuses them
-  as another matplotlib's); matplotlib 3.8.4-3.11.2 draw style 2 within 0.14 (bench/cards_plots_anywhere.py).
+  as another matplotlib's); matplotlib 3.8.4-3.11.2 draw style 2 within 0.14, the leaderboard
+  included (0.0 since it marks FAIL runs; bench/cards_plots_anywhere.py).
   The figures the plots are drawn from stay as recorded; only the drawing changes;
 - the card is rendered with the current card template (`CARD_TEMPLATE`), which results.json then records
   (`current_card_template`): a copy shows what a run published now shows (card template 2: the headline
