@@ -48,7 +48,10 @@ def checkout(tmp_path: Path) -> Path:
 
 def make(checkout: Path, target: str, **environ: str) -> subprocess.CompletedProcess:
     """`make TARGET` in `checkout`, GLUE_DIR, HF_HUB_OFFLINE and HF_ENDPOINT taken from `environ` alone."""
-    env = {key: value for key, value in os.environ.items() if key not in ("GLUE_DIR", "HF_HUB_OFFLINE")}
+    # As from a user's shell: not a sub-make of the `make test-all` running this (MAKELEVEL would make it
+    # `make[1]`, MAKEFLAGS would pass on the outer make's options).
+    outside = ("GLUE_DIR", "HF_HUB_OFFLINE", "MAKELEVEL", "MAKEFLAGS", "MFLAGS")
+    env = {key: value for key, value in os.environ.items() if key not in outside}
     env.pop("HF_ENDPOINT", None)
     env.update(environ)
     return subprocess.run(
