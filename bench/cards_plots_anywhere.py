@@ -1,7 +1,7 @@
 """Checks every copy of cards/ as a download does, under the matplotlib this runs with, and measures how far
 each committed plot (and the leaderboard, which `attncard lint` checks) lands from the one that matplotlib
 draws; then forges one plot and shows it refused. The figures it prints are the ones docs/downloading.md
-("Plots") and the comment on the plot styles in pipeline/plots.py quote for cards/ (issue 43: the copies'
+("Plots") and the comment on the plot styles in pipeline/card/plots.py quote for cards/ (issue 43: the copies'
 plots checked under matplotlib 3.8 to 3.11).
 
     # each release in a folder of its own; the rest (numpy, pyparsing, kiwisolver, ...) from the locked venv
@@ -25,11 +25,11 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 
-from attncard.pipeline.integrity import OtherMatplotlibProblem, card_problems
-from attncard.pipeline.plots import plot_difference
-from attncard.pipeline.render import render_card, write_plots
-from attncard.pipeline.results import CARD_FILE, RESULTS_FILE, Results, sha256_file
-from attncard.pipeline.summary import draw_leaderboard, read_cards
+from attncard.pipeline.card.leaderboard import draw_leaderboard, read_cards
+from attncard.pipeline.card.plots import plot_difference
+from attncard.pipeline.card.render import render_card, write_plots
+from attncard.pipeline.checks.integrity import OtherMatplotlibProblem, card_problems
+from attncard.pipeline.record.results import CARD_FILE, RESULTS_FILE, Results, sha256_file
 
 CARDS = Path(__file__).resolve().parent.parent / "cards"
 FORGED_RUN = "minilm-adaptive_span-mrpc-seed0"  # a module run: a card with every kind of plot

@@ -1,8 +1,8 @@
-"""Measures how far logits evaluated again land from the recorded ones (`pipeline.reverify.LOGIT_NOISE`):
-a run folder's model is loaded with `load_verified` and its validation split evaluated under each thread count
-and batch size given, in this process's torch; the largest absolute logit difference from predictions.csv and
-the smallest recorded margin (top logit minus the next) are printed. Run it under another torch (a venv of its
-own with attncard installed) to measure that too.
+"""Measures how far logits evaluated again land from the recorded ones
+(`pipeline.verify.reverify.LOGIT_NOISE`): a run folder's model is loaded with `load_verified` and its
+validation split evaluated under each thread count and batch size given, in this process's torch; the largest
+absolute logit difference from predictions.csv and the smallest recorded margin (top logit minus the next) are
+printed. Run it under another torch (a venv of its own with attncard installed) to measure that too.
 
     GLUE_DIR=../shared/data/glue .venv/bin/python bench/logit_noise.py runs/minilm-none-sst2 \
         --threads 1 2 --batch-sizes 1 64
@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attncard.pipeline.data import load_task
-from attncard.pipeline.download import download_verified, load_files, predict_logits
+from attncard.pipeline.run.data import load_task
+from attncard.pipeline.verify.download import download_verified, load_files, predict_logits
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""Measures both sides of the plot tolerance in `pipeline/plots.py` (`PLOT_TILE_RMS_TOLERANCE`,
+"""Measures both sides of the plot tolerance in `pipeline/card/plots.py` (`PLOT_TILE_RMS_TOLERANCE`,
 `plot_difference`): how far the same plots drawn by other matplotlib releases land from the locked one's
 (honest), and how far a small forgery lands (forged). The figures it prints are the ones
 docs/downloading.md ("Plots") and the comment on `PLOT_TILE_RMS_TOLERANCE` quote.
@@ -41,9 +41,9 @@ def draw(out: Path, rc: dict[str, str], style: int | None) -> None:
     such as `text.hinting_factor`) in force."""
     import matplotlib
 
-    from attncard.pipeline.render import write_plots
-    from attncard.pipeline.results import Results
-    from attncard.pipeline.summary import draw_leaderboard, read_cards
+    from attncard.pipeline.card.leaderboard import draw_leaderboard, read_cards
+    from attncard.pipeline.card.render import write_plots
+    from attncard.pipeline.record.results import Results
 
     cards = REPO / "cards"
     with matplotlib.rc_context(rc):
@@ -61,9 +61,9 @@ def draw(out: Path, rc: dict[str, str], style: int | None) -> None:
 def forge(out: Path, style: int | None) -> None:
     """Small forgeries of one run of each kind, drawn by this (the locked) matplotlib in plot style `style`,
     each in its own folder named after what changed; compare them with the locked plots of the same run."""
-    from attncard.pipeline.render import write_plots
-    from attncard.pipeline.results import Results
-    from attncard.pipeline.summary import draw_leaderboard, read_cards
+    from attncard.pipeline.card.leaderboard import draw_leaderboard, read_cards
+    from attncard.pipeline.card.render import write_plots
+    from attncard.pipeline.record.results import Results
 
     cards = REPO / "cards"
     run = "minilm-adaptive_span-mrpc-seed0"
@@ -119,7 +119,7 @@ def forge(out: Path, style: int | None) -> None:
 
 
 def compare(locked: Path, others: list[Path]) -> None:
-    from attncard.pipeline.plots import plot_difference
+    from attncard.pipeline.card.plots import plot_difference
 
     print("| what | matplotlib | file | RMS | worst tile RMS |")
     print("|---|---|---|---:|---:|")

@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from ..pipeline.errors import ModulePluginError, UnknownModuleError, first_line
-from ..pipeline.results import sha256_file
+from ..pipeline.record.errors import ModulePluginError, UnknownModuleError, first_line
+from ..pipeline.record.results import sha256_file
 from .base import AttentionModule, Claims, Measurement, Paper, Training
 
 ENTRY_POINT_GROUP = "attncard.modules"

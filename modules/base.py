@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..pipeline.errors import UnsupportedModelError
+from ..pipeline.record.errors import UnsupportedModelError
 
 # torch and transformers are imported by the functions that use them: the registry (`modules/__init__.py`)
 # imports this file for `AttentionModule`, and `publish --help` lists the modules without importing torch.
@@ -117,7 +117,7 @@ def family_layout(family: str | None) -> FamilyLayout:
         >>> family_layout("mistral")
         Traceback (most recent call last):
         ...
-        attncard.pipeline.errors.UnsupportedModelError: attncard supports the model families bert, ...
+        attncard.pipeline.record.errors.UnsupportedModelError: attncard supports the model families bert, ...
     """
     if family not in FAMILIES:
         raise UnsupportedModelError(

@@ -10,7 +10,8 @@ One check refuses the run rather than warn, because the card's lint would refuse
 
 - [`traced_text_problems`]: what the module writes into the card as it runs, its trace steps' texts and
   its FLOPs formula, holds a placeholder (`None`, `TODO`, …). The module's fixed texts (`spec.md`,
-  `attention.py`, the configuration, the citation) are checked by `attncard.pipeline.lint.card_text_problems`.
+  `attention.py`, the configuration, the citation) are checked by
+  `attncard.pipeline.checks.lint.card_text_problems`.
 
 Example:
     >>> from attncard.modules import get_module, module_provenance
@@ -32,8 +33,8 @@ import torch
 from packaging.version import InvalidVersion, Version
 from torch import nn
 
-from ..pipeline.errors import first_line
-from ..pipeline.placeholders import line_placeholders
+from ..pipeline.record.errors import first_line
+from ..pipeline.record.placeholders import line_placeholders
 from . import BUILTIN_PACKAGE, UNKNOWN_VERSION, ModuleProvenance
 from .base import AttentionModule
 from .trace import PROJECTION_STAGES, record_trace
@@ -119,8 +120,9 @@ def traced_text_problems(
     """What the card's lint would refuse in the texts a module writes as it runs, found before training: the
     stage, operation and tensor names of each step its attention function records ([`trace_step`]), which
     the card's tensor trace prints, and the formula of its FLOPs (`measurement.flops`), which the card
-    prints after "Counted:". The rules are the lint's own (`line_placeholders`, pipeline/placeholders.py): no
-    `None`, `nan`, `TODO`, `TBD`, `N/A`, … and no `{{`; a text built from a config value of None says `None`.
+    prints after "Counted:". The rules are the lint's own (`line_placeholders`,
+    pipeline/record/placeholders.py): no `None`, `nan`, `TODO`, `TBD`, `N/A`, … and no `{{`; a text built from
+    a config value of None says `None`.
 
     Runs one forward pass through [`record_trace`], leaving the model as [`untraced_attention_warning`]
     does, and the FLOPs hook at the inputs' length. A pass or hook that fails is not reported here: training

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..pipeline.results import TensorSpec, TraceStep
+from ..pipeline.record.results import TensorSpec, TraceStep
 from .base import attention_layers
 
 

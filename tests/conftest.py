@@ -21,8 +21,10 @@ from attncard.testing import session_tiny_models
 from hub_server import LoopbackHub, client_settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# Headless Chromium that lays a page out and reaches nothing (tests/test_card_html.py, test_docs_layout.py):
-# each test adds its window size.
+# What the tests read: recorded runs, plots, an older run (tests/support/fixtures/).
+FIXTURES = REPO_ROOT / "tests" / "support" / "fixtures"
+# Headless Chromium that lays a page out and reaches nothing (tests/card/test_card_html.py,
+# test_docs_layout.py): each test adds its window size.
 HEADLESS_CHROMIUM = [
     "--headless",
     "--no-sandbox",
@@ -104,11 +106,11 @@ SST2_ROWS = [
 ]
 
 
-# Publish times a module that changes attention against dense attention (pipeline/scaling.py): 61 whole-model
-# passes a side and one layer at N = 512 … 4096 with 9 passes a side, most of a tiny run's time. A test that
-# does not check those tables publishes under `quick_scaling()`: the same measurement, each row recorded with
-# its own passes, but 3 a side and the two shortest layer lengths. (test_publish's lint-clean run of every
-# module keeps the full one and checks it.)
+# Publish times a module that changes attention against dense attention (pipeline/run/scaling.py): 61
+# whole-model passes a side and one layer at N = 512 … 4096 with 9 passes a side, most of a tiny run's time. A
+# test that does not check those tables publishes under `quick_scaling()`: the same measurement, each row
+# recorded with its own passes, but 3 a side and the two shortest layer lengths. (test_publish's lint-clean
+# run of every module keeps the full one and checks it.)
 QUICK_SCALING_REPEATS = 3
 QUICK_LAYER_LENGTHS = (512, 1024)
 
@@ -117,7 +119,7 @@ QUICK_LAYER_LENGTHS = (512, 1024)
 def quick_scaling() -> Iterator[None]:
     """Within it, publishing in this process measures the scaling tables with `QUICK_SCALING_REPEATS` and
     `QUICK_LAYER_LENGTHS`."""
-    from attncard.pipeline import evaluate, scaling
+    from attncard.pipeline.run import evaluate, scaling
 
     model_scaling = functools.partial(scaling.measure_model_scaling, repeats=QUICK_SCALING_REPEATS)
     layer_scaling = functools.partial(
@@ -235,7 +237,7 @@ def check_same_predictions(matrix: Path, glue: Path, tmp_path: Path, name: str, 
     """Run `name` of the matrix with the local executor and with `executor` (its options): the same
     predictions.csv, byte for byte (every logit), both trained on the run's own torch threads (its `cpus`),
     whatever the sweep's process and the worker would have used."""
-    from attncard.pipeline.results import PREDICTIONS_FILE, Results
+    from attncard.pipeline.record.results import PREDICTIONS_FILE, Results
 
     with quick_scaling():
         code, _, err = sweep_in_process(matrix, glue, tmp_path / "local", "--only", name)
@@ -262,7 +264,7 @@ def tiny_gpt2_run(tiny_model_dir, tmp_path_factory) -> tuple[Path, Path]:
     """`(run folder, GLUE folder)`: a tiny GPT-2 run that clears the baseline (10 steps memorise 8 rows),
     its card rendered for `TINY_GPT2_REPO`. Built once a session; copy it before changing it."""
     from attncard.pipeline.cli import publish_main
-    from attncard.pipeline.results import Results, Status
+    from attncard.pipeline.record.results import Results, Status
 
     root = tmp_path_factory.mktemp("tiny-gpt2-run")
     glue = write_sst2_folder(root / "glue")
@@ -398,8 +400,8 @@ def serve(
 
 @pytest.fixture
 def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hub_token: str) -> Iterator[LoopbackHub]:
-    """A running `LoopbackHub` (see tests/hub_server.py), with this process's huggingface_hub client pointed
-    at it and `HF_TOKEN` set to `hub_token` (see `serve`)."""
+    """A running `LoopbackHub` (see tests/support/hub_server.py), with this process's huggingface_hub client
+    pointed at it and `HF_TOKEN` set to `hub_token` (see `serve`)."""
     yield from serve(
         LoopbackHub(tmp_path / "hub", token=hub_token, user=HUB_USER), tmp_path, hub_token, monkeypatch
     )

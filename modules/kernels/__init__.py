@@ -5,7 +5,7 @@
 - ``triton_banded.banded_attention_triton``: forward-only Triton kernel (imported lazily; triton is optional).
 - :func:`dense_banded_reference`: O(N²) dense ground truth for tests.
 
-Their time and memory against dense SDPA: ``pipeline/bench.py`` (``attncard bench attention``).
+Their time and memory against dense SDPA: ``pipeline/study/bench.py`` (``attncard bench attention``).
 """
 
 from .banded import banded_attention_torch

@@ -177,7 +177,8 @@ def banded_attention_triton(
 
     Example:
 
-        # On a CUDA GPU, so not a doctest (tests/test_kernels.py runs the kernel under TRITON_INTERPRET)
+        # On a CUDA GPU, so not a doctest (tests/modules/test_kernels.py runs the kernel under
+        # TRITON_INTERPRET)
         q = k = v = torch.randn(1, 4, 4096, 64, device="cuda", dtype=torch.float16)
         out = banded_attention_triton(q, k, v, torch.tensor([32, 64, 128, 256]), scaling=0.125)
         assert out.shape == (1, 4, 4096, 64) and out.dtype == torch.float16

@@ -10,7 +10,7 @@ folder but its weights). [`write_summary`] reads every `CARDS_DIR/*/results.json
 
 Both are a function of the results.json files alone, with no date and no path of this machine in them, so
 the same cards give the same bytes: `attncard lint CARDS_DIR` renders both again and reports every difference
-(see [`pipeline.lint`]).
+(see [`pipeline.checks.lint`]).
 """
 
 from __future__ import annotations
@@ -22,10 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import AttncardError, markdown_text
-from .paired import DENSE_MODULE, pool_comparisons
-from .plots import plot_context
-from .results import (
+from ..record.errors import AttncardError, markdown_text
+from ..record.results import (
     PLOT_STYLE,
     RESULTS_FILE,
     Comparison,
@@ -36,6 +34,8 @@ from .results import (
     Verification,
     sha256_file,
 )
+from ..scoring.paired import DENSE_MODULE, pool_comparisons
+from .plots import plot_context
 
 LEADERBOARD_FILE = "README.md"
 LEADERBOARD_PLOT = "leaderboard.png"
@@ -72,6 +72,9 @@ COLUMNS = (
         "the paired verdict against the dense runs (module `none`), pooled over seeds: the four counts of "
         "each seed's `comparison` (both correct, module only, dense only, both wrong) are summed, and the "
         "difference (module − dense, in accuracy points), its interval, McNemar's exact p-value and the "
+        # The published wording names the function by its module's name before pipeline/ held packages
+        # (now pipeline/scoring/paired.py): `attncard summary cards` writes the committed leaderboard byte
+        # for byte.
         "verdict are computed from the sums as for one run (`pipeline.paired.comparison_from_counts`, at the "
         "seeds' margin and confidence), with n the rows of all those seeds. Seeds with no dense baseline, or "
         "no comparison recorded, are left out of the pool and named. A verdict against dense runs that FAIL "
@@ -218,7 +221,7 @@ def read_cards(cards_dir: str | Path) -> list[Group]:
             copies of a group have the same seed, or were trained with other settings than their seeds.
 
     Example:
-        >>> from attncard.pipeline.publish import copy_to_cards
+        >>> from attncard.pipeline.publish.publish import copy_to_cards
         >>> _ = copy_to_cards(Path("runs/tiny-gpt2-none-sst2"), Path("cards"))
         >>> [(group.model, group.module, group.task, group.seeds) for group in read_cards("cards")]
         [('gpt2', 'none', 'sst2', [0])]
@@ -312,7 +315,7 @@ def pooled_comparison(group: Group) -> tuple[Comparison | None, list[int]]:
         `(pooled or None, seeds left out)`; `(None, [])` for the dense group itself.
 
     Example:
-        >>> from attncard.pipeline.paired import baseline_record, comparison_from_counts
+        >>> from attncard.pipeline.scoring.paired import baseline_record, comparison_from_counts
         >>> pooled_comparison(Group("tiny-gpt2", "none", "sst2", (Card("tiny-gpt2-none-sst2", results),)))
         (None, [])
         >>> seed0, seed1 = Results.load("runs/tiny-gpt2-none-sst2"), Results.load("runs/tiny-gpt2-none-sst2")
@@ -351,7 +354,7 @@ def no_answer(group: Group, groups: Sequence[Group]) -> str | None:
         groups: every group of the leaderboard, the dense ones among them.
 
     Example:
-        >>> from attncard.pipeline.paired import baseline_record, comparison_from_counts
+        >>> from attncard.pipeline.scoring.paired import baseline_record, comparison_from_counts
         >>> dense = Results.load("runs/tiny-gpt2-none-sst2")
         >>> record = baseline_record(Path("runs/tiny-gpt2-none-sst2"), dense)
         >>> module = Results.load("runs/tiny-gpt2-none-sst2")
@@ -447,10 +450,10 @@ def render_leaderboard(
             the Hub organisation).
         checks: the checks each cards copy passed, by folder: adds the column "Checks passed".
         refused: runs left out, each `(name, reason)`, listed below the table; the reason is shown as text
-            (see [`pipeline.errors.markdown_text`]), whatever it quotes.
+            (see [`pipeline.record.errors.markdown_text`]), whatever it quotes.
 
     Example:
-        >>> from attncard.pipeline.publish import copy_to_cards
+        >>> from attncard.pipeline.publish.publish import copy_to_cards
         >>> _ = copy_to_cards(Path("runs/tiny-gpt2-none-sst2"), Path("cards"))
         >>> text = render_leaderboard(read_cards("cards"))
         >>> print(next(line for line in text.splitlines() if line.startswith("| gpt2")))
@@ -762,7 +765,7 @@ def leaderboard_points(groups: list[Group]) -> list[LeaderboardPoint]:
     (model, task) and then as the groups come.
 
     Example:
-        >>> from attncard.pipeline.publish import copy_to_cards
+        >>> from attncard.pipeline.publish.publish import copy_to_cards
         >>> _ = copy_to_cards(Path("runs/tiny-gpt2-none-sst2"), Path("cards"))
         >>> leaderboard_points(read_cards("cards"))  # a dense run alone: nothing compared with it
         []
@@ -801,7 +804,7 @@ def draw_leaderboard(groups: list[Group], path: str | Path, style: int | None = 
     size and order).
 
     Example:
-        >>> from attncard.pipeline.publish import copy_to_cards
+        >>> from attncard.pipeline.publish.publish import copy_to_cards
         >>> _ = copy_to_cards(Path("runs/tiny-gpt2-none-sst2"), Path("cards"))
         >>> groups = read_cards("cards")
         >>> draw_leaderboard(groups, "a.png").read_bytes() == draw_leaderboard(groups, "b.png").read_bytes()
@@ -909,7 +912,7 @@ def write_summary(cards_dir: str | Path) -> tuple[Path, Path]:
         [`AttncardError`]: see [`read_cards`].
 
     Example:
-        >>> from attncard.pipeline.publish import copy_to_cards
+        >>> from attncard.pipeline.publish.publish import copy_to_cards
         >>> _ = copy_to_cards(Path("runs/tiny-gpt2-none-sst2"), Path("cards"))
         >>> write_summary("cards")
         (PosixPath('cards/README.md'), PosixPath('cards/leaderboard.png'))

@@ -1,7 +1,7 @@
 """How attncard draws a run's plots and compares a shipped plot with one drawn again: the plot style a run
 records (`Results.plot_style`) and the drawing it stands for, and the pixel comparison every check of a plot
-uses (the card check of [`pipeline.checks`], which a download, `verify --predictions` and `summary --hub`
-run, and `lint`'s check of the leaderboard).
+uses (the card check of [`pipeline.checks.registry`], which a download, `verify --predictions` and `summary
+--hub` run, and `lint`'s check of the leaderboard).
 
 Below the card and the leaderboard, which both draw under `plot_context`; matplotlib, numpy and Pillow are
 imported inside the functions that use them.
@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .results import PLOT_STYLES
+from ..record.results import PLOT_STYLES
 
 # How a run's plots are drawn is recorded with it (`Results.plot_style`), and a check draws them so again.
 # None, every run published before the field: under whatever rcParams are in force, with matplotlib's own

@@ -19,11 +19,8 @@ import jinja2
 import yaml
 from huggingface_hub import EvalResult, EvalResultEntry, ModelCard, ModelCardData, eval_result_entries_to_yaml
 
-from ..modules import get_module
-from . import paired
-from .data import GLUE_BIBTEX, GLUE_CITATION, GLUE_LANGUAGE, HUB_DATASET_ID, TASKS
-from .plots import plot_context
-from .results import (
+from ...modules import get_module
+from ..record.results import (
     COMMIT_RE,
     RESULTS_FILE,
     SECOND_PREDICTIONS_FILE,
@@ -34,8 +31,11 @@ from .results import (
     TrainConfig,
     reproduce_command,
 )
+from ..run.data import GLUE_BIBTEX, GLUE_CITATION, GLUE_LANGUAGE, HUB_DATASET_ID, TASKS
+from ..scoring import paired
+from .plots import plot_context
 
-TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
+TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
 
 
 @dataclass(frozen=True)
@@ -54,10 +54,10 @@ class CardTemplateFiles:
 
 # Each card template version attncard renders (results.CARD_TEMPLATES), and its files. A published card is
 # rendered again from its results.json with the version it records, to verify it; so a released version's
-# files never change (tests/test_older_runs.py pins their sha256): new wording is a new version with new
-# files, recorded by the runs published with it, and older runs keep rendering with theirs. Each version names
-# a card for every readable schema (a frozen schema's card keeps its own file). The install lines are built
-# per version (`install_commands`). The gap: the other text attncard builds in Python (`status_line`,
+# files never change (tests/verify/test_older_runs.py pins their sha256): new wording is a new version with
+# new files, recorded by the runs published with it, and older runs keep rendering with theirs. Each version
+# names a card for every readable schema (a frozen schema's card keeps its own file). The install lines are
+# built per version (`install_commands`). The gap: the other text attncard builds in Python (`status_line`,
 # `comparison_line`, `usage_where`, `rows_seen`, the front matter, TASK_TITLES, the citations and BibTeX here
 # and in data.py) is not versioned; a change to its wording still changes every card that shows it.
 #
@@ -530,7 +530,8 @@ def _has_verdict(results: Results) -> bool:
 
 def comparison_line(results: Results) -> str:
     """The paragraph beside the status on the paired verdict against the dense baseline (see
-    [`pipeline.paired`]); "" for a module run that recorded no comparison (written before it was recorded).
+    [`pipeline.scoring.paired`]); "" for a module run that recorded no comparison (written before it was
+    recorded).
 
     Example:
         >>> print(comparison_line(results))  # a run of `none`

@@ -7,7 +7,7 @@ they *say*, and imports no torch, transformers or peft: `attncard verify --predi
   every file against the manifest in results.json ([`check_files`]), and [`check_run_files`]: the folder
   holds only files a run folder defines (no `.py`, nothing a loader would pick up by name), and
   `config.json` / `tokenizer_config.json` name no remote code (`auto_map`) and a model family attncard
-  loads. No code from a repository ever runs. ([`pipeline.download`] checks `adapter_config.json` with
+  loads. No code from a repository ever runs. ([`pipeline.verify.download`] checks `adapter_config.json` with
   peft's `LoraConfig` before it loads the weights.)
 - [`recorded_figure_problems`]: the verification is recomputed from the recorded class counts, correct rows
   and parameter counts (p0, SE, threshold, p-value, Wilson interval, status, reasons), and the metrics from
@@ -26,26 +26,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..modules.base import FAMILIES
-from .data import TASKS
-from .errors import (
-    DownloadError,
-    IncompatibleRunError,
-    IntegrityError,
-    ResultsError,
-    UnknownSchemaError,
-    UnsafeFormatError,
-)
-from .metrics import BOOTSTRAP_RESAMPLES, label_metrics
-from .paired import DEFAULT_CONFIDENCE, comparison_problems
-from .plots import (
+from ...modules.base import FAMILIES
+from ..card.plots import (
     PLOT_RMS_BEYOND_ANY_RELEASE,
     PLOT_TILE,
     PLOT_TILE_RMS_TOLERANCE,
     draw_alike,
     plot_difference,
 )
-from .render import (
+from ..card.render import (
     EVAL_RESULTS_DIR,
     LICENSE_FILE,
     eval_results_file,
@@ -55,7 +44,15 @@ from .render import (
     rendered_card_problems,
     write_plots,
 )
-from .results import (
+from ..record.errors import (
+    DownloadError,
+    IncompatibleRunError,
+    IntegrityError,
+    ResultsError,
+    UnknownSchemaError,
+    UnsafeFormatError,
+)
+from ..record.results import (
     CARD_FILE,
     MAX_CARD_BYTES,
     MAX_CONFIG_BYTES,
@@ -78,8 +75,11 @@ from .results import (
     sha256_file,
     training_log,
 )
-from .tolerances import difference_note, same_figure, tolerance_of
-from .verify import all_finite, both_gates, verification_from_counts
+from ..run.data import TASKS
+from ..scoring.gate import all_finite, both_gates, verification_from_counts
+from ..scoring.metrics import BOOTSTRAP_RESAMPLES, label_metrics
+from ..scoring.paired import DEFAULT_CONFIDENCE, comparison_problems
+from ..scoring.tolerances import difference_note, same_figure, tolerance_of
 
 ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
 ADAPTER_CONFIG_FILE = "adapter_config.json"
@@ -97,7 +97,8 @@ RUN_FILES = frozenset(
         RESULTS_FILE,
         SIGNATURE_FILE,
         LICENSE_FILE,
-        PREDICTIONS_FILE,  # checked by pipeline.predictions; absent in runs written before it was recorded
+        # Checked by pipeline.checks.predictions; absent in runs written before it was recorded.
+        PREDICTIONS_FILE,
         # The second evaluated split's predictions (MNLI's predictions_validation_mismatched.csv).
         *(
             SECOND_PREDICTIONS_FILE.format(split=spec.second_split)
@@ -213,8 +214,8 @@ def check_run_tag(folder: Path, revision: str | None, where: str) -> None:
 
     The manifest in results.json covers every other file, but nothing in the folder covers results.json
     itself. A push tags its commit `run-<started_at>-<sha256 of results.json>[:32]`
-    ([`pipeline.publish.push_tag`]), so when the revision asked for is such a tag, results.json must still be
-    the file the tag was made for.
+    ([`pipeline.publish.publish.push_tag`]), so when the revision asked for is such a tag, results.json must
+    still be the file the tag was made for.
     """
     if revision is None or not RUN_TAG_RE.match(revision):
         return
@@ -298,7 +299,7 @@ def check_files(
         >>> check_files(copy, read_results(copy).manifest)
         Traceback (most recent call last):
         ...
-        attncard.pipeline.errors.IntegrityError: cards-copy: adapter_model.safetensors is missing ...
+        attncard.pipeline.record.errors.IntegrityError: cards-copy: adapter_model.safetensors is missing ...
     """
     where = where or str(folder)
     folder = Path(folder)
@@ -348,7 +349,8 @@ def check_expected_sha256(expected: str | None) -> None:
         >>> check_expected_sha256("3f1c2a9e")
         Traceback (most recent call last):
         ...
-        attncard.pipeline.errors.DownloadError: expected sha256 '3f1c2a9e' is not 32 to 64 lowercase hex ...
+        attncard.pipeline.record.errors.DownloadError: expected sha256 '3f1c2a9e' is not 32 to 64 lowercase
+        hex ...
     """
     if expected is not None and not _EXPECTED_SHA256_RE.match(expected):
         raise DownloadError(
@@ -381,7 +383,7 @@ class Figure:
 
     Attributes:
         name: where it is in results.json, e.g. `verification.p_value`, `metrics.per_class[0].f1`; it names
-            the figure's tolerance in [`pipeline.tolerances.FIGURE_TOLERANCES`].
+            the figure's tolerance in [`pipeline.scoring.tolerances.FIGURE_TOLERANCES`].
         recorded: the value results.json holds.
         recomputed: the value computed again.
     """
@@ -393,12 +395,12 @@ class Figure:
     @property
     def rel_tol(self) -> float:
         """How far, relatively, a recomputed float may be from the recorded one: 0, bit for bit, for every
-        figure [`pipeline.tolerances.FIGURE_TOLERANCES`] does not name."""
+        figure [`pipeline.scoring.tolerances.FIGURE_TOLERANCES`] does not name."""
         return tolerance_of(self.name).rtol
 
     def equal(self) -> bool:
-        """Whether the two agree ([`pipeline.tolerances.same_figure`]): floats within what another honest
-        environment can give, everything else exactly."""
+        """Whether the two agree ([`pipeline.scoring.tolerances.same_figure`]): floats within what another
+        honest environment can give, everything else exactly."""
         return same_figure(self.name, self.recorded, self.recomputed)
 
     def problem(self) -> str:
@@ -445,8 +447,8 @@ def figures(prefix: str, recorded: Any, recomputed: Any) -> list[Figure]:
 
 def metrics_figures(recorded: Metrics, recomputed: Metrics, prefix: str = "metrics") -> list[Figure]:
     """Every quality figure of a run, recorded against recomputed ([`figures`]): bit for bit, but the loss
-    within [`pipeline.metrics.LOSS_REL_TOL`] (it may have been recorded in float32), as
-    [`pipeline.tolerances.FIGURE_TOLERANCES`] has it.
+    within [`pipeline.scoring.metrics.LOSS_REL_TOL`] (it may have been recorded in float32), as
+    [`pipeline.scoring.tolerances.FIGURE_TOLERANCES`] has it.
 
     Example:
         >>> [f.rel_tol for f in metrics_figures(results.metrics, results.metrics) if f.name == "metrics.loss"]
@@ -474,8 +476,8 @@ def evaluated_figures(
 
 def recomputed_verification(results: Results, split: SplitResult | None = None) -> Verification:
     """The verification computed again from results.json's class counts, correct rows and parameter counts:
-    the run's (both gates, [`pipeline.verify.both_gates`], when its task has a second evaluated split), or,
-    given `split`, that split's own.
+    the run's (both gates, [`pipeline.scoring.gate.both_gates`], when its task has a second evaluated split),
+    or, given `split`, that split's own.
 
     Raises:
         [`IntegrityError`]: the counts are impossible (labels that are not the task's, more correct rows
@@ -512,9 +514,9 @@ def recomputed_verification(results: Results, split: SplitResult | None = None) 
 
 
 def official_metric_of(results: Results) -> tuple[str | None, int]:
-    """The official metric a run must record, as [`pipeline.metrics.label_metrics`] takes it: its task's
-    (`TaskSpec.official_metric` and `positive_label`) from schema 4 on, None in earlier schemas. The task's,
-    never the one results.json names, so a run that names another metric is caught recomputing it.
+    """The official metric a run must record, as [`pipeline.scoring.metrics.label_metrics`] takes it: its
+    task's (`TaskSpec.official_metric` and `positive_label`) from schema 4 on, None in earlier schemas. The
+    task's, never the one results.json names, so a run that names another metric is caught recomputing it.
 
     Example:
         >>> official_metric_of(Results.load("runs/tiny-gpt2-none-sst2"))
@@ -590,7 +592,7 @@ def recorded_figure_problems(results: Results) -> list[str]:
         if not figure.equal()
     ]
     problems += second_split_problems(results)
-    # The paired verdict against the dense model is recomputed from its counts (pipeline.paired).
+    # The paired verdict against the dense model is recomputed from its counts (pipeline.scoring.paired).
     problems += [f"comparison: {problem}" for problem in comparison_problems(results)]
     problems += mcc_difference_problems(results)
     # The status first: it is what a forger is after.

@@ -1,7 +1,8 @@
 """`attncard lint DIR`: checks a run folder before it is pushed, and says what is wrong with it, line by line.
 
-A run folder (see `pipeline.publish`) must hold a card that shows only figures recorded in results.json,
-files that every loader reads, and nothing that changed after results.json took their sha256. The checks:
+A run folder (see `pipeline.publish.publish`) must hold a card that shows only figures recorded in
+results.json, files that every loader reads, and nothing that changed after results.json took their sha256.
+The checks:
 
 1. **Placeholders** in README.md (front matter and body), as whole words:
     - the value words `None`, `nan`, `NaN`, `inf`, `Infinity`, case-sensitive: they are how Python, numpy
@@ -12,9 +13,9 @@ files that every loader reads, and nothing that changed after results.json took 
     - the marker words `TODO`, `TBD`, `FIXME`, `N/A`, `Pending`, `placeholder`, `lorem`, `coming soon`,
       case-insensitive, and `XXX`, uppercase only; these are flagged everywhere, code blocks included.
     - unrendered Jinja, `{{` or `{%`, everywhere.
-   These rules live in `line_placeholders` (pipeline/placeholders.py), which the checks of a module's texts
-   before training read too ([`card_text_problems`], with [`markdown_problems`] for its spec.md), so that what
-   the card's lint would refuse in a module's texts stops a run before it trains.
+   These rules live in `line_placeholders` (pipeline/record/placeholders.py), which the checks of a module's
+   texts before training read too ([`card_text_problems`], with [`markdown_problems`] for its spec.md), so
+   that what the card's lint would refuse in a module's texts stops a run before it trains.
 2. **Files that do not parse**: the card's front matter (`yaml.safe_load` must give a mapping,
    huggingface_hub's `ModelCard` and `metadata_load` must read it, and it must have a `model-index`);
    `config.json` (strict JSON, whose `model_type` is a family attncard loads); `adapter_config.json` (a
@@ -51,7 +52,7 @@ the same way, except that weight files (`*.safetensors`) listed in the manifest 
 file must be there and match, and nothing unlisted may be (`lint_run_folder(folder, cards_copy=True)`). A
 folder whose manifest lists weights of which none is there is taken for a cards copy ([`is_cards_copy`]).
 
-A **cards folder** with its leaderboard (`attncard summary`, see `pipeline.summary`) is checked by
+A **cards folder** with its leaderboard (`attncard summary`, see `pipeline.card.leaderboard`) is checked by
 [`lint_leaderboard`]: README.md and leaderboard.png must be what the cards copies' results.json files render
 now (each line or table cell that differs is one finding), and each cards copy must pass as above.
 [`lint_folder`] tells the three kinds apart, as `attncard lint DIR` does.
@@ -86,13 +87,12 @@ from huggingface_hub.errors import HFValidationError
 from huggingface_hub.repocard import REGEX_YAML_BLOCK, metadata_load
 from huggingface_hub.utils import validate_repo_id
 
-from ..modules.base import FAMILIES, AttentionModule
-from .errors import AttncardError, NonFiniteNumberError, ResultsError, first_line
-from .paired import comparison_problems
-from .placeholders import PYTHON_FENCES, line_placeholders
-from .plots import PLOT_TILE, PLOT_TILE_RMS_TOLERANCE, plot_difference
-from .render import model_index_results, template_environment
-from .results import (
+from ...modules.base import FAMILIES, AttentionModule
+from ..card.plots import PLOT_TILE, PLOT_TILE_RMS_TOLERANCE, plot_difference
+from ..card.render import model_index_results, template_environment
+from ..record.errors import AttncardError, NonFiniteNumberError, ResultsError, first_line
+from ..record.placeholders import PYTHON_FENCES, line_placeholders
+from ..record.results import (
     COMMIT_RE,
     MAX_PLOT_BYTES,
     MAX_RESULTS_BYTES,
@@ -102,6 +102,7 @@ from .results import (
     check_manifest,
     loads_strict,
 )
+from ..scoring.paired import comparison_problems
 
 CARD_FILE = "README.md"
 CONFIG_FILE = "config.json"
@@ -231,7 +232,7 @@ def is_cards_copy(folder: str | Path) -> bool:
     (`*.safetensors`) and none of them is there. False when results.json does not parse (the lint says why).
 
     Example:
-        >>> from attncard.pipeline.publish import copy_to_cards
+        >>> from attncard.pipeline.publish.publish import copy_to_cards
         >>> is_cards_copy("runs/tiny-gpt2-none-sst2")
         False
         >>> is_cards_copy(copy_to_cards(Path("runs/tiny-gpt2-none-sst2"), Path("cards")))
@@ -824,9 +825,9 @@ def lint_leaderboard(cards_dir: str | Path) -> list[Finding]:
     """Checks a cards folder with its leaderboard: every figure of README.md and the plot must be what the
     cards copies' results.json files render now, and every cards copy must pass [`lint_run_folder`] as one.
 
-    The leaderboard is rendered again from the cards (`pipeline.summary`) and compared line by line: a table
-    row that differs is one finding per cell that differs, naming its column; any other line that differs, is
-    missing or is extra is one finding. leaderboard.png must have the bytes the cards draw.
+    The leaderboard is rendered again from the cards (`pipeline.card.leaderboard`) and compared line by line:
+    a table row that differs is one finding per cell that differs, naming its column; any other line that
+    differs, is missing or is extra is one finding. leaderboard.png must have the bytes the cards draw.
 
     Args:
         cards_dir: the cards folder, e.g. `cards`.
@@ -839,8 +840,8 @@ def lint_leaderboard(cards_dir: str | Path) -> list[Finding]:
         `AttncardError`: `cards_dir` is not a folder, or holds no cards copy.
 
     Example:
-        >>> from attncard.pipeline.publish import copy_to_cards
-        >>> from attncard.pipeline.summary import write_summary
+        >>> from attncard.pipeline.publish.publish import copy_to_cards
+        >>> from attncard.pipeline.card.leaderboard import write_summary
         >>> _ = copy_to_cards(Path("runs/tiny-gpt2-none-sst2"), Path("cards"))
         >>> readme, _ = write_summary("cards")
         >>> lint_leaderboard("cards")
@@ -851,7 +852,13 @@ def lint_leaderboard(cards_dir: str | Path) -> list[Finding]:
         README.md:12: column 'Steps' of row 'gpt2, none, sst2' reads '20', the cards give '10'
     """
     # Imported here: the summary imports the statistics of the paired verdict, which lint needs nowhere else.
-    from .summary import LEADERBOARD_FILE, LEADERBOARD_PLOT, draw_leaderboard, read_cards, render_leaderboard
+    from ..card.leaderboard import (
+        LEADERBOARD_FILE,
+        LEADERBOARD_PLOT,
+        draw_leaderboard,
+        read_cards,
+        render_leaderboard,
+    )
 
     cards_dir = Path(cards_dir)
     if not cards_dir.is_dir():
@@ -916,7 +923,7 @@ def _finding_order(finding: Finding) -> tuple[str, int]:
 
 def _compare_leaderboard(path: Path, rendered: str) -> list[Finding]:
     """Each difference between the leaderboard file and the one the cards render."""
-    from .summary import COLUMNS
+    from ..card.leaderboard import COLUMNS
 
     name = path.name
     if not path.is_file():

@@ -32,10 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import IntegrityError
-from .integrity import Figure, evaluated_figures, official_metric_of, recomputed_verification
-from .metrics import predictions_sha256, quality_metrics
-from .results import (
+from ..record.errors import IntegrityError
+from ..record.results import (
     MAX_PREDICTIONS_BYTES,
     PREDICTIONS_FILE,
     RESULTS_FILE,
@@ -46,7 +44,9 @@ from .results import (
     Verification,
     sha256_file,
 )
-from .verify import all_finite, both_gates, verification_from_counts
+from ..scoring.gate import all_finite, both_gates, verification_from_counts
+from ..scoring.metrics import predictions_sha256, quality_metrics
+from .integrity import Figure, evaluated_figures, official_metric_of, recomputed_verification
 
 # Bytes one line may take: three whole numbers of at most 20 digits and their commas, then per label a comma
 # and a logit; Python writes a float in at most 24 characters (`-1.1754943508222875e-38`).
@@ -378,11 +378,11 @@ def recompute(
 
     A run whose task has a second evaluated split fails when either gate fails: the run's verification takes
     the second split's gate as recomputed from its recorded counts
-    ([`pipeline.integrity.recomputed_verification`]; `attncard verify --predictions` recomputes that one
-    from its own predictions too).
+    ([`pipeline.checks.integrity.recomputed_verification`]; `attncard verify --predictions` recomputes that
+    one from its own predictions too).
 
-    The metrics are [`pipeline.metrics.quality_metrics`] of the logits and gold labels, as evaluation
-    computed them; the verification is [`pipeline.verify.verification_from_counts`] of the gold labels'
+    The metrics are [`pipeline.scoring.metrics.quality_metrics`] of the logits and gold labels, as evaluation
+    computed them; the verification is [`pipeline.scoring.gate.verification_from_counts`] of the gold labels'
     counts and the rows predicted right. The compression factor needs the model: it is results.json's
     parameters before / after (which a download checks against its recorded factor).
 
@@ -419,7 +419,7 @@ def prediction_figures(
     predictions: Predictions, results: Results, split: SplitResult | None = None
 ) -> list[Figure]:
     """Each recorded quality figure and verification figure of a run against the same figure recomputed from
-    its predictions ([`recompute`]); the loss is compared within [`pipeline.metrics.LOSS_REL_TOL`].
+    its predictions ([`recompute`]); the loss is compared within [`pipeline.scoring.metrics.LOSS_REL_TOL`].
 
     Example:
         >>> pairs = prediction_figures(read_predictions("runs/tiny-gpt2-none-sst2", results), results)

@@ -35,11 +35,11 @@ the checks after it; each refuses with one line (an [`AttncardError`]) or return
 `verify --predictions` (exit 1 when a figure differs), and a run whose figures differ is settled there. The
 card check comes after it, so that such a MISMATCH keeps its output. A check that needs TORCH imports torch,
 transformers or peft (the module, peft's `LoraConfig`); no profile without TORCH runs one, so
-`verify --predictions` and `summary --hub` import none (tests/test_layers.py runs them with those packages
-made to fail).
+`verify --predictions` and `summary --hub` import none (tests/project/test_layers.py runs them with those
+packages made to fail).
 
 The recomputation from predictions.csv lives here too ([`Reverification`], [`comparison_figures`],
-[`recorded_validation`]); [`pipeline.reverify`] compares a model evaluated again against the same
+[`recorded_validation`]); [`pipeline.verify.reverify`] compares a model evaluated again against the same
 [`Reverification`].
 """
 
@@ -56,9 +56,10 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from ..modules import BUILTIN_PACKAGE, AttentionModule, get_module, module_names, module_provenance
-from .data import HUB_DATASET_ID, DataSource, ValidationSplit, load_validation, sample_rows
-from .errors import (
+from ...modules import BUILTIN_PACKAGE, AttentionModule, get_module, module_names, module_provenance
+from ..card.render import install_line, module_install_lines
+from ..hub.signing import SignatureReport, SignerOptions, verify_run_signature
+from ..record.errors import (
     DataError,
     FailedCheckpointError,
     IncompatibleRunError,
@@ -66,6 +67,23 @@ from .errors import (
     ModuleNotInstalledError,
     UnknownModuleError,
 )
+from ..record.results import (
+    COMMIT_RE,
+    PREDICTIONS_FILE,
+    RESULTS_FILE,
+    SECOND_PREDICTIONS_FILE,
+    WEIGHTS_SUFFIX,
+    Metrics,
+    Results,
+    SplitResult,
+    Status,
+    Verification,
+    sha256_file,
+)
+from ..run.data import HUB_DATASET_ID, DataSource, ValidationSplit, load_validation, sample_rows
+from ..scoring.metrics import mcc_difference, predictions_sha256
+from ..scoring.paired import paired_comparison
+from ..scoring.tolerances import difference_note
 from .integrity import (
     ADAPTER_CONFIG_FILE,
     SHA_PREFIX,
@@ -82,25 +100,7 @@ from .integrity import (
     refuse_contradictions,
     stock_problems,
 )
-from .metrics import mcc_difference, predictions_sha256
-from .paired import paired_comparison
 from .predictions import Predictions, baseline_predictions, prediction_figures, read_predictions, recompute
-from .render import install_line, module_install_lines
-from .results import (
-    COMMIT_RE,
-    PREDICTIONS_FILE,
-    RESULTS_FILE,
-    SECOND_PREDICTIONS_FILE,
-    WEIGHTS_SUFFIX,
-    Metrics,
-    Results,
-    SplitResult,
-    Status,
-    Verification,
-    sha256_file,
-)
-from .signing import SignatureReport, SignerOptions, verify_run_signature
-from .tolerances import difference_note
 
 if typing.TYPE_CHECKING:  # peft is imported by the one check that needs it (TORCH), inside it
     from peft import LoraConfig
@@ -677,13 +677,13 @@ class Reverification:
         recorded_accuracy, recomputed_accuracy: on the task's validation split.
         recorded_status, recomputed_status: the verification status.
         recorded_predictions_sha256, recomputed_predictions_sha256: sha256 of the predicted label ids,
-            int64 little-endian, in split order (as [`pipeline.evaluate.evaluate`] hashes them).
+            int64 little-endian, in split order (as [`pipeline.run.evaluate.evaluate`] hashes them).
         recorded_compression_factor, recomputed_compression_factor: parameters before / after (LoRA merged).
         recorded_data_revision, data_revision: `results.dataset.revision` and that of the data evaluated now
             (`sha256:<hex>` of the validation file, or the Hub commit of nyu-mll/glue).
         recorded_rows, rows: rows of the evaluated split.
         threshold: the recomputed majority share + 3 SE the accuracy is held against.
-        reasons: the reasons for the recomputed status, as [`pipeline.verify.decide_status`] gives them.
+        reasons: the reasons for the recomputed status, as [`pipeline.scoring.gate.decide_status`] gives them.
         figures: every figure the card shows that can be recomputed (metrics, per-class scores, confusion
             matrix, verification, the accuracy with stock attention), recorded against recomputed.
         problems: one sentence per difference; empty when everything matches.
@@ -788,7 +788,7 @@ def predictions_reverification(
 ) -> Reverification:
     """Every quality figure of a checked run recomputed from its predictions.csv and the recorded task's data,
     and its paired verdict from its dense baselines' predictions.csv (see
-    [`pipeline.reverify_predictions.reverify_predictions`]).
+    [`pipeline.verify.reverify_predictions.reverify_predictions`]).
 
     Args:
         results: the run's results.json, checked.

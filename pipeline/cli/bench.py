@@ -1,5 +1,5 @@
 """`attncard bench attention [--ns …] [--repeats K] [--json FILE] [--markdown FILE]`: time and peak memory of
-banded attention against dense attention (`pipeline.bench`), K interleaved samples per implementation,
+banded attention against dense attention (`pipeline.study.bench`), K interleaved samples per implementation,
 printed as a Markdown table with medians, min–max and speed-up ranges. torch and the kernels are imported when
 the command runs: `--help` and argument errors answer without them."""
 
@@ -9,7 +9,7 @@ import argparse
 import json
 from datetime import UTC, datetime
 
-from ..results import EnvironmentRecord
+from ..record.results import EnvironmentRecord
 from .common import run_command
 
 DESCRIPTION = "Time and peak memory of banded attention against dense attention."
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     import torch
 
-    from ..bench import DEFAULT_REPEATS, format_table, run_attention_benchmark
+    from ..study.bench import DEFAULT_REPEATS, format_table, run_attention_benchmark
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if args.threads:
@@ -78,7 +78,7 @@ def measured_with(device: str, args: argparse.Namespace) -> str:
     """The table's first line: the machine, torch and attncard it was measured with, and the day."""
     import torch
 
-    from ..evaluate import device_name
+    from ..run.evaluate import device_name
 
     processor = device_name(torch.device(device))
     if device == "cpu":  # torch's vector kernels (AVX2, AVX512, …), which the compiled kernels follow

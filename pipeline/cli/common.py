@@ -18,8 +18,8 @@ from pathlib import Path
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
-from ..errors import AttncardError, visible
-from ..results import TrainConfig
+from ..record.errors import AttncardError, visible
+from ..record.results import TrainConfig
 
 EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_INTERRUPTED = 130
@@ -179,14 +179,14 @@ def progress_on_stderr() -> Iterator[None]:
     """Shows the library's progress (its `logging` INFO records) on stderr while a command runs, one line
     each, control characters shown as escapes; the push's lines are prefixed `push: `."""
     handlers = []
-    for name, prefix in (("attncard.pipeline.push", "push: "), ("attncard.pipeline", "")):
+    for name, prefix in (("attncard.pipeline.publish.push", "push: "), ("attncard.pipeline", "")):
         logger = logging.getLogger(name)
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(_VisibleFormatter(f"{prefix}%(message)s"))
         handlers.append((logger, handler, logger.level, logger.propagate))
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
-    logging.getLogger("attncard.pipeline.push").propagate = False  # its own handler, not both
+    logging.getLogger("attncard.pipeline.publish.push").propagate = False  # its own handler, not both
     try:
         yield
     finally:

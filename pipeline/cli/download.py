@@ -1,5 +1,6 @@
-"""`attncard download REPO [--revision R] [--expect-sha256 H] [--allow-fail] [--output DIR] …`: downloads a
-published run and checks it (`pipeline.download`); prints its status and where the checked files are."""
+"""`attncard download REPO [--revision R] [--expect-sha256 H] [--allow-fail] [--output DIR] …`: downloads
+a published run and checks it (`pipeline.verify.download`); prints its status and where the checked files
+are."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import visible
+from ..record.errors import visible
 from .common import EXIT_OK, add_hub_arguments, run_command
 
 if TYPE_CHECKING:  # the stage imports torch: the command imports it when it runs
-    from ..download import DownloadOptions
+    from ..verify.download import DownloadOptions
 
 DESCRIPTION = (
     "Download a published run from the Hub and check it: every file against its manifest "
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _download(args: argparse.Namespace) -> int:
     # The stage is imported when the command runs: --help and argument errors need no torch.
-    from ..download import download_to, download_verified
+    from ..verify.download import download_to, download_verified
 
     options = run_options(args)
     if args.output is None:

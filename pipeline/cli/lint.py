@@ -1,5 +1,5 @@
 """`attncard lint DIR`: checks a run folder before it is pushed, a cards copy of one, or a cards folder and
-its leaderboard (`pipeline.lint`), one finding per line."""
+its leaderboard (`pipeline.checks.lint`), one finding per line."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _lint(args: argparse.Namespace) -> int:
     # The stage is imported when the command runs: --help and argument errors need no torch.
-    from ..lint import lint_folder
+    from ..checks.lint import lint_folder
 
     kind, findings = lint_folder(args.run_dir)
     for finding in findings:

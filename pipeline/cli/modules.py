@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ...modules import get_module, module_names, module_provenance
-from ..errors import ModulePluginError
+from ..record.errors import ModulePluginError
 from .common import run_command
 
 DESCRIPTION = (

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...modules import module_names
-from ..data import TASKS, check_data_dir, get_task
-from ..errors import AttncardError, UnknownNameError
-from ..models import MODEL_ALIASES, read_config, resolve_model_name
-from ..paired import DEFAULT_MARGIN, DENSE_MODULE
-from ..results import TrainConfig
+from ..record.errors import AttncardError, UnknownNameError
+from ..record.results import TrainConfig
+from ..run.data import TASKS, check_data_dir, get_task
+from ..run.models import MODEL_ALIASES, read_config, resolve_model_name
+from ..scoring.paired import DEFAULT_MARGIN, DENSE_MODULE
 from .common import (
     OneLineParser,
     add_batch_arguments,
@@ -31,7 +31,7 @@ from .common import (
 from .push import add_push_arguments
 
 if TYPE_CHECKING:
-    from ..publish import PublishOptions
+    from ..publish.publish import PublishOptions
 
 DESCRIPTION = (
     "Fine-tune a model with LoRA and an attention module on a GLUE task, evaluate it on the full validation "
@@ -158,8 +158,8 @@ def options_from_args(args: argparse.Namespace) -> PublishOptions:
             f"--name {args.name} and --repo-id {args.repo_id} both name the run folder; give one of them"
         )
     # The stage (and torch) once the names are known good: a typo in them is answered at once.
-    from ..publish import PublishOptions, baseline_candidate, check_max_length, check_run_folders
-    from ..push import check_push_only_options, check_push_setup
+    from ..publish.publish import PublishOptions, baseline_candidate, check_max_length, check_run_folders
+    from ..publish.push import check_push_only_options, check_push_setup
 
     if Path(source).is_dir():  # `minilm` too; a Hub model's config is checked once loaded, before training
         check_max_length(args.model, args.max_length, read_config(source))
@@ -204,7 +204,7 @@ def options_from_args(args: argparse.Namespace) -> PublishOptions:
 def run(args: argparse.Namespace) -> int:
     def publish() -> None:
         options = options_from_args(args)
-        from ..publish import run_publish
+        from ..publish.publish import run_publish
 
         run_publish(options)
 

@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
 def push(args: argparse.Namespace) -> None:
     # The stage is imported when the command runs: --help and argument errors need no torch.
-    from ..push import sign_and_push
+    from ..publish.push import sign_and_push
 
     sign_and_push(
         args.run_dir,

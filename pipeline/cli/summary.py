@@ -1,6 +1,6 @@
-"""`attncard summary CARDS_DIR`: writes the leaderboard of a cards folder (`pipeline.summary`);
+"""`attncard summary CARDS_DIR`: writes the leaderboard of a cards folder (`pipeline.card.leaderboard`);
 `attncard summary --hub ORG`: of every run an organisation published on the Hub, each verified
-(`pipeline.hub_summary`)."""
+(`pipeline.study.hub_leaderboard`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..errors import AttncardError, visible
-from ..summary import read_cards, write_summary
+from ..card.leaderboard import read_cards, write_summary
+from ..record.errors import AttncardError, visible
 from .common import (
     EXIT_MISMATCH,
     EXIT_OK,
@@ -127,7 +127,7 @@ def _hub_summary(args: argparse.Namespace) -> int:
             "folder the Hub's leaderboard is written to"
         )
     # Imported when it runs: signature checks load model_signing, which --help does not need.
-    from ..hub_summary import write_hub_summary
+    from ..study.hub_leaderboard import write_hub_summary
 
     summary = write_hub_summary(
         args.hub,

@@ -1,5 +1,5 @@
-"""`attncard sweep MATRIX.yaml`: every (row, seed) of a matrix as one publish run (`pipeline.sweep`), with one
-progress bar over all of them.
+"""`attncard sweep MATRIX.yaml`: every (row, seed) of a matrix as one publish run (`pipeline.study.sweep`),
+with one progress bar over all of them.
 
 The whole matrix and every option are checked before the first run: bad input ends with one line on stderr
 and exit status 2, and nothing is trained or written. A module run that no dense run of its settings will be
@@ -9,9 +9,10 @@ holds it finished; a run that fails is one line on stderr, `<run name>: <error>`
 exit status is 1 when any run failed, 0 otherwise. The stage (and torch) is imported when the command runs:
 `--help` and argument errors answer without it.
 
-`--executor ray` runs each (row, seed) as a Ray task (`pipeline.sweep_ray`) on the cluster at `--address`, or
-on a Ray instance it starts on this machine; `--executor slurm` as a Slurm job (`pipeline.sweep_slurm`) in
-`--partition`, for at most `--time-limit` minutes; Ray and submitit too are imported only then.
+`--executor ray` runs each (row, seed) as a Ray task (`pipeline.study.sweep_ray`) on the cluster at
+`--address`, or on a Ray instance it starts on this machine; `--executor slurm` as a Slurm job
+(`pipeline.study.sweep_slurm`) in `--partition`, for at most `--time-limit` minutes; Ray and submitit too are
+imported only then.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from ..results import TrainConfig
+from ..record.results import TrainConfig
 from .common import (
     EXIT_INTERRUPTED,
     EXIT_MISMATCH,
@@ -39,7 +40,7 @@ from .common import (
 from .push import add_push_arguments
 
 if TYPE_CHECKING:
-    from ..sweep import RunOutcome, SweepSettings
+    from ..study.sweep import RunOutcome, SweepSettings
 
 DESCRIPTION = (
     "Run every (row, seed) of a matrix file (cards/matrix.yaml: rows of model, module, task, steps and "
@@ -54,7 +55,8 @@ EPILOG = (
 )
 # How often --executor ray or slurm starts a run again that was lost with its worker, node or job.
 DEFAULT_RETRIES = 2
-# A Slurm job's time limit, in minutes (pipeline.sweep_slurm.DEFAULT_TIME_LIMIT_MINUTES, not imported here).
+# A Slurm job's time limit, in minutes (pipeline.study.sweep_slurm.DEFAULT_TIME_LIMIT_MINUTES, not imported
+# here).
 DEFAULT_TIME_LIMIT_MINUTES = 240
 # The options of one executor only: given with another, they are an error.
 EXECUTOR_OPTIONS = {
@@ -180,7 +182,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> SweepSettings:
     """The settings of every run, from the command line."""
-    from ..sweep import SweepSettings
+    from ..study.sweep import SweepSettings
 
     return SweepSettings(
         output=args.output,
@@ -214,8 +216,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from ..errors import AttncardError, visible
-    from ..sweep import check_sweep, plan_sweep, read_matrix, run_sweep, unpaired_warnings
+    from ..record.errors import AttncardError, visible
+    from ..study.sweep import check_sweep, plan_sweep, read_matrix, run_sweep, unpaired_warnings
 
     for option, executors in EXECUTOR_OPTIONS.items():
         if getattr(args, option[2:].replace("-", "_")) is not None and args.executor not in executors:
@@ -232,12 +234,12 @@ def _sweep(args: argparse.Namespace) -> int:
         print(f"warning: {visible(warning)}", file=sys.stderr)
     retries = DEFAULT_RETRIES if args.retries is None else args.retries
     if args.executor == "ray":
-        from ..sweep_ray import run_sweep_ray
+        from ..study.sweep_ray import run_sweep_ray
 
         # Ray starts (or connects) now: without Ray, or without a cluster there, one line and exit 2.
         executed = run_sweep_ray(runs, settings, address=args.address, retries=retries)
     elif args.executor == "slurm":
-        from ..sweep_slurm import run_sweep_slurm
+        from ..study.sweep_slurm import run_sweep_slurm
 
         # Slurm is asked now whether it takes every job (sbatch --test-only): if not, one line and exit 2.
         time_limit = DEFAULT_TIME_LIMIT_MINUTES if args.time_limit is None else args.time_limit
@@ -247,7 +249,7 @@ def _sweep(args: argparse.Namespace) -> int:
     else:
         executed = run_sweep(runs, settings)
     outcomes: list[RunOutcome] = []
-    loggers = [logging.getLogger("attncard.pipeline"), logging.getLogger("attncard.pipeline.push")]
+    loggers = [logging.getLogger("attncard.pipeline"), logging.getLogger("attncard.pipeline.publish.push")]
     try:
         with (
             tqdm(total=len(runs), desc="sweep", unit="run", file=sys.stderr) as bar,

@@ -1,16 +1,16 @@
 """`attncard verify REPO|DIR [--data-dir D] [--base-model DIR] …`: reloads a published run, evaluates it again
-on its recorded task and compares every figure of its card (`pipeline.reverify`).
+on its recorded task and compares every figure of its card (`pipeline.verify.reverify`).
 
 `attncard verify --predictions DIR [--data-dir D]`: recomputes every quality figure of a local run folder (or
 its `cards/` copy) from its predictions.csv, without the model or its weights, in seconds, then checks its
-card and plots as a download does (`pipeline.checks`, profile VERIFY_PREDICTIONS)."""
+card and plots as a download does (`pipeline.checks.registry`, profile VERIFY_PREDICTIONS)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from ..errors import AttncardError
+from ..record.errors import AttncardError
 from .common import EXIT_MISMATCH, EXIT_OK, run_command
 from .download import add_run_arguments, run_options
 
@@ -94,9 +94,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     # The stages are imported when the command runs: --help and argument errors need no torch, and neither
-    # does --predictions (pipeline.reverify_predictions imports none).
-    from ..checks import shown
-    from ..reverify_predictions import reverify_predictions
+    # does --predictions (pipeline.verify.reverify_predictions imports none).
+    from ..checks.registry import shown
+    from ..verify.reverify_predictions import reverify_predictions
 
     if args.baseline and not args.predictions:
         raise AttncardError("--baseline applies with --predictions; add --predictions, or drop --baseline")
@@ -111,7 +111,7 @@ def _verify(args: argparse.Namespace) -> int:
             args.repo, data_dir=args.data_dir, expected_sha256=args.expect_sha256, baselines=args.baseline
         )
     else:
-        from ..reverify import reverify
+        from ..verify.reverify import reverify
 
         options = run_options(args)
         check = reverify(

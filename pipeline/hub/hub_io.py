@@ -53,7 +53,7 @@ from huggingface_hub.errors import RevisionNotFoundError as HubRevisionNotFoundE
 from huggingface_hub.utils import _http as hf_http
 from huggingface_hub.utils import build_hf_headers, parse_ratelimit_headers, validate_repo_id
 
-from .errors import (
+from ..record.errors import (
     AttncardError,
     DownloadError,
     HubAnswerError,
@@ -66,7 +66,7 @@ from .errors import (
     RevisionNotFoundError,
     first_line,
 )
-from .results import COMMIT_RE, RESULTS_FILE, WEIGHTS_SUFFIX, hash_file, max_file_bytes
+from ..record.results import COMMIT_RE, RESULTS_FILE, WEIGHTS_SUFFIX, hash_file, max_file_bytes
 
 DEFAULT_TIMEOUT_S = 60.0  # each network operation: connecting, one read, one write
 # Until a server has answered once: huggingface_hub's own default, and a server that accepts a connection
@@ -644,7 +644,8 @@ class _File:
 
 class HubOptions(typing.TypedDict, total=False):
     """Where a run is fetched from, and how long that may take: the keyword arguments of [`fetch_run`], and
-    part of those of the download family ([`pipeline.download.DownloadOptions`]). Each defaults to None.
+    part of those of the download family ([`pipeline.verify.download.DownloadOptions`]). Each defaults to
+    None.
 
     Keys:
         endpoint: the Hub (default: `HF_ENDPOINT`, else https://huggingface.co); see [`hub_endpoint`].

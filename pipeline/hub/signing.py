@@ -37,8 +37,8 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from .errors import SignatureError, SigningError, first_line, visible
-from .results import (
+from ..record.errors import SignatureError, SigningError, first_line, visible
+from ..record.results import (
     RESULTS_FILE,
     SIGNATURE_FILE,
     TRANSPORT_FILES,
@@ -47,7 +47,7 @@ from .results import (
     sha256_file,
 )
 
-# What a transport adds to a run folder, never part of the run (see pipeline.results).
+# What a transport adds to a run folder, never part of the run (see pipeline.record.results).
 TRANSPORT_PATHS = (*TRANSPORT_FILES, *TRANSPORT_FOLDERS)
 # `require_signer` ending so takes the workflow at any tag: runs published under earlier tags keep verifying.
 ANY_TAG = "@refs/tags/*"
@@ -163,7 +163,7 @@ def sign_run_folder(run_dir: str | Path, private_key: str | Path, *, password: b
 
 class SignerOptions(typing.TypedDict, total=False):
     """Who a run must be signed by: keyword arguments shared by the download family
-    ([`pipeline.download.DownloadOptions`]) and `attncard summary --hub`. Each defaults to None.
+    ([`pipeline.verify.download.DownloadOptions`]) and `attncard summary --hub`. Each defaults to None.
 
     Keys:
         require_signer: refuse a run unless model.sig is a Sigstore signature by this identity (e.g. the

@@ -14,7 +14,7 @@ The folder is assembled under a temporary name next to its destination and renam
 complete: a failed run leaves nothing half-written.
 
 [`run_publish`] runs every stage for one (model, module, task) and writes the run folder; with `push` set it
-then pushes it (`pipeline.push`).
+then pushes it (`pipeline.publish.push`).
 """
 
 from __future__ import annotations
@@ -33,32 +33,9 @@ from pathlib import Path
 import torch
 import transformers
 
-from ..modules import BUILTIN_PACKAGE, ModuleProvenance, contract_problems, get_module, module_provenance
-from ..modules.checks import package_index_warning, traced_text_problems, untraced_attention_warning
-from .data import TaskData, load_task, sample_rows, task_statistics
-from .errors import (
-    AttncardError,
-    BaselineError,
-    CardLintError,
-    first_line,
-)
-from .evaluate import EvalResult, evaluate
-from .integrity import WEIGHTS_SUFFIX
-from .lint import card_text_problems, lint_run_folder
-from .metrics import mcc_difference
-from .models import MODEL_ALIASES, load_model, resolve_model_name, tokenize
-from .paired import (
-    DEFAULT_MARGIN,
-    DENSE_MODULE,
-    baseline_name,
-    baseline_record,
-    no_baseline,
-    paired_comparison,
-    setup_differences,
-)
-from .predictions import baseline_predictions, write_predictions
-from .push import sign_and_push
-from .render import (
+from ...modules import BUILTIN_PACKAGE, ModuleProvenance, contract_problems, get_module, module_provenance
+from ...modules.checks import package_index_warning, traced_text_problems, untraced_attention_warning
+from ..card.render import (
     LICENSE_FILE,
     REPOSITORY_PLUGINS,
     render_card,
@@ -68,7 +45,11 @@ from .render import (
     write_eval_results,
     write_plots,
 )
-from .results import (
+from ..checks.integrity import WEIGHTS_SUFFIX
+from ..checks.lint import card_text_problems, lint_run_folder
+from ..checks.predictions import baseline_predictions, write_predictions
+from ..record.errors import AttncardError, BaselineError, CardLintError, first_line
+from ..record.results import (
     CARD_FILE,
     CARD_TEMPLATE,
     PLOT_STYLE,
@@ -95,9 +76,23 @@ from .results import (
     training_log,
     utc_now,
 )
-from .scaling import max_positions
-from .train import train
-from .verify import both_gates, verify, verify_second
+from ..run.data import TaskData, load_task, sample_rows, task_statistics
+from ..run.evaluate import EvalResult, evaluate
+from ..run.models import MODEL_ALIASES, load_model, resolve_model_name, tokenize
+from ..run.scaling import max_positions
+from ..run.train import train
+from ..scoring.gate import both_gates, verify, verify_second
+from ..scoring.metrics import mcc_difference
+from ..scoring.paired import (
+    DEFAULT_MARGIN,
+    DENSE_MODULE,
+    baseline_name,
+    baseline_record,
+    no_baseline,
+    paired_comparison,
+    setup_differences,
+)
+from .push import sign_and_push
 
 logger = logging.getLogger(__name__)
 FINAL_LOSS_STEPS = 20  # the final training loss reported is the mean over this many last steps
@@ -406,7 +401,7 @@ def check_output_folder(folder: Path, destination: Path, option: str) -> None:
         >>> check_output_folder(Path("notes.txt/runs"), Path("notes.txt/runs/tiny-gpt2-none-sst2"), "-o")
         Traceback (most recent call last):
         ...
-        attncard.pipeline.errors.AttncardError: -o notes.txt/runs: notes.txt is not a folder; ...
+        attncard.pipeline.record.errors.AttncardError: -o notes.txt/runs: notes.txt is not a folder; ...
     """
     existing = _nearest_existing(folder)
     if not existing.is_dir():
@@ -436,7 +431,8 @@ def check_no_run_there(run_dir: Path) -> None:
         >>> check_no_run_there(Path("runs/tiny-gpt2-none-sst2"))
         Traceback (most recent call last):
         ...
-        attncard.pipeline.errors.AttncardError: runs/tiny-gpt2-none-sst2 already holds a run (results.json ...
+        attncard.pipeline.record.errors.AttncardError: runs/tiny-gpt2-none-sst2 already holds a run
+        (results.json ...
     """
     if not run_dir.is_dir() or not any(run_dir.iterdir()):
         return
@@ -486,7 +482,8 @@ def check_max_length(name: str, max_length: int, config) -> None:
         >>> check_max_length("minilm", 1024, BertConfig(max_position_embeddings=512))
         Traceback (most recent call last):
         ...
-        attncard.pipeline.errors.AttncardError: --max-length 1024 is more than minilm's 512 positions; ...
+        attncard.pipeline.record.errors.AttncardError: --max-length 1024 is more than minilm's 512 positions;
+        ...
     """
     if config is None or getattr(config, "max_position_embeddings", None) is None:
         return
@@ -590,8 +587,8 @@ def baseline_candidate(options: PublishOptions) -> Path | None:
 def dense_comparison(
     results: Results, evaluation: EvalResult, candidate: Path | None, margin: float, explicit: bool
 ) -> Comparison | None:
-    """The paired verdict of a trained module run against its dense baseline (see `pipeline.paired`): None
-    for a run of `none`, [`no_baseline`] when no candidate was found or the candidate turns out to be of
+    """The paired verdict of a trained module run against its dense baseline (see `pipeline.scoring.paired`):
+    None for a run of `none`, [`no_baseline`] when no candidate was found or the candidate turns out to be of
     another setup (another base model revision or data; refused when it was named with `--baseline`).
 
     Raises:

@@ -27,7 +27,10 @@ from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.repocard import REGEX_YAML_BLOCK
 from huggingface_hub.utils import get_session, hf_raise_for_status, http_backoff, parse_ratelimit_headers
 
-from .errors import (
+from ..checks.lint import lint_run_folder
+from ..hub.hub_io import Deadline, HubAnswers, hub_client_timeout, hub_endpoint, redacted
+from ..hub.signing import check_private_key, sign_run_folder
+from ..record.errors import (
     AttncardError,
     HubDeadlineError,
     PushConflictError,
@@ -35,9 +38,7 @@ from .errors import (
     PushRefusedError,
     first_line,
 )
-from .hub_io import Deadline, HubAnswers, hub_client_timeout, hub_endpoint, redacted
-from .lint import lint_run_folder
-from .results import (
+from ..record.results import (
     CARD_FILE,
     RESULTS_FILE,
     Results,
@@ -47,7 +48,6 @@ from .results import (
     run_tag,
     sha256_file,
 )
-from .signing import check_private_key, sign_run_folder
 
 # Retries of the calls huggingface_hub does not retry itself (the commit POST, create_repo, model_info, refs,
 # tags), on the schedule of its own `http_backoff`, read from its defaults: 5 retries after the first attempt,
@@ -159,7 +159,7 @@ def check_pushable(run_dir: str | os.PathLike, repo_id: str, allow_fail: bool = 
         >>> check_pushable("runs/tiny-gpt2-none-sst2", "someone-else/tiny-gpt2-none-sst2")
         Traceback (most recent call last):
         ...
-        attncard.pipeline.errors.PushRefusedError: runs/tiny-gpt2-none-sst2: its card was rendered for
+        attncard.pipeline.record.errors.PushRefusedError: runs/tiny-gpt2-none-sst2: its card was rendered for
         loopback-user/tiny-gpt2-none-sst2, ...
     """
     run_dir = Path(run_dir)
@@ -250,7 +250,7 @@ def push_run_folder(
 
     The token is sent only to the endpoint's origin, which must be https (plain http to a loopback host
     only): it is not written, and no log line, warning or error message shows it, even when a server echoes
-    it back (see [`pipeline.hub_io.redacted`]).
+    it back (see [`pipeline.hub.hub_io.redacted`]).
 
     Args:
         run_dir: the run folder written by `publish`, e.g. `runs/minilm-none-sst2`.

@@ -110,7 +110,7 @@ class UnknownNameError(AttncardError, ValueError):
         >>> raise UnknownNameError("task", "sst3", ["cola", "sst2"])
         Traceback (most recent call last):
         ...
-        attncard.pipeline.errors.UnknownNameError: unknown task 'sst3'; valid tasks: cola, sst2
+        attncard.pipeline.record.errors.UnknownNameError: unknown task 'sst3'; valid tasks: cola, sst2
     """
 
     def __init__(self, kind: str, name: str, valid: list[str]):

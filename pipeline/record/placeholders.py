@@ -1,6 +1,6 @@
 """What the card's lint refuses in a line of a card: placeholder words and unrendered Jinja (rule 1 of
-`attncard.pipeline.lint`). One table, read by the lint on a card and, before anything trains, by the
-checks of a module's texts (`attncard.pipeline.lint.card_text_problems`,
+`attncard.pipeline.checks.lint`). One table, read by the lint on a card and, before anything trains, by the
+checks of a module's texts (`attncard.pipeline.checks.lint.card_text_problems`,
 `attncard.modules.checks.traced_text_problems`), so the two cannot drift. Standard library only: the
 modules' layer reads it, below the stages.
 """
@@ -29,7 +29,7 @@ _JINJA = re.compile(r"\{\{|\{%")
 def line_placeholders(line: str, fence: str | None = None) -> list[str]:
     """What the lint refuses in one line of a card (rule 1 of the module doc): placeholder words and
     unrendered Jinja, one message each. The one table of these rules: the card's lint and a module's check
-    before training ([`attncard.pipeline.lint.card_text_problems`],
+    before training ([`attncard.pipeline.checks.lint.card_text_problems`],
     [`attncard.modules.checks.traced_text_problems`]) both read it.
 
     Args:

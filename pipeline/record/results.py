@@ -35,13 +35,14 @@ from .errors import NonFiniteNumberError, ResultsError, UnknownSchemaError
 # loads and renders the card it was published with.
 SCHEMA_VERSION = 4
 READABLE_SCHEMA_VERSIONS = (2, 3, 4)
-# How a run's plots are drawn (`Results.plot_style`, pipeline.plots.plot_context): publish records
+# How a run's plots are drawn (`Results.plot_style`, pipeline.card.plots.plot_context): publish records
 # PLOT_STYLE; a run without one (published before it was recorded) is drawn the first way.
 PLOT_STYLE = 2
 PLOT_STYLES = (PLOT_STYLE,)
-# The wording of a run's card (`Results.card_template`, pipeline.render.CARD_TEMPLATE_FILES): publish records
-# CARD_TEMPLATE; a run without one (every run published before it was recorded) is card template 1. A download
-# renders the card again with the recorded version, so new wording is a new version, not an edit of a run.
+# The wording of a run's card (`Results.card_template`, pipeline.card.render.CARD_TEMPLATE_FILES): publish
+# records CARD_TEMPLATE; a run without one (every run published before it was recorded) is card template 1. A
+# download renders the card again with the recorded version, so new wording is a new version, not an edit of a
+# run.
 CARD_TEMPLATE = 2
 CARD_TEMPLATES = (1, CARD_TEMPLATE)
 # The first schema that records `Metrics.official`, and the names it may have (the model-index's types).
@@ -49,7 +50,7 @@ OFFICIAL_METRIC_SCHEMA = 4
 # The tasks a run of each frozen schema (no attncard writes it any more) may record. Schemas 2 and 3 evaluated
 # one split of every task; MNLI, gated on both of its validation splits from schema 4 on (`second_split`), is
 # in neither, whatever a run says: a run cannot claim an older schema to escape its second gate. Frozen with
-# the schemas, never extended (tests/test_results_schema.py checks them against the tasks).
+# the schemas, never extended (tests/record/test_results_schema.py checks them against the tasks).
 FROZEN_SCHEMA_TASKS = {
     2: ("sst2", "cola", "mrpc", "qqp", "rte", "qnli"),
     3: ("sst2", "cola", "mrpc", "qqp", "rte", "qnli"),
@@ -57,13 +58,13 @@ FROZEN_SCHEMA_TASKS = {
 OFFICIAL_METRIC_NAMES = ("accuracy", "f1", "matthews_correlation")
 RESULTS_FILE = "results.json"
 CARD_FILE = "README.md"
-# Each evaluated row's index, gold label, predicted label and logits, in split order (pipeline.predictions):
-# every quality figure of the card can be recomputed from it without the model.
+# Each evaluated row's index, gold label, predicted label and logits, in split order
+# (pipeline.checks.predictions): every quality figure of the card can be recomputed from it without the model.
 PREDICTIONS_FILE = "predictions.csv"
 # The predictions of a second evaluated split (MNLI's mismatched): predictions_<split>.csv, the same format.
 SECOND_PREDICTIONS_FILE = "predictions_{split}.csv"
 WEIGHTS_SUFFIX = ".safetensors"  # the files a cards copy leaves out
-# The OpenSSF model-signing signature of a run folder (see pipeline.signing): it signs every other file,
+# The OpenSSF model-signing signature of a run folder (see pipeline.hub.signing): it signs every other file,
 # results.json included, so no manifest can list it.
 SIGNATURE_FILE = "model.sig"
 # Bookkeeping a transport adds to a run folder, never part of the run and never read by a loader: the Hub's
@@ -424,7 +425,7 @@ class BaselineRecord:
 @dataclass
 class MccDifference:
     """The MCC difference (module − dense) of a CoLA run on the same rows, with a paired bootstrap interval
-    (schema 4; see [`pipeline.metrics.mcc_difference_interval`]).
+    (schema 4; see [`pipeline.scoring.metrics.mcc_difference_interval`]).
 
     Each of `resamples` resamples draws the evaluated rows with replacement (numpy's `default_rng(seed)`) and
     takes both runs' MCC on the same drawn rows; the interval is the percentile interval of the resampled
@@ -435,7 +436,7 @@ class MccDifference:
         difference: the module's MCC minus the dense run's, on all rows.
         ci_low, ci_high: the interval's ends.
         confidence: of the interval (the comparison's, 0.95).
-        resamples: bootstrap resamples (`pipeline.metrics.BOOTSTRAP_RESAMPLES`).
+        resamples: bootstrap resamples (`pipeline.scoring.metrics.BOOTSTRAP_RESAMPLES`).
         seed: of the resampling: the run's training seed.
     """
 
@@ -622,7 +623,7 @@ class EnvironmentRecord:
             python=sys.version.split()[0],
             platform=platform.platform(),
             packages=packages,
-            git_commit=git_commit(project_dir or Path(__file__).resolve().parent.parent),
+            git_commit=git_commit(project_dir or Path(__file__).resolve().parents[2]),
             attncard_version=_attncard_version(),
             attncard_repository=attncard_repository(),
             cpu_count=os.cpu_count() or 0,
@@ -789,7 +790,7 @@ _OPTIONAL_SHA256_RE = re.compile(r"^([0-9a-f]{64})?$")
 # A distribution name (PEP 508), or "" when not recorded.
 _PACKAGE_RE = re.compile(r"^([A-Za-z0-9]([A-Za-z0-9._-]{0,98}[A-Za-z0-9])?)?$")
 # A file of a run folder: a relative POSIX path of at most four plain names (no `.`, `..`, empty or absolute
-# part); which files a run may hold is pipeline.integrity's to say.
+# part); which files a run may hold is pipeline.checks.integrity's to say.
 _PATH_PART = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}"
 _RUN_PATH_RE = re.compile(rf"^(?:\.?{_PATH_PART}/){{0,3}}{_PATH_PART}$")
 # A Hub repository name, and an id `org/name` (huggingface_hub's rules, 96 characters each).
@@ -903,7 +904,8 @@ _PROSE = _Format(
 def _text_fields(results: Results) -> typing.Iterator[tuple[str, str, _Format]]:
     """Every text of results.json with the format it must have, but the ones attncard derives again and
     compares (the usage snippet, the command, the verification's reasons, the module's citation, BibTeX and
-    config help, the paired verdict's method), which pipeline.integrity and pipeline.download check."""
+    config help, the paired verdict's method), which pipeline.checks.integrity and pipeline.verify.download
+    check."""
     r = results
     yield "repo_name", r.repo_name, _HUB_NAME_FORMAT
     if r.repo_id is not None:
@@ -1152,9 +1154,9 @@ def _positive_label(where: str, officials: dict[str, OfficialMetric | None]) -> 
 
 def _check_frozen_provenance(results: Results) -> None:
     """A run of a frozen schema records an attncard that wrote it: one of the commits that wrote that schema
-    or an earlier one (a run upgraded by tests/rerender_cards.py keeps the commit that wrote it), at the
-    version those commits had. A run relabelled with an older schema to escape a newer rule is refused here
-    unless its provenance is forged too; the rules of `FROZEN_SCHEMA_TASKS` stand either way."""
+    or an earlier one (a run upgraded by tests/scripts/rerender_cards.py keeps the commit that wrote it), at
+    the version those commits had. A run relabelled with an older schema to escape a newer rule is refused
+    here unless its provenance is forged too; the rules of `FROZEN_SCHEMA_TASKS` stand either way."""
     version, environment = results.schema_version, results.environment
     written = set().union(*(FROZEN_SCHEMA_COMMITS[v] for v in FROZEN_SCHEMA_COMMITS if v <= version))
     commit = environment.git_commit.removesuffix("+dirty")
@@ -1182,7 +1184,7 @@ def loads_strict(text: str) -> typing.Any:
         >>> loads_strict('{"loss": NaN}')
         Traceback (most recent call last):
         ...
-        attncard.pipeline.errors.NonFiniteNumberError: NaN is not a number
+        attncard.pipeline.record.errors.NonFiniteNumberError: NaN is not a number
         >>> loads_strict('{"metrics": {}, "metrics": {}}')
         Traceback (most recent call last):
         ...
@@ -1567,8 +1569,9 @@ def training_log(losses: list[float], rows: int = LOGGED_STEPS) -> list[LoggedSt
 
 # ----------------------------------------------------------------------------------------------------------
 # The commits of attncard that wrote each frozen schema (and schema 1, which no attncard reads any more), by
-# their first 12 hex digits, generated once from `git log` (tests/test_results_schema.py checks them against
-# the repository's history). A frozen schema gets no new commit: a run claiming one records one of these.
+# their first 12 hex digits, generated once from `git log` (tests/record/test_results_schema.py checks them
+# against the repository's history). A frozen schema gets no new commit: a run claiming one records one of
+# these.
 
 
 def _prefixes(text: str) -> frozenset[str]:

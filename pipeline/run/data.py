@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..hub.hub_io import hub_endpoint
+from ..record.errors import DataError, UnknownNameError
+from ..record.results import SampleRow, SplitStatistics, TokenLengths, sha256_file
 from .data_check import task_folder
-from .errors import DataError, UnknownNameError
-from .hub_io import hub_endpoint
-from .results import SampleRow, SplitStatistics, TokenLengths, sha256_file
 
 # datasets (and numpy, pyarrow) is imported when a task is read: `publish --help` lists TASKS without it.
 if TYPE_CHECKING:

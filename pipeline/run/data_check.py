@@ -3,7 +3,7 @@
 `make demo` runs this file with the system Python before it builds `.venv` (minutes of installs), so that a
 machine with neither the GLUE files nor the Hub is told so at once, in one line, rather than after the build:
 
-    python3 pipeline/data_check.py --task sst2 --folder SST-2 --files train.tsv dev.tsv
+    python3 pipeline/run/data_check.py --task sst2 --folder SST-2 --files train.tsv dev.tsv
 
 The task is read from `GLUE_DIR` when it is set (a folder of the GLUE TSV files, as `--data-dir` takes it),
 else from the Hub's `nyu-mll/glue` at `HF_ENDPOINT` (https://huggingface.co by default). The check says no
@@ -11,8 +11,8 @@ only where the run would fail: a `GLUE_DIR` without the task's files, `HF_HUB_OF
 `GLUE_DIR`, or a Hub that cannot be connected to. An answer of any kind from the Hub, an error status or a TLS
 certificate this Python does not trust included, is left for the run itself to judge.
 
-It imports nothing of attncard, nor anything outside the standard library; `pipeline/data.py` finds a task's
-folder with [`task_folder`].
+It imports nothing of attncard, nor anything outside the standard library; `pipeline/run/data.py` finds a
+task's folder with [`task_folder`].
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-HUB_DATASET_ID = "nyu-mll/glue"  # as pipeline/data.py's HUB_DATASET_ID
+HUB_DATASET_ID = "nyu-mll/glue"  # as pipeline/run/data.py's HUB_DATASET_ID
 DEFAULT_ENDPOINT = "https://huggingface.co"
 # huggingface_hub's reading of a boolean environment variable (constants.ENV_VARS_TRUE_VALUES).
 TRUE_VALUES = {"1", "ON", "YES", "TRUE"}
@@ -116,7 +116,7 @@ def data_problem(
     where = (
         f"set GLUE_DIR to a folder of the GLUE TSV files ({layout}), e.g. `make demo GLUE_DIR=/path/to/glue`"
     )
-    glue_dir = environ.get("GLUE_DIR") or None  # empty is unset, as pipeline/data.py reads it
+    glue_dir = environ.get("GLUE_DIR") or None  # empty is unset, as pipeline/run/data.py reads it
     if glue_dir is not None:
         problem = glue_dir_problem(Path(glue_dir).expanduser(), task, folder, files)
         if problem is None:

@@ -1,12 +1,12 @@
 """Stage 4 — evaluate: quality on the task's full validation split, and efficiency, all measured.
 
 Quality: accuracy, F1 (macro and weighted), precision and recall (macro), loss, the confusion matrix and
-per-class scores, computed from the logits by [`pipeline.metrics`] (which imports no torch). Efficiency: peak
-memory during evaluation (CUDA's max allocated on a GPU; on the CPU the growth of the process's peak resident
-set), throughput in non-padding tokens per second, evaluation time. Parameters: before fine-tuning, after (as
-deployed, LoRA merged), trainable, layers changed, and the compression factor before/after. For a module that
-changes attention, also the accuracy of the adapter as stock tools load it, with the model's own attention
-([`stock_load`]).
+per-class scores, computed from the logits by [`pipeline.scoring.metrics`] (which imports no torch).
+Efficiency: peak memory during evaluation (CUDA's max allocated on a GPU; on the CPU the growth of the
+process's peak resident set), throughput in non-padding tokens per second, evaluation time. Parameters: before
+fine-tuning, after (as deployed, LoRA merged), trainable, layers changed, and the compression factor
+before/after. For a module that changes attention, also the accuracy of the adapter as stock tools load it,
+with the model's own attention ([`stock_load`]).
 """
 
 from __future__ import annotations
@@ -26,21 +26,14 @@ from peft.utils import get_peft_model_state_dict
 from safetensors import safe_open
 from tqdm.auto import tqdm
 
-from ..modules.base import sdpa_copy
-from ..modules.measure import PeakMemory
-from ..modules.trace import record_trace
+from ...modules.base import sdpa_copy
+from ...modules.measure import PeakMemory
+from ...modules.trace import record_trace
+from ..record.errors import first_line
+from ..record.results import EVAL_TIMING_METHOD, Efficiency, Metrics, Parameters, StockLoad, TraceStep
+from ..scoring.metrics import label_metrics, quality_metrics
 from .data import TaskData
-from .errors import first_line
-from .metrics import label_metrics, quality_metrics
 from .models import load_model, tokenize
-from .results import (
-    EVAL_TIMING_METHOD,
-    Efficiency,
-    Metrics,
-    Parameters,
-    StockLoad,
-    TraceStep,
-)
 from .scaling import attention_flops, default_lengths, measure_layer_scaling, measure_model_scaling
 from .train import TrainResult
 
@@ -76,7 +69,8 @@ class EvalResult:
     trace: list[TraceStep]  # one real forward pass through attention layer 0
     stock: StockLoad | None = None  # the adapter as stock tools load it (see `stock_load`)
     # float32 `(rows, labels)` logits of the evaluated split, in order: publish writes them to predictions.csv
-    # (pipeline.predictions). None only in an EvalResult built by hand without them, which publish refuses.
+    # (pipeline.checks.predictions). None only in an EvalResult built by hand without them, which publish
+    # refuses.
     logits: torch.Tensor | None = None
     second: SplitEvaluation | None = None  # the task's second evaluated split, when it has one
 
@@ -123,13 +117,13 @@ def stock_load(trained: TrainResult, data: TaskData, batch_size: int = 64) -> St
     from the Hub's "Use in PEFT" or `PeftModel.from_pretrained` on the base model.
 
     The adapter is saved as publish saves it and loaded by peft ([`evaluate_stock`]) into the base model
-    freshly loaded as [`pipeline.models.load_model`] loads it (same labels, transformers' own sdpa
+    freshly loaded as [`pipeline.run.models.load_model`] loads it (same labels, transformers' own sdpa
     attention), without the attncard module. For a module that keeps the model's own attention
     (`claims.changes_attention` False, as `none`) the stock model is the evaluated one: nothing is loaded and
     the record says `same_model`.
 
     Args:
-        trained: the result of [`pipeline.train.train`].
+        trained: the result of [`pipeline.run.train.train`].
         data: the task; its validation split is evaluated in order, as [`evaluate`] does.
         batch_size: rows per forward pass.
 
@@ -258,7 +252,7 @@ def evaluate(trained: TrainResult, data: TaskData, batch_size: int = 64) -> Eval
     """Evaluates a fine-tuned model on every row of the task's validation split.
 
     Args:
-        trained: the result of [`pipeline.train.train`].
+        trained: the result of [`pipeline.run.train.train`].
         data: the task; `data.validation` is evaluated in order.
         batch_size: rows per forward pass (does not change the results on the CPU).
 

@@ -25,10 +25,10 @@ from huggingface_hub import ModelCard
 from huggingface_hub.errors import EntryNotFoundError
 from huggingface_hub.repocard import metadata_load
 
-from ..modules.base import family_layout
-from .errors import ModelLoadError, UnknownNameError, UnsupportedModelError
-from .hub_io import hub_endpoint
-from .results import hash_file
+from ...modules.base import family_layout
+from ..hub.hub_io import hub_endpoint
+from ..record.errors import ModelLoadError, UnknownNameError, UnsupportedModelError
+from ..record.results import hash_file
 
 # torch and transformers are imported when a model is loaded: `publish --help` lists the aliases without them.
 if TYPE_CHECKING:
@@ -122,7 +122,8 @@ def check_model_folder(folder: Path) -> None:
         >>> check_model_folder(Path("checkpoints/empty"))
         Traceback (most recent call last):
         ...
-        attncard.pipeline.errors.ModelLoadError: checkpoints/empty: model folder without config.json; ...
+        attncard.pipeline.record.errors.ModelLoadError: checkpoints/empty: model folder without config.json;
+        ...
     """
     if not (folder / "config.json").is_file():
         missing = "config.json"

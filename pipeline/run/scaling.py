@@ -20,8 +20,8 @@ What is module-specific comes from the module's [`AttentionModule`]: its FLOPs c
 
 Peak memory is the growth during one pass: on CUDA `torch.cuda.max_memory_allocated` minus the memory
 allocated before the pass; on the CPU the largest growth of the bytes torch's allocator holds, from the
-profiler's allocation events (`modules.measure.PeakMemory(exact=True)`), as in `pipeline/bench.py`. Weights
-and inputs allocated before the pass are not counted.
+profiler's allocation events (`modules.measure.PeakMemory(exact=True)`), as in `pipeline/study/bench.py`.
+Weights and inputs allocated before the pass are not counted.
 
 Example:
     >>> from attncard.modules import get_module
@@ -48,7 +48,7 @@ from tqdm.auto import tqdm
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from ..modules.base import (
+from ...modules.base import (
     AttentionModule,
     attention_layers,
     attention_shape,
@@ -59,8 +59,8 @@ from ..modules.base import (
     implementation_name,
     unwrap_peft,
 )
-from ..modules.measure import peak_memory_mb, wall_seconds
-from .results import SCALING_MEMORY_PASSES, FlopsEstimate, ScalingRow
+from ...modules.measure import peak_memory_mb, wall_seconds
+from ..record.results import SCALING_MEMORY_PASSES, FlopsEstimate, ScalingRow
 
 SMALLEST_DEFAULT_LENGTH = 128
 # Timed passes per side and length of one layer: each time is their median, with their minimum and maximum.

@@ -20,11 +20,11 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 from transformers import get_scheduler
 
-from ..modules import AttentionModule
-from ..modules.base import Training, attention_layers
+from ...modules import AttentionModule
+from ...modules.base import Training, attention_layers
+from ..record.results import TrainConfig
 from .data import TaskData
 from .models import LoadedModel, tokenize
-from .results import TrainConfig
 
 
 @dataclass
@@ -99,8 +99,8 @@ def train(
     """Fine-tunes `loaded.model` with LoRA on `data.train` for `config.steps` steps.
 
     Args:
-        loaded: the model and tokenizer from [`pipeline.models.load_model`].
-        data: the task, from [`pipeline.data.load_task`].
+        loaded: the model and tokenizer from [`pipeline.run.models.load_model`].
+        data: the task, from [`pipeline.run.data.load_task`].
         config: hyperparameters.
         module: the attention module installed in `loaded.model`, if any: its parameters are trained too,
             at their own learning rates, and its penalty is added to the loss.
@@ -110,8 +110,8 @@ def train(
         A [`TrainResult`] holding the peft model (in eval mode) and the loss of every step.
 
     Example:
-        >>> from attncard.pipeline.data import load_task
-        >>> from attncard.pipeline.models import load_model
+        >>> from attncard.pipeline.run.data import load_task
+        >>> from attncard.pipeline.run.models import load_model
         >>> data = load_task("sst2", "glue")
         >>> loaded = load_model("tiny-gpt2", data.spec.label_names)
         >>> result = train(loaded, data, TrainConfig(steps=2, batch_size=8))

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING
 
 from scipy.stats import binomtest
 
-from .results import Metrics, Status, Verification
+from ..record.results import Metrics, Status, Verification
 
 # The arithmetic imports no torch: `attncard verify --predictions` recomputes the verification without it.
 if TYPE_CHECKING:
-    from .evaluate import EvalResult
+    from ..run.evaluate import EvalResult
 
 
 def majority_threshold(class_counts: list[int]) -> tuple[float, float, float]:
@@ -81,7 +81,7 @@ def verify(evaluation: EvalResult, label_names: list[str] | tuple[str, ...]) -> 
     """Verifies an evaluation against the majority-class baseline.
 
     Args:
-        evaluation: the result of [`pipeline.evaluate.evaluate`].
+        evaluation: the result of [`pipeline.run.evaluate.evaluate`].
         label_names: the task's label names, in label-id order.
 
     Returns:

@@ -1,13 +1,13 @@
 """The arithmetic of a run's quality figures, from its logits and gold labels, with numpy alone.
 
-Evaluation records these figures ([`pipeline.evaluate`] passes its logits as a numpy array), and
+Evaluation records these figures ([`pipeline.run.evaluate`] passes its logits as a numpy array), and
 `attncard verify` recomputes them, from the model's logits or from predictions.csv alone, with the same
 functions: accuracy, F1 (macro and weighted), precision and recall (macro), the confusion matrix and per-class
 scores, the cross-entropy loss, and the sha256 of the predicted label ids. The scores are scikit-learn's
 (`precision_recall_fscore_support` with `zero_division=0`), computed from the confusion matrix as it computes
-them, bit for bit (tests/test_metrics.py holds them to it), without its import, which takes longer than
-recomputing a run. The verification ([`pipeline.verify`]) and the paired verdict ([`pipeline.paired`]) import
-no torch either.
+them, bit for bit (tests/scoring/test_metrics.py holds them to it), without its import, which takes longer
+than recomputing a run. The verification ([`pipeline.scoring.gate`]) and the paired verdict
+([`pipeline.scoring.paired`]) import no torch either.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .results import OFFICIAL_METRIC_NAMES, ClassScores, MccDifference, Metrics, OfficialMetric
+from ..record.results import OFFICIAL_METRIC_NAMES, ClassScores, MccDifference, Metrics, OfficialMetric
 from .tolerances import FIGURE_TOLERANCES
 
 # How far a recomputed loss may be from the recorded one, relatively. The loss is computed here in float64;
 # runs published before it was recorded torch's float32 cross-entropy, which differs in the last bits (up to
 # 1.4 parts in 10⁷ on the committed cards), and float64 exp and log may differ in the last bit between
-# machines. The one table of what each figure may differ by is pipeline.tolerances; the card shows the loss
-# to 4 decimals.
+# machines. The one table of what each figure may differ by is pipeline.scoring.tolerances; the card shows the
+# loss to 4 decimals.
 LOSS_REL_TOL = FIGURE_TOLERANCES["metrics.loss"].rtol
 
 

@@ -13,7 +13,7 @@ of the two get it right (see [`Comparison`]):
 - the verdict compares the interval with −margin (`DEFAULT_MARGIN`, one accuracy point): NON_INFERIOR when
   its lower end is above, INFERIOR when its upper end is below, INCONCLUSIVE when it straddles it.
 
-The status of a run (PASS / PASS_NO_COMPRESSION / FAIL, see [`pipeline.verify`]) is not touched by this.
+The status of a run (PASS / PASS_NO_COMPRESSION / FAIL, see [`pipeline.scoring.gate`]) is not touched by this.
 """
 
 from __future__ import annotations
@@ -23,8 +23,16 @@ import re
 from dataclasses import fields
 from pathlib import Path
 
-from .errors import AttncardError, ResultsError
-from .results import RESULTS_FILE, BaselineRecord, Comparison, Results, TrainConfig, Verdict, sha256_file
+from ..record.errors import AttncardError, ResultsError
+from ..record.results import (
+    RESULTS_FILE,
+    BaselineRecord,
+    Comparison,
+    Results,
+    TrainConfig,
+    Verdict,
+    sha256_file,
+)
 from .tolerances import difference_note, same_figure
 
 DEFAULT_MARGIN = 0.01  # one accuracy point
@@ -213,7 +221,8 @@ def paired_comparison(
         >>> paired_comparison([0, 1], [0, 1, 1], [0, 1], baselines=[dense])
         Traceback (most recent call last):
         ...
-        attncard.pipeline.paired.ComparisonError: 2 labels, 3 predictions and 2 baseline predictions: ...
+        attncard.pipeline.scoring.paired.ComparisonError: 2 labels, 3 predictions and 2 baseline predictions:
+        ...
     """
     if not len(labels) == len(predictions) == len(baseline_predictions):
         raise ComparisonError(
@@ -467,7 +476,8 @@ def comparison_problems(results: Results) -> list[str]:
         except ComparisonError as error:
             return [*problems, f"comparison: {error}"]
     for f in fields(Comparison):
-        if f.name == "mcc_difference":  # from both runs' predictions, not the counts (pipeline.integrity)
+        # From both runs' predictions, not the counts (pipeline.checks.integrity).
+        if f.name == "mcc_difference":
             continue
         recorded, recomputed = getattr(comparison, f.name), getattr(expected, f.name)
         if not same_figure(f"comparison.{f.name}", recorded, recomputed):

@@ -2,12 +2,12 @@
 
 Two honest environments (another scipy, another numpy, float32 against float64) can give a float that
 differs in its last bits; a forger changes a figure by far more, or changes a count, a label or a decision.
-Every place that compares a recorded figure with its recomputation (`pipeline.integrity`, `pipeline.paired`,
-`attncard verify` with or without `--predictions`) asks [`same_figure`], which looks the figure up in
-[`FIGURE_TOLERANCES`] by its name in results.json. A figure the table does not name is compared exactly:
-counts, labels, hashes, texts, statuses, verdicts, and the floats computed with correctly rounded arithmetic
-(Python's `/` and `math.sqrt`, numpy's division of integer counts), which every IEEE 754 machine gives bit
-for bit.
+Every place that compares a recorded figure with its recomputation (`pipeline.checks.integrity`,
+`pipeline.scoring.paired`, `attncard verify` with or without `--predictions`) asks [`same_figure`], which
+looks the figure up in [`FIGURE_TOLERANCES`] by its name in results.json. A figure the table does not name is
+compared exactly: counts, labels, hashes, texts, statuses, verdicts, and the floats computed with correctly
+rounded arithmetic (Python's `/` and `math.sqrt`, numpy's division of integer counts), which every IEEE 754
+machine gives bit for bit.
 
 The tolerances were set above the largest differences measured on the committed cards and on a sweep of
 every split size GLUE has (scipy 1.11.4, 1.13.1, 1.15.3 and 1.17.1; numpy 1.26.4, 2.2.6 and 2.4.6), with a

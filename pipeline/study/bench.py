@@ -32,13 +32,13 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from ..modules.kernels import (
+from ...modules.kernels import (
     banded_attention,
     banded_attention_torch,
     dense_banded_reference,
     select_implementation,
 )
-from ..modules.measure import PeakMemory
+from ...modules.measure import PeakMemory
 
 # The dense reference holds about three (B, H, N, N) float32 tensors at once; skipped beyond this budget.
 REFERENCE_MEMORY_BUDGET_BYTES = 6e9
@@ -267,7 +267,7 @@ def _measure_interleaved(runs: dict[str, Callable[[], object]], device: str, rep
     turns = list(runs.items())
     for index in range(repeats):
         # Each round starts one implementation later, so no implementation always runs right after the same
-        # other one (the pass after another ran 0.3–0.8% faster in pipeline/scaling.py's pairs).
+        # other one (the pass after another ran 0.3–0.8% faster in pipeline/run/scaling.py's pairs).
         shift = index % len(turns)
         for impl, run in turns[shift:] + turns[:shift]:
             samples[impl].append(_timed(run, device, calls_per_sample[impl]))

@@ -4,13 +4,15 @@ the Hub, every row verified.
 [`write_hub_summary`] lists the organisation's models tagged `attncard` (`HfApi.list_models(author=ORG,
 filter="attncard")`), and for each:
 
-1. takes the run tag (`run-<started_at>-<results.json sha256[:32]>`, [`pipeline.push.push_tag`]) that names
+1. takes the run tag (`run-<started_at>-<results.json sha256[:32]>`, [`pipeline.publish.push.push_tag`]) that
+names
    the commit `main` is at: a `main` no run tag names changed after its push;
-2. fetches that commit without its weights ([`pipeline.hub_io.fetch_run`] with `without_weights`: the same
-   caps, checks and per-endpoint cache as `attncard download`), and runs the checks of [`pipeline.checks`]
-   with the profile [`pipeline.checks.SUMMARY_HUB`] up to the figures from predictions: results.json against
-   the tag, field by field and against its own counts, every file against the manifest, only files a run
-   holds, a card rendered for this repository, and predictions.csv read line by line;
+2. fetches that commit without its weights ([`pipeline.hub.hub_io.fetch_run`] with `without_weights`: the same
+   caps, checks and per-endpoint cache as `attncard download`), and runs the checks of
+   [`pipeline.checks.registry`] with the profile [`pipeline.checks.registry.SUMMARY_HUB`] up to the figures
+   from predictions: results.json against the tag, field by field and against its own counts, every file
+   against the manifest, only files a run holds, a card rendered for this repository, and predictions.csv read
+   line by line;
 3. copies it, a cards copy of the run, to `OUTPUT/<name>/`, then runs the rest of those checks on the copy:
    every quality figure recomputed from its predictions.csv and the recorded task's data, and the paired
    verdict from its predictions.csv and its dense baseline's, found among the other copies; the card, plots,
@@ -24,9 +26,9 @@ command for a thousand downloads' deadlines.
 
 A run that fails a check is removed from `OUTPUT/` and listed below the table with the reason; the others
 make the leaderboard, `OUTPUT/README.md` and `OUTPUT/leaderboard.png` as `attncard summary` writes them
-([`pipeline.summary`]), with one more column naming the checks each row passed. Every byte from the Hub is
-treated as hostile: nothing in a repository is run or loaded as code, no weights are fetched, and the token
-goes to the endpoint only. Nothing here imports torch.
+([`pipeline.card.leaderboard`]), with one more column naming the checks each row passed. Every byte from the
+Hub is treated as hostile: nothing in a repository is run or loaded as code, no weights are fetched, and the
+token goes to the endpoint only. Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -46,16 +48,16 @@ from huggingface_hub import HfApi, get_token
 from huggingface_hub.errors import HfHubHTTPError, HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
-from .checks import SUMMARY_HUB, CheckedRun, run_checks
-from .errors import (
-    AttncardError,
-    DownloadError,
-    HubDeadlineError,
-    HubUnreachableError,
-    IntegrityError,
-    first_line,
+from ..card.leaderboard import (
+    LEADERBOARD_FILE,
+    LEADERBOARD_PLOT,
+    draw_leaderboard,
+    read_cards,
+    render_leaderboard,
 )
-from .hub_io import (
+from ..checks.integrity import SHA_PREFIX
+from ..checks.registry import SUMMARY_HUB, CheckedRun, run_checks
+from ..hub.hub_io import (
     DEFAULT_DEADLINE_S,
     DEFAULT_TIMEOUT_S,
     Deadline,
@@ -67,19 +69,26 @@ from .hub_io import (
     hub_options,
     redacted,
 )
-from .integrity import SHA_PREFIX
-from .results import RESULTS_FILE, RUN_TAG_RE, SIGNATURE_FILE, WEIGHTS_SUFFIX
-from .signing import SignerOptions, check_signer_identity, key_fingerprint, signer_options
-from .summary import LEADERBOARD_FILE, LEADERBOARD_PLOT, draw_leaderboard, read_cards, render_leaderboard
+from ..hub.signing import SignerOptions, check_signer_identity, key_fingerprint, signer_options
+from ..record.errors import (
+    AttncardError,
+    DownloadError,
+    HubDeadlineError,
+    HubUnreachableError,
+    IntegrityError,
+    first_line,
+)
+from ..record.results import RESULTS_FILE, RUN_TAG_RE, SIGNATURE_FILE, WEIGHTS_SUFFIX
 
-HUB_TAG = "attncard"  # every card attncard renders carries it (pipeline.render)
+HUB_TAG = "attncard"  # every card attncard renders carries it (pipeline.card.render)
 MAX_LISTED_RUNS = 1000  # more models than any study publishes: a longer listing is refused, not followed
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 DEFAULT_SUMMARY_DEADLINE_S = 2 * 60 * 60.0  # the whole command: a study of hundreds of runs, at a fair pace
 # Runs fetched at once, each in a process of its own: huggingface_hub's calls block, and its shared client
 # (with the timeouts and deadline `hub_io.hub_client_timeout` gives it) is one per process.
 FETCHING_RUNS = 4
-# The check of pipeline.checks.CHECKS that needs every run's copy: a paired verdict reads its dense run's.
+# The check of pipeline.checks.registry.CHECKS that needs every run's copy: a paired verdict reads its dense
+# run's.
 FIGURES_FROM_PREDICTIONS = "figures from predictions"
 _STOP_GRACE_S = 2.0  # how long past the deadline a fetch may take to give up before its process is stopped
 
@@ -225,10 +234,11 @@ def write_hub_summary(
         [`HubUnreachableError`]: the listing could not be had.
         [`HubDeadlineError`]: the listing ran past the deadline.
         [`SignatureError`]: `require_key` is not a readable public key.
-        [`AttncardError`]: two verified runs clash in the table (see [`pipeline.summary.read_cards`]).
+        [`AttncardError`]: two verified runs clash in the table (see
+        [`pipeline.card.leaderboard.read_cards`]).
 
     Example:
-        >>> from attncard.pipeline.push import push_run_folder
+        >>> from attncard.pipeline.publish.push import push_run_folder
         >>> _ = push_run_folder("runs/tiny-gpt2-none-sst2", "loopback-user/tiny-gpt2-none-sst2")  # run-… tag
         >>> summary = write_hub_summary("loopback-user", "leaderboard", data_dir="glue")
         >>> summary.readme, summary.verified, summary.refused

@@ -56,14 +56,20 @@ import yaml
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
-from ..modules import get_module
-from .data import check_data_dir, get_task
-from .download import download_verified
-from .errors import AttncardError, first_line, visible
-from .models import MODEL_ALIASES, resolve_model_name
-from .publish import PublishOptions, baseline_candidate, check_run_folders, copy_to_cards, run_publish
-from .push import check_push_only_options, check_push_setup, sign_and_push
-from .results import Results, Status, TrainConfig, default_repo_name
+from ...modules import get_module
+from ..publish.publish import (
+    PublishOptions,
+    baseline_candidate,
+    check_run_folders,
+    copy_to_cards,
+    run_publish,
+)
+from ..publish.push import check_push_only_options, check_push_setup, sign_and_push
+from ..record.errors import AttncardError, first_line, visible
+from ..record.results import Results, Status, TrainConfig, default_repo_name
+from ..run.data import check_data_dir, get_task
+from ..run.models import MODEL_ALIASES, resolve_model_name
+from ..verify.download import download_verified
 
 logger = logging.getLogger(__name__)
 
@@ -348,7 +354,7 @@ def read_matrix(path: str | os.PathLike) -> Matrix:
         >>> read_matrix("bad.yaml")
         Traceback (most recent call last):
         ...
-        attncard.pipeline.sweep.MatrixError: bad.yaml:2: row 1: unknown module 'adaptive_spam'; ...
+        attncard.pipeline.study.sweep.MatrixError: bad.yaml:2: row 1: unknown module 'adaptive_spam'; ...
     """
     path = Path(path)
     try:
@@ -662,7 +668,7 @@ def check_sweep(runs: list[SweepRun], settings: SweepSettings) -> None:
         >>> check_sweep(runs, SweepSettings(data_dir=Path("glue"), push=True))
         Traceback (most recent call last):
         ...
-        attncard.pipeline.errors.AttncardError: --push needs --hub-org ORG: ...
+        attncard.pipeline.record.errors.AttncardError: --push needs --hub-org ORG: ...
     """
     data_dir = settings.data_dir or os.environ.get("GLUE_DIR") or None
     if data_dir is not None:
@@ -845,7 +851,8 @@ def previous_run(run: SweepRun, settings: SweepSettings) -> Results | None:
         >>> previous_run(dataclasses.replace(run, seed=1), settings)
         Traceback (most recent call last):
         ...
-        attncard.pipeline.sweep.StaleRunError: runs/tiny-gpt2-none-sst2 holds another run: its seed is 0, ...
+        attncard.pipeline.study.sweep.StaleRunError: runs/tiny-gpt2-none-sst2 holds another run: its seed is
+        0, ...
     """
     folder = settings.output / run.name
     if not folder.exists():
@@ -1031,14 +1038,14 @@ def run_on_worker(run: SweepRun, settings: SweepSettings, cwd: str) -> RunOutcom
     log.parent.mkdir(parents=True, exist_ok=True)
     # The handlers of the command line's progress (cli.common.progress_on_stderr), into the log.
     handlers = []
-    for name, prefix in (("attncard.pipeline.push", "push: "), ("attncard.pipeline", "")):
+    for name, prefix in (("attncard.pipeline.publish.push", "push: "), ("attncard.pipeline", "")):
         stage_logger = logging.getLogger(name)
         handler = logging.FileHandler(log, encoding="utf-8")
         handler.setFormatter(logging.Formatter(f"{prefix}%(message)s"))
         handlers.append((stage_logger, handler, stage_logger.level, stage_logger.propagate))
         stage_logger.addHandler(handler)
         stage_logger.setLevel(logging.INFO)
-    logging.getLogger("attncard.pipeline.push").propagate = False
+    logging.getLogger("attncard.pipeline.publish.push").propagate = False
     try:
         logger.info(f"{run.name}: started on {socket.gethostname()}, process {os.getpid()}")
         with _environment({"HF_TOKEN": token} if token else {}):

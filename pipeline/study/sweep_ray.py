@@ -30,7 +30,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from .errors import AttncardError, first_line
+from ..record.errors import AttncardError, first_line
 from .sweep import (
     LOG_SUFFIX,
     SECRET_VARIABLES,
@@ -125,12 +125,13 @@ def check_nodes_hold(runs: list[SweepRun], nodes: list[dict[str, float]]) -> Non
             node has.
 
     Example:
-        >>> from attncard.pipeline.sweep import RunResources
+        >>> from attncard.pipeline.study.sweep import RunResources
         >>> run = SweepRun("m", "m", "none", "sst2", 2, 0, "m-none-sst2-seed0", RunResources(cpus=32))
         >>> check_nodes_hold([run], [{"CPU": 16.0, "memory": 2**34}])
         Traceback (most recent call last):
         ...
-        attncard.pipeline.errors.AttncardError: m-none-sst2-seed0: asks for 32 CPUs, 0 GPUs, more than any ...
+        attncard.pipeline.record.errors.AttncardError: m-none-sst2-seed0: asks for 32 CPUs, 0 GPUs, more than
+        any ...
     """
     for run in runs:
         asked = _ray_amounts(run.resources.ray_options())
@@ -283,7 +284,8 @@ def _run_on_worker(
     return run_on_worker(run, settings, cwd)
 
 
-# dense_run_of, run_log and LOG_SUFFIX are pipeline.sweep's, shared with --executor slurm; named here too.
+# dense_run_of, run_log and LOG_SUFFIX are pipeline.study.sweep's, shared with --executor slurm; named here
+# too.
 __all__ = [
     "DEFAULT_RETRIES",
     "LOG_SUFFIX",

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from .errors import AttncardError, first_line
+from ..record.errors import AttncardError, first_line
 from .sweep import (
     RunOutcome,
     SweepRun,
@@ -117,7 +117,7 @@ def slurm_parameters(
             time limit is not a whole number of at least 1.
 
     Example:
-        >>> from attncard.pipeline.sweep import RunResources
+        >>> from attncard.pipeline.study.sweep import RunResources
         >>> run = SweepRun("m", "m", "none", "sst2", 2, 0, "m-none-sst2-seed0", RunResources(cpus=2, gpus=1))
         >>> slurm_parameters(run, partition="gpu", time_limit_minutes=30)
         {'timeout_min': 30, 'cpus_per_task': 2, 'gpus_per_node': 1, 'slurm_partition': 'gpu'}
@@ -125,7 +125,8 @@ def slurm_parameters(
         >>> slurm_parameters(SweepRun("m", "m", "none", "sst2", 2, 0, "m-none-sst2-seed0", shared_gpu))
         Traceback (most recent call last):
         ...
-        attncard.pipeline.errors.AttncardError: m-none-sst2-seed0: resources gpus 0.5 is not a whole number...
+        attncard.pipeline.record.errors.AttncardError: m-none-sst2-seed0: resources gpus 0.5 is not a whole
+        number...
     """
     _check_whole("--time-limit", time_limit_minutes, 1, "60")
     resources = run.resources
@@ -185,7 +186,7 @@ def check_slurm(
         >>> check_slurm([], time_limit_minutes=0)
         Traceback (most recent call last):
         ...
-        attncard.pipeline.errors.AttncardError: --time-limit 0 is not a whole number of at least 1; ...
+        attncard.pipeline.record.errors.AttncardError: --time-limit 0 is not a whole number of at least 1; ...
     """
     _check_whole("--time-limit", time_limit_minutes, 1, "60")
     _check_whole("--retries", retries, 0, "2")

@@ -1,22 +1,23 @@
 """Download a published run, check it as a hostile input, and load it ready to predict.
 
-A run is a run folder as [`pipeline.publish`] writes it, on local disk or in a Hub model repository:
+A run is a run folder as [`pipeline.publish.publish`] writes it, on local disk or in a Hub model repository:
 `adapter_model.safetensors`, `adapter_config.json`, `config.json`, the tokenizer files, `README.md`, the
 plots, `.eval_results/`, `results.json`, whose `manifest` holds the sha256 of every other file, and maybe a
 signature `model.sig`. See SECURITY.md for what each check defends against.
 
 Loading a run:
 
-1. fetches it: a local folder is used as is; a Hub repository goes through [`pipeline.hub_io.fetch_run`],
+1. fetches it: a local folder is used as is; a Hub repository goes through [`pipeline.hub.hub_io.fetch_run`],
    which pins the revision to a commit, writes only under names it checked into a folder attncard owns,
    checks every file against the commit's tree, and holds every request to a timeout and the whole download
    to a deadline;
-2. runs the checks of [`pipeline.checks`] with the profile [`pipeline.checks.DOWNLOAD`] (weights, torch, a
+2. runs the checks of [`pipeline.checks.registry`] with the profile [`pipeline.checks.registry.DOWNLOAD`]
+(weights, torch, a
    Hub revision, a signature), in their order: results.json against a run tag's 128-bit digest or an
    expected sha256, when given, and field by field; no pickle files, every file against the manifest, only
    files publish writes, no remote code, a known model type; the recorded module installed, an
-   `adapter_config.json` that is the LoRA config publish writes ([`pipeline.checks.lora_config`]); the
-   verification and metrics recomputed from the recorded counts; `predictions.csv` read line by line when
+   `adapter_config.json` that is the LoRA config publish writes ([`pipeline.checks.registry.lora_config`]);
+   the verification and metrics recomputed from the recorded counts; `predictions.csv` read line by line when
    the manifest lists it; the card and plots rendered again; the signature when one is there (against a
    required key or identity, if given); and the (recomputed) status, a FAIL run refused unless asked to
    load it anyway;
@@ -34,7 +35,7 @@ classification head, LoRA's factors) is overwritten from the adapter file, which
 weight the rebuilt model expects. The caller's random state is left as it was.
 
 A self-consistent run — figures, card and manifest all agreeing — can still be invented by anyone with write
-access: [`pipeline.reverify`] catches it.
+access: [`pipeline.verify.reverify`] catches it.
 """
 
 from __future__ import annotations
@@ -67,20 +68,7 @@ from transformers import (
 from transformers import __version__ as transformers_version
 from transformers.utils import logging as transformers_logging
 
-from .checks import DOWNLOAD, UNSIGNED, CheckedRun, lora_config, module_and_config, run_checks
-from .data import TaskData
-from .errors import (
-    DataError,
-    DownloadError,
-    IncompatibleRunError,
-    IntegrityError,
-    ModelLoadError,
-    UnsafeFormatError,
-    first_line,
-)
-from .evaluate import classify, evaluate_stock
-from .hub_io import HubOptions, check_options, fetch_run, hub_endpoint, hub_options
-from .integrity import (
+from ..checks.integrity import (
     ADAPTER_WEIGHTS_FILE,
     CONFIG_FILE,
     SHA_PREFIX,
@@ -89,17 +77,23 @@ from .integrity import (
     check_files,
     read_json_object,
 )
-from .models import MODEL_ALIASES, folder_revision, minilm_folder, pad_on_the_right
-from .predictions import Predictions
-from .results import (
-    COMMIT_RE,
-    MAX_TOKENIZER_BYTES,
-    RESULTS_FILE,
-    SIGNATURE_FILE,
-    Results,
-    StockLoad,
+from ..checks.predictions import Predictions
+from ..checks.registry import DOWNLOAD, UNSIGNED, CheckedRun, lora_config, module_and_config, run_checks
+from ..hub.hub_io import HubOptions, check_options, fetch_run, hub_endpoint, hub_options
+from ..hub.signing import SignatureReport, SignerOptions, check_signer_identity, signer_options
+from ..record.errors import (
+    DataError,
+    DownloadError,
+    IncompatibleRunError,
+    IntegrityError,
+    ModelLoadError,
+    UnsafeFormatError,
+    first_line,
 )
-from .signing import SignatureReport, SignerOptions, check_signer_identity, signer_options
+from ..record.results import COMMIT_RE, MAX_TOKENIZER_BYTES, RESULTS_FILE, SIGNATURE_FILE, Results, StockLoad
+from ..run.data import TaskData
+from ..run.evaluate import classify, evaluate_stock
+from ..run.models import MODEL_ALIASES, folder_revision, minilm_folder, pad_on_the_right
 
 TOKENIZER_FILE = "tokenizer.json"
 # The fields of a run's config.json that publish sets (labels, architecture, dtype, pad token) or that
@@ -133,7 +127,7 @@ class VerifiedFiles:
         results: its results.json.
         repo_id: the Hub repository, or `None` for a local folder.
         revision: the commit sha of the snapshot for a Hub repository, or `None` for a local folder.
-        signature: what its model.sig says and whether it was verified (see [`pipeline.signing`]).
+        signature: what its model.sig says and whether it was verified (see [`pipeline.hub.signing`]).
         predictions: its predictions.csv as read and checked, None in a run written before predictions were
             recorded.
         second_predictions: its second evaluated split's (MNLI's mismatched), None for a task with one.
@@ -167,7 +161,7 @@ class VerifiedModel:
         revision: the commit sha the files came from, or `None` for a local folder.
         base_parameters: parameters of the rebuilt base model with its classification head, before the
             module and the adapter, as `results.parameters.before` counts them.
-        signature: what its model.sig says and whether it was verified (see [`pipeline.signing`]).
+        signature: what its model.sig says and whether it was verified (see [`pipeline.hub.signing`]).
     """
 
     model: PeftModel
@@ -197,7 +191,7 @@ def _source(folder: Path, repo_id: str | None, revision: str | None) -> str:
 
 class DownloadOptions(HubOptions, SignerOptions, total=False):
     """Where a run is fetched from and what it must be: the keyword arguments that [`download_verified`],
-    [`load_verified`] and [`pipeline.reverify.reverify`] share. Each defaults to None. The keys of
+    [`load_verified`] and [`pipeline.verify.reverify.reverify`] share. Each defaults to None. The keys of
     [`HubOptions`] (endpoint, token, cache_dir, timeout, deadline) and of [`SignerOptions`] (require_signer,
     signer_issuer, require_key), and:
 
@@ -269,7 +263,8 @@ def download_verified(
         allow_failed=allow_failed,
         signer=signer_options(options),
     )
-    run_checks(DOWNLOAD, run)  # every check of pipeline.checks.CHECKS a download has the needs of, in order
+    # Every check of pipeline.checks.registry.CHECKS a download has the needs of, in order.
+    run_checks(DOWNLOAD, run)
     return VerifiedFiles(
         folder=folder,
         results=run.read(),
@@ -357,8 +352,8 @@ def load_verified(
         ModelLoadError: the base model cannot be had (offline and not cached).
 
     Example:
-        >>> from attncard.pipeline.data import load_task
-        >>> from attncard.pipeline.metrics import predictions_sha256
+        >>> from attncard.pipeline.run.data import load_task
+        >>> from attncard.pipeline.scoring.metrics import predictions_sha256
         >>> verified = load_verified("loopback-user/tiny-gpt2-none-sst2", base_model="tiny-gpt2")
         >>> predictions = predict(verified, load_task("sst2", "glue"))
         >>> predictions_sha256(predictions) == verified.results.metrics.predictions_sha256
@@ -389,7 +384,7 @@ def load_files(files: VerifiedFiles, base_model: str | os.PathLike | None) -> Ve
 @contextlib.contextmanager
 def _transformers_errors_only() -> typing.Iterator[None]:
     """transformers logs errors only inside the block, and its previous verbosity afterwards; peft's
-    deprecated question to transformers (library noise, as in pipeline.publish) is not shown there."""
+    deprecated question to transformers (library noise, as in pipeline.publish.publish) is not shown there."""
     previous = transformers_logging.get_verbosity()
     transformers_logging.set_verbosity_error()
     try:
@@ -432,7 +427,7 @@ def _rebuild(
         )
     tokenizer = load_run_tokenizer(folder, where)  # before any weight: it is cheap, and may be malformed
     model = _load_base_model(results, config, where, base_model)
-    # As pipeline.models.load_model counts them: before the module, which may replace projections.
+    # As pipeline.run.models.load_model counts them: before the module, which may replace projections.
     base_parameters = sum(p.numel() for p in model.parameters())
     module.apply(model, module_config)
     stored = _adapter_weight_names(folder, where)
@@ -466,7 +461,7 @@ def load_run_tokenizer(folder: Path, where: str) -> PreTrainedTokenizerBase:
     an `added_tokens_decoder` entry that is not a token).
 
     Args:
-        folder: the checked run folder (no `auto_map`: [`pipeline.integrity.check_run_files`]).
+        folder: the checked run folder (no `auto_map`: [`pipeline.checks.integrity.check_run_files`]).
         where: the run, for messages.
 
     Returns:
@@ -513,7 +508,7 @@ def stock_load_files(
 ) -> StockLoad:
     """The stock-loader fact of checked files, measured again: the adapter loaded by peft into the recorded
     base model with transformers' own attention, without the run's module, and evaluated on `data` (see
-    [`pipeline.evaluate.stock_load`], which measured it at publish time).
+    [`pipeline.run.evaluate.stock_load`], which measured it at publish time).
 
     Args:
         files: a run from [`download_verified`].
@@ -649,7 +644,8 @@ def check_config_fits_base(config: PretrainedConfig, base: PretrainedConfig, whe
         >>> check_config_fits_base(GPT2Config(n_inner=4000000), GPT2Config(), "run")
         Traceback (most recent call last):
         ...
-        attncard.pipeline.errors.IncompatibleRunError: run: config.json sets n_inner to 4000000, but ...
+        attncard.pipeline.record.errors.IncompatibleRunError: run: config.json sets n_inner to 4000000, but
+        ...
     """
     run_fields, base_fields = config.to_dict(), base.to_dict()
     for name in sorted(set(run_fields) | set(base_fields)):
@@ -724,7 +720,7 @@ def predict(verified: VerifiedModel, data: TaskData, batch_size: int = 64) -> li
 
     Args:
         verified: a run from [`load_verified`].
-        data: a task whose labels are the run's, e.g. from [`pipeline.data.load_task`].
+        data: a task whose labels are the run's, e.g. from [`pipeline.run.data.load_task`].
         batch_size: rows per forward pass.
 
     Returns:
@@ -734,7 +730,7 @@ def predict(verified: VerifiedModel, data: TaskData, batch_size: int = 64) -> li
         [`DataError`]: the task's labels are not the run's.
 
     Example:
-        >>> from attncard.pipeline.data import load_task
+        >>> from attncard.pipeline.run.data import load_task
         >>> verified = load_verified("runs/tiny-gpt2-none-sst2", base_model="tiny-gpt2")
         >>> predictions = predict(verified, load_task("sst2", "glue"))
         >>> len(predictions), sorted(set(predictions))
@@ -779,7 +775,8 @@ def check_output_folder(output: Path) -> None:
         >>> check_output_folder(Path("notes.txt/run"))
         Traceback (most recent call last):
         ...
-        attncard.pipeline.errors.DownloadError: --output notes.txt/run: notes.txt is a file, not a folder, ...
+        attncard.pipeline.record.errors.DownloadError: --output notes.txt/run: notes.txt is a file, not a
+        folder, ...
     """
     nearest = output  # the nearest existing folder, once found
     try:

@@ -1,10 +1,10 @@
 """Re-verification: a downloaded run evaluated again on its recorded task, every figure of its card compared.
 
 A self-consistent run — figures, card and manifest all agreeing — can still be invented by anyone with write
-access. [`reverify`] catches it: it loads the run with [`pipeline.download.load_verified`] (every check of a
-download), evaluates it on the recorded task's validation split (never data from the repository, and only
+access. [`reverify`] catches it: it loads the run with [`pipeline.verify.download.load_verified`] (every check
+of a download), evaluates it on the recorded task's validation split (never data from the repository, and only
 the recorded data: their sha256 or Hub commit must match), and compares every figure the card shows.
-[`pipeline.reverify_predictions.reverify_predictions`] recomputes the quality figures from the run's
+[`pipeline.verify.reverify_predictions.reverify_predictions`] recomputes the quality figures from the run's
 predictions.csv instead, in seconds, without the model or its weights (a `cards/` copy will do) and without
 torch: it checks the figures, not the model.
 """
@@ -21,8 +21,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .checks import Reverification, check_recorded_data, recorded_data_dir, reverification
-from .data import TaskData, get_task, load_task, load_task_from_hub, sample_rows, task_statistics
+from ..checks.integrity import Figure, evaluated_figures, figures, official_metric_of
+from ..checks.predictions import Predictions
+from ..checks.registry import Reverification, check_recorded_data, recorded_data_dir, reverification
+from ..hub.hub_io import check_options
+from ..record.errors import DataError
+from ..record.results import Metrics, Results, Verification
+from ..run.data import TaskData, get_task, load_task, load_task_from_hub, sample_rows, task_statistics
+from ..run.evaluate import count_deployed_parameters
+from ..scoring.gate import all_finite, both_gates, verification_from_counts
+from ..scoring.metrics import quality_metrics
 from .download import (
     DownloadOptions,
     VerifiedModel,
@@ -31,14 +39,6 @@ from .download import (
     predict_logits,
     stock_load_files,
 )
-from .errors import DataError
-from .evaluate import count_deployed_parameters
-from .hub_io import check_options
-from .integrity import Figure, evaluated_figures, figures, official_metric_of
-from .metrics import quality_metrics
-from .predictions import Predictions
-from .results import Metrics, Results, Verification
-from .verify import all_finite, both_gates, verification_from_counts
 
 # How far a logit evaluated again may be from the recorded one, absolutely: another CPU, thread count or torch
 # version sums the same products in another order (float32), and a GPU rounds differently again. A row whose
@@ -63,15 +63,16 @@ def reverify(
     The run is loaded with [`load_verified`] (a FAIL run too) and its logits on the recorded task's
     validation split are computed again with the recorded batch size, on the CPU. From them every quality
     figure is recomputed as evaluation computes it (accuracy, F1, precision, recall, loss, confusion matrix,
-    per-class scores, predictions hash), and the verification as [`pipeline.verify.verify`] decides it (p0,
-    SE, threshold, p-value, Wilson interval, status, reasons), with the compression factor of the rebuilt
+    per-class scores, predictions hash), and the verification as [`pipeline.scoring.gate.verify`] decides it
+    (p0, SE, threshold, p-value, Wilson interval, status, reasons), with the compression factor of the rebuilt
     model. For a module that changes attention, the adapter is also loaded as stock tools load it (peft on
     the base model, with its own attention) and its accuracy and predictions hash recomputed
-    ([`pipeline.download.stock_load_files`]); a run recorded before that was measured has none to compare.
-    Each must equal the recorded figure exactly, but for the floats another scipy or numpy computes in other
-    last bits, compared within their tolerance ([`pipeline.tolerances.FIGURE_TOLERANCES`]): CPU evaluation
-    is deterministic (on the same kind of CPU; a run evaluated on a GPU may differ in a borderline row, which
-    `note` then says). Efficiency figures (time, memory) depend on the machine and are not compared.
+    ([`pipeline.verify.download.stock_load_files`]); a run recorded before that was measured has none to
+    compare. Each must equal the recorded figure exactly, but for the floats another scipy or numpy computes
+    in other last bits, compared within their tolerance ([`pipeline.scoring.tolerances.FIGURE_TOLERANCES`]):
+    CPU evaluation is deterministic (on the same kind of CPU; a run evaluated on a GPU may differ in a
+    borderline row, which `note` then says). Efficiency figures (time, memory) depend on the machine and are
+    not compared.
 
     The data never come from the repository: `data_dir` (else `GLUE_DIR`) when given, else, for a run
     evaluated on the Hub's nyu-mll/glue, that dataset at the recorded commit. The validation file's sha256
@@ -257,8 +258,8 @@ def _data_figures(results: Results, data: TaskData, tokenizer) -> list[Figure]:
 
 
 def recorded_task(results: Results, data_dir: str | os.PathLike | None, where: str) -> TaskData:
-    """The recorded task's data ([`pipeline.checks.recorded_data_dir`]), when they are the
-    recorded data ([`pipeline.checks.check_recorded_data`])."""
+    """The recorded task's data ([`pipeline.checks.registry.recorded_data_dir`]), when they are the
+    recorded data ([`pipeline.checks.registry.check_recorded_data`])."""
     data_dir = recorded_data_dir(results, data_dir, where)
     if data_dir:
         data = load_task(results.dataset.task, data_dir)

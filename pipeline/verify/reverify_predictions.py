@@ -1,13 +1,13 @@
 """`attncard verify --predictions`: every quality figure of a run recomputed from its predictions.csv, without
 its model or weights, and without torch.
 
-[`reverify_predictions`] runs the checks of [`pipeline.checks`] with the profile
-[`pipeline.checks.VERIFY_PREDICTIONS`] on a local run folder, or its `cards/` copy: the checks of a download
-but for the weights and the module, then the figures its card shows recomputed from predictions.csv and the
-recorded task's data, and the paired verdict from its dense baseline's predictions.csv, then the card and
-plots against their rendering again. [`pipeline.reverify`] evaluates the model again and compares the same
-figures: both give a [`pipeline.checks.Reverification`]. Nothing here imports torch, transformers, peft or
-accelerate (an import-linter contract in pyproject.toml says so).
+[`reverify_predictions`] runs the checks of [`pipeline.checks.registry`] with the profile
+[`pipeline.checks.registry.VERIFY_PREDICTIONS`] on a local run folder, or its `cards/` copy: the checks of a
+download but for the weights and the module, then the figures its card shows recomputed from predictions.csv
+and the recorded task's data, and the paired verdict from its dense baseline's predictions.csv, then the card
+and plots against their rendering again. [`pipeline.verify.reverify`] evaluates the model again and compares
+the same figures: both give a [`pipeline.checks.registry.Reverification`]. Nothing here imports torch,
+transformers, peft or accelerate (an import-linter contract in pyproject.toml says so).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .checks import VERIFY_PREDICTIONS, CheckedRun, Reverification, run_checks
-from .errors import DownloadError
-from .integrity import check_expected_sha256
+from ..checks.integrity import check_expected_sha256
+from ..checks.registry import VERIFY_PREDICTIONS, CheckedRun, Reverification, run_checks
+from ..record.errors import DownloadError
 
 
 def reverify_predictions(
@@ -34,21 +34,21 @@ def reverify_predictions(
     loaded: results.json field by field (against `expected_sha256` when given) and its figures against each
     other, no pickle, every file that is there listed in the manifest with its sha256, only files a run
     folder holds, no remote code. Then predictions.csv is read line by line
-    ([`pipeline.predictions.read_predictions`]) and its gold labels compared with the recorded task's
-    evaluated split, read as [`pipeline.reverify.reverify`] reads it (never from the repository). From the
-    logits every quality figure is recomputed as evaluation computes it (accuracy, F1, precision, recall,
+    ([`pipeline.checks.predictions.read_predictions`]) and its gold labels compared with the recorded task's
+    evaluated split, read as [`pipeline.verify.reverify.reverify`] reads it (never from the repository). From
+    the logits every quality figure is recomputed as evaluation computes it (accuracy, F1, precision, recall,
     loss, confusion matrix, per-class scores, predictions hash; the loss is compared within
-    [`pipeline.metrics.LOSS_REL_TOL`], every other figure bit for bit) and the verification as
-    [`pipeline.verify.verify`] decides it (p0, SE, threshold, p-value, Wilson interval, status, reasons),
-    with results.json's parameter counts (the deployed parameters need the model); also the dataset revision
-    and sample rows. The paired verdict against the dense model, when the run records one, is recomputed
-    from this predictions.csv and the dense run's ([`pipeline.checks.comparison_figures`]). When every
-    figure matches, the card, its plots, its `.eval_results/` entry and LICENSE must be the ones results.json
-    renders, as a download checks them. The checks, in order: [`pipeline.checks.CHECKS`]. It takes a few
-    seconds of CPU and imports no torch.
+    [`pipeline.scoring.metrics.LOSS_REL_TOL`], every other figure bit for bit) and the verification as
+    [`pipeline.scoring.gate.verify`] decides it (p0, SE, threshold, p-value, Wilson interval, status,
+    reasons), with results.json's parameter counts (the deployed parameters need the model); also the dataset
+    revision and sample rows. The paired verdict against the dense model, when the run records one, is
+    recomputed from this predictions.csv and the dense run's
+    ([`pipeline.checks.registry.comparison_figures`]). When every figure matches, the card, its plots, its
+    `.eval_results/` entry and LICENSE must be the ones results.json renders, as a download checks them. The
+    checks, in order: [`pipeline.checks.registry.CHECKS`]. It takes a few seconds of CPU and imports no torch.
 
-    What it cannot tell: whether the model predicts these logits; [`pipeline.reverify.reverify`] evaluates
-    the model again.
+    What it cannot tell: whether the model predicts these logits; [`pipeline.verify.reverify.reverify`]
+    evaluates the model again.
 
     Args:
         run_dir: a local run folder, or its copy in `cards/`.

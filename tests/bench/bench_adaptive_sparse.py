@@ -1,7 +1,7 @@
 """One `adaptive_sparse` attention layer against fused SDPA: time and peak memory, forward, no grad, eval.
 
-Run: `.venv/bin/python tests/bench_adaptive_sparse.py [N ...]` (default 512 1024 2048 4096). Shape B = 1,
-H = 12, D = 64, no mask, bidirectional, top_k the config default. Times are the median (min–max) of
+Run: `.venv/bin/python tests/bench/bench_adaptive_sparse.py [N ...]` (default 512 1024 2048 4096). Shape B =
+1, H = 12, D = 64, no mask, bidirectional, top_k the config default. Times are the median (min–max) of
 `--repeats` rounds in which every implementation runs once, interleaved, after one warm-up call each; the
 speed against SDPA is the median (min–max) over those rounds of SDPA's time in the round over the
 implementation's. Memory is the growth of the peak resident set (`PeakMemory`) over one call, measured

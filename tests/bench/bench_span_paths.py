@@ -1,10 +1,10 @@
 """adaptive_span's fused inference paths against fused SDPA, on a card's trained spans: time, interleaved.
 
-Run: `.venv/bin/python tests/bench_span_paths.py [--results RESULTS_JSON] [--lengths 64 128 192 256] [--calls
-150]`, by default on cards/minilm-adaptive_span-sst2-seed0/results.json. For each layer of the run (its
-learned spans, `module.stats.spans` of results.json, MiniLM's 12 heads of 32), on synthetic q, k, v (batch 1,
-no padding, in the (B, N, H, D) memory a layer hands over), four calls alternate `--calls` times: fused SDPA
-without a mask (the dense model's attention), one fused call with the whole span bias as mask
+Run: `.venv/bin/python tests/bench/bench_span_paths.py [--results RESULTS_JSON] [--lengths 64 128 192 256]
+[--calls 150]`, by default on cards/minilm-adaptive_span-sst2-seed0/results.json. For each layer of the run
+(its learned spans, `module.stats.spans` of results.json, MiniLM's 12 heads of 32), on synthetic q, k, v
+(batch 1, no padding, in the (B, N, H, D) memory a layer hands over), four calls alternate `--calls` times:
+fused SDPA without a mask (the dense model's attention), one fused call with the whole span bias as mask
 ([`whole_mask_attention`], what inference runs up to `WHOLE_MASK_LENGTH`), and the fused calls on blocks of 32
 and of 64 query rows ([`fused_span_attention`], beyond it). Each call is checked against the whole-mask result
 first. Prints, per length, each path's median time summed over the layers and its ratio to SDPA's: the figures

@@ -1,7 +1,7 @@
 """A LoRA training step of a whole model with a module against the dense model (`none`): time, interleaved.
 
-Run: `.venv/bin/python tests/bench_training_step.py [--module adaptive_sparse] [--batch 16] [--length 48]
-[--padded 0.5] [--steps 80]`. Both models are built as `publish` builds them (`load_model`, the module's
+Run: `.venv/bin/python tests/bench/bench_training_step.py [--module adaptive_sparse] [--batch 16] [--length
+48] [--padded 0.5] [--steps 80]`. Both models are built as `publish` builds them (`load_model`, the module's
 default config, `add_lora`), with AdamW at the default learning rate, from MiniLM (the `minilm` alias,
 offline), and take the same synthetic batch: `--batch` rows of `--length` real token ids, the last
 `--padded` share of the rows padded from two thirds of the length on, as in a padded SST-2 batch. A step is
@@ -20,10 +20,10 @@ import time
 import torch
 
 from attncard.modules import get_module
-from attncard.pipeline.models import load_model
-from attncard.pipeline.results import TrainConfig
-from attncard.pipeline.scaling import synthetic_input_ids
-from attncard.pipeline.train import add_lora
+from attncard.pipeline.record.results import TrainConfig
+from attncard.pipeline.run.models import load_model
+from attncard.pipeline.run.scaling import synthetic_input_ids
+from attncard.pipeline.run.train import add_lora
 
 LABELS = ["negative", "positive"]
 

@@ -2,8 +2,8 @@
 
 The fixture's figures were measured once by a real tiny run (paths replaced by stable ones); the golden
 card is what the template makes of them. A change to the template, a filter or a module's spec or source
-changes the card: review the diff, then regenerate it with `make golden` (tests/make_golden.py), never from
-the test itself.
+changes the card: review the diff, then regenerate it with `make golden` (tests/scripts/make_golden.py), never
+from the test itself.
 
 The same run as schema 2 (and schema 3) recorded it renders the card schema 2 (schema 3) rendered, byte for
 byte, forever: a card published then is verified by rendering it again. So does the run recording card
@@ -12,19 +12,16 @@ template 1 (or none), in schema 4 (tiny_card_t1.md). `make golden` never writes 
 
 from __future__ import annotations
 
-import dataclasses
-import tempfile
 from pathlib import Path
 
 import pytest
 from huggingface_hub import ModelCard
 
-from attncard.pipeline.render import render_card, write_plots
-from attncard.pipeline.results import CARD_TEMPLATE, SCHEMA_VERSION, Results
+from attncard.pipeline.record.results import CARD_TEMPLATE, SCHEMA_VERSION, Results
+from conftest import FIXTURES
+from golden import GOLDEN, RESULTS, golden_card
 
-FIXTURES = Path(__file__).parent / "fixtures"
-RESULTS = FIXTURES / "tiny_results.json"
-GOLDEN = FIXTURES / "tiny_card.md"
+FIXTURES = FIXTURES
 # The same run in card template 1, as every run published before template 2 recorded it: frozen.
 GOLDEN_T1 = FIXTURES / "tiny_card_t1.md"
 # Schema 2's results.json and the card published from it, frozen.
@@ -35,18 +32,6 @@ RESULTS_V3 = FIXTURES / "tiny_results_v3.json"
 GOLDEN_V3 = FIXTURES / "tiny_card_v3.md"
 
 
-def golden_card(results_file: Path = RESULTS, card_template: int | str | None = "recorded") -> str:
-    """The card the template makes of the fixture's results, with the plots results.json draws (the run is of
-    `none`, which keeps the model's own attention: a loss curve, no scaling plot): what `make golden` writes.
-    Given `card_template`, the card of the run recording that version instead (None: recording none).
-    """
-    results = Results.load(results_file)
-    if card_template != "recorded":
-        results = dataclasses.replace(results, card_template=card_template)
-    with tempfile.TemporaryDirectory() as scratch:
-        plots = write_plots(results, Path(scratch))
-    assert [plot["file"] for plot in plots] == ["training_loss.png"]
-    return render_card(results, plots=plots)
 
 
 def test_card_matches_the_golden_file():

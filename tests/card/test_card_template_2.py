@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 import tomllib
-from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
 
-from attncard.pipeline.render import (
+from attncard.pipeline.card.render import (
     REPOSITORY_PLUGINS,
     distinct_percentages,
     headline_scaling,
@@ -20,10 +19,10 @@ from attncard.pipeline.render import (
     render_card,
     stock_agreement,
 )
-from attncard.pipeline.results import Results, StockLoad
-from conftest import REPO_ROOT
+from attncard.pipeline.record.results import Results, StockLoad
+from conftest import FIXTURES, REPO_ROOT
 
-FIXTURE = Path(__file__).parent / "fixtures" / "tiny_results.json"  # a run of `none`, card template 2
+FIXTURE = FIXTURES / "tiny_results.json"  # a run of `none`, card template 2
 SPAN_RUN = REPO_ROOT / "cards" / "minilm-adaptive_span-mrpc-seed0"  # a module run with both scaling tables
 REPOSITORY = "https://github.com/attncard/attncard"
 COMMIT = "4f2e7517c47e47c514bb65ae9d7fad69eafd2df8"

@@ -19,15 +19,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_hostile_runs import copy_run, one_line, refresh_manifest
-from test_hostile_runs import reseal as reseal_run
 
-from attncard.pipeline import render
+from attncard.pipeline.card import render
+from attncard.pipeline.checks.integrity import card_problems
 from attncard.pipeline.cli import main
-from attncard.pipeline.download import download_verified
-from attncard.pipeline.errors import IncompatibleRunError, IntegrityError, ResultsError
-from attncard.pipeline.integrity import card_problems
-from attncard.pipeline.results import CARD_FILE, RESULTS_FILE, Results
+from attncard.pipeline.record.errors import IncompatibleRunError, IntegrityError, ResultsError
+from attncard.pipeline.record.results import CARD_FILE, RESULTS_FILE, Results
+from attncard.pipeline.verify.download import download_verified
+from run_folders import copy_run, one_line, refresh_manifest
+from run_folders import reseal as reseal_run
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 
@@ -273,7 +273,7 @@ def test_an_oversized_results_json_is_refused_before_it_is_parsed(tiny_gpt2_run,
 
 def test_honest_values_still_load(tiny_gpt2_run, tmp_path) -> None:
     """The checks refuse the forgeries above, not the runs attncard writes (the committed cards are checked
-    likewise in tests/test_committed_cards.py)."""
+    likewise in tests/checks/test_committed_cards.py)."""
     run_dir = copy_run(tiny_gpt2_run, tmp_path)
     results = reseal(run_dir, lambda results: None)
     assert download_verified(run_dir).results == dataclasses.replace(results)

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from attncard.pipeline.card.leaderboard import draw_leaderboard, leaderboard_points, no_answer, read_cards
 from attncard.pipeline.cli import main
-from attncard.pipeline.paired import baseline_record, comparison_from_counts
-from attncard.pipeline.results import Results, Status
-from attncard.pipeline.summary import draw_leaderboard, leaderboard_points, no_answer, read_cards
-from attncard.pipeline.verify import verification_from_counts
+from attncard.pipeline.record.results import Results, Status
+from attncard.pipeline.scoring.gate import verification_from_counts
+from attncard.pipeline.scoring.paired import baseline_record, comparison_from_counts
 from conftest import REPO_ROOT
 
 CARDS = REPO_ROOT / "cards"

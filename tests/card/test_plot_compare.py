@@ -2,8 +2,8 @@
 
 A committed run's training-loss plot as two other matplotlib releases drew it the first way (as the copies
 were drawn before issue 43 moved them to plot style 2), by bench/plot_tolerance.py (`draw`, in throwaway
-venvs), are the fixtures: tests/fixtures/plots/training_loss_matplotlib_3.11.1.png (the locked 3.11.2's
-pixels, other bytes: its Software chunk names 3.11.1) and ..._3.10.9.png (another family: the legend
+venvs), are the fixtures: tests/support/fixtures/plots/training_loss_matplotlib_3.11.1.png (the locked
+3.11.2's pixels, other bytes: its Software chunk names 3.11.1) and ..._3.10.9.png (another family: the legend
 elsewhere, the per-step line simplified otherwise), both of cards/minilm-adaptive_span-mrpc-seed0.
 leaderboard_style2_matplotlib_3.10.9.png is cards/leaderboard.png drawn by matplotlib 3.10.9 (issue 44: the
 FAIL points marked; `draw_leaderboard` with `PYTHONPATH` at a `pip install --target` of 3.10.9): the same
@@ -18,80 +18,38 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-from importlib import metadata
 from pathlib import Path
 
 import matplotlib
 import pytest
 from matplotlib.figure import Figure
 
-from attncard.pipeline.download import download_verified
-from attncard.pipeline.errors import IntegrityError, UnknownSchemaError
-from attncard.pipeline.integrity import OtherMatplotlibProblem, card_problems, read_results
-from attncard.pipeline.lint import lint_leaderboard
-from attncard.pipeline.plots import PLOT_TILE_RMS_TOLERANCE, plot_difference
-from attncard.pipeline.render import render_card, write_plots
-from attncard.pipeline.results import (
+from attncard.pipeline.card.plots import PLOT_TILE_RMS_TOLERANCE, plot_difference
+from attncard.pipeline.card.render import render_card, write_plots
+from attncard.pipeline.checks.integrity import OtherMatplotlibProblem, card_problems, read_results
+from attncard.pipeline.checks.lint import lint_leaderboard
+from attncard.pipeline.record.errors import IntegrityError, UnknownSchemaError
+from attncard.pipeline.record.results import (
     CARD_FILE,
     PLOT_STYLE,
     RESULTS_FILE,
     EnvironmentRecord,
     Results,
     build_manifest,
-    sha256_file,
 )
+from attncard.pipeline.verify.download import download_verified
+from conftest import FIXTURES
+from run_folders import LOSS, MINE, RUN, loss_plot, sealed_copy
 
-ROOT = Path(__file__).resolve().parent.parent
-RUN = ROOT / "cards" / "minilm-adaptive_span-mrpc-seed0"
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "plots"
-LOSS = "training_loss.png"
-MINE = metadata.version("matplotlib")
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = FIXTURES / "plots"
 # The first drawing's fixtures: one drawn by this matplotlib's family (3.11, or 3.8-3.10, which draw it
 # alike), one by the other family, whose pixels no release here explains away.
 SAME_FAMILY, OTHER_FAMILY = ("3.11.1", "3.10.9") if MINE.startswith("3.11.") else ("3.10.9", "3.11.1")
 
 
-def sealed_copy(
-    tmp_path: Path, matplotlib_version: str | None, plot: bytes | None = None, plot_style: int | None = None
-) -> Path:
-    """The committed run copied, results.json recording `matplotlib_version` (none when None) and
-    `plot_style`, its plots drawn here in that style (None: the first way; the committed ones are of style
-    2), its training-loss plot replaced by `plot`, and the card and manifest written again: what a run
-    published that way holds."""
-    folder = tmp_path / RUN.name
-    shutil.copytree(RUN, folder)
-    results = dataclasses.replace(Results.load(folder / RESULTS_FILE), plot_style=plot_style)
-    packages = {name: v for name, v in results.environment.packages.items() if name != "matplotlib"}
-    if matplotlib_version is not None:
-        packages["matplotlib"] = matplotlib_version
-    results.environment = dataclasses.replace(results.environment, packages=packages)
-    results.manifest = {name: d for name, d in results.manifest.items() if name != CARD_FILE}
-    for drawn_plot in write_plots(results, folder):
-        results.manifest[drawn_plot["file"]] = sha256_file(folder / drawn_plot["file"])
-    if plot is not None:
-        (folder / LOSS).write_bytes(plot)
-    results.manifest[LOSS] = sha256_file(folder / LOSS)
-    with_card = dict(results.manifest)
-    drawn = tmp_path / "drawn"
-    drawn.mkdir(exist_ok=True)
-    plots = write_plots(results, drawn)  # their files and titles, as the card names them
-    (folder / CARD_FILE).write_text(render_card(results, plots), encoding="utf-8")
-    results.manifest = {**with_card, CARD_FILE: sha256_file(folder / CARD_FILE)}
-    results.save(folder)
-    return folder
 
 
-def loss_plot(tmp_path: Path, delta: float = 0.0, plot_style: int | None = None) -> bytes:
-    """The run's training-loss plot, drawn here in `plot_style` (None: the first way, as runs published
-    before plot style 2 are), with one step's loss moved by `delta`."""
-    results = dataclasses.replace(Results.load(RUN / RESULTS_FILE), plot_style=plot_style)
-    losses = list(results.training.losses)
-    losses[len(losses) // 2] += delta
-    forged = dataclasses.replace(results, training=dataclasses.replace(results.training, losses=losses))
-    folder = tmp_path / f"loss{delta:+}"
-    folder.mkdir()
-    write_plots(forged, folder)
-    return (folder / LOSS).read_bytes()
 
 
 def test_the_same_pixels_in_other_bytes_pass(tmp_path):
@@ -280,6 +238,6 @@ def test_lint_takes_a_leaderboard_plot_of_the_same_pixels_and_names_its_matplotl
 
 def forged_leaderboard(cards: Path) -> bytes:
     """The leaderboard drawn here without one of its groups: a plot of the same size that shows less."""
-    from attncard.pipeline.summary import draw_leaderboard, read_cards
+    from attncard.pipeline.card.leaderboard import draw_leaderboard, read_cards
 
     return draw_leaderboard(read_cards(cards)[:-1], cards.parent / "forged.png").read_bytes()

@@ -1,6 +1,7 @@
-"""`tests/rerender_cards.py` records a module's new source for a committed card only when the code that ran is
-the code installed: comments, docstrings and a moved module of the same code may differ, nothing else; and a
-usage snippet that loads the run by a path of the publishing machine loads its cards copy, `./<name>`."""
+"""`tests/scripts/rerender_cards.py` records a module's new source for a committed card only when the code
+that ran is the code installed: comments, docstrings and a moved module of the same code may differ, nothing
+else; and a usage snippet that loads the run by a path of the publishing machine loads its cards copy,
+`./<name>`."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+
+from attncard.pipeline.card.render import card_usage_code, usage_location
+from attncard.pipeline.checks.integrity import card_problems
+from attncard.pipeline.record.results import CARD_TEMPLATE, PLOT_STYLE, RESULTS_FILE, Results
 from rerender_cards import (
     CARDS,
     as_recorded,
@@ -18,10 +23,6 @@ from rerender_cards import (
     rerender,
     same_code,
 )
-
-from attncard.pipeline.integrity import card_problems
-from attncard.pipeline.render import card_usage_code, usage_location
-from attncard.pipeline.results import CARD_TEMPLATE, PLOT_STYLE, RESULTS_FILE, Results
 
 RECORDED = {
     "modules/span/attention.py": '"""Spans."""\nfrom ..kernels.memory import peak  # old\nWIDTH = 8  # 12\n',

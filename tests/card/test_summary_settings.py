@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from attncard.pipeline.card.plots import PLOT_TILE_RMS_TOLERANCE, plot_difference
 from attncard.pipeline.cli import main, publish_main
-from attncard.pipeline.plots import PLOT_TILE_RMS_TOLERANCE, plot_difference
 from conftest import HUB_USER, REPO_ROOT, quick_scaling
 from hub_server import LoopbackHub
 
@@ -87,7 +87,7 @@ def test_the_whole_commands_deadline_applies_to_hub_only(capsys: pytest.CaptureF
 
 def test_the_help_gives_the_deadline_and_pool_the_hub_stage_uses(capsys: pytest.CaptureFixture) -> None:
     """cli/summary does not import the Hub stage for --help: its numbers are written there, and must agree."""
-    from attncard.pipeline.hub_summary import DEFAULT_SUMMARY_DEADLINE_S, FETCHING_RUNS
+    from attncard.pipeline.study.hub_leaderboard import DEFAULT_SUMMARY_DEADLINE_S, FETCHING_RUNS
 
     with pytest.raises(SystemExit):
         main(["summary", "--help"])
@@ -127,8 +127,8 @@ def test_a_run_published_at_another_margin_is_a_row_of_its_own_in_summary_hub(
     `summary --hub` used to exit 2 and write nothing (the seeds' comparisons cannot be pooled); now every run
     is verified, the margin-2 run is a row of its own naming its margin, and the other rows are those of the
     leaderboard without it."""
-    from attncard.pipeline.push import push_run_folder
-    from attncard.pipeline.results import Results
+    from attncard.pipeline.publish.push import push_run_folder
+    from attncard.pipeline.record.results import Results
 
     run_dir, glue = tiny_gpt2_run
     runs = tmp_path / "runs"

@@ -1,5 +1,5 @@
 """One ordered list of checks (issue 43, item 4): `attncard download`, `attncard verify --predictions` and
-`attncard summary --hub` run the checks of pipeline/checks.py, each with its profile.
+`attncard summary --hub` run the checks of pipeline/checks/registry.py, each with its profile.
 
 The registry's order and each profile's checks are pinned; an entry added to the registry runs in every
 profile that has its needs and in no other; `verify --predictions` now refuses a redrawn plot and an edited
@@ -16,10 +16,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_plot_compare import MINE, loss_plot, sealed_copy
 
-from attncard.pipeline import checks
-from attncard.pipeline.checks import (
+from attncard.pipeline.checks import registry as checks
+from attncard.pipeline.checks.registry import (
     CHECKS,
     DOWNLOAD,
     PROFILES,
@@ -32,10 +31,8 @@ from attncard.pipeline.checks import (
     run_checks,
 )
 from attncard.pipeline.cli import main
-from attncard.pipeline.download import download_verified
-from attncard.pipeline.errors import IntegrityError
-from attncard.pipeline.hub_summary import write_hub_summary
-from attncard.pipeline.results import (
+from attncard.pipeline.record.errors import IntegrityError
+from attncard.pipeline.record.results import (
     CARD_FILE,
     PLOT_STYLE,
     PREDICTIONS_FILE,
@@ -43,10 +40,13 @@ from attncard.pipeline.results import (
     Results,
     sha256_file,
 )
-from attncard.pipeline.reverify_predictions import reverify_predictions
+from attncard.pipeline.study.hub_leaderboard import write_hub_summary
+from attncard.pipeline.verify.download import download_verified
+from attncard.pipeline.verify.reverify_predictions import reverify_predictions
 from conftest import HUB_USER, TINY_GPT2_REPO, commit_run_folder
+from run_folders import MINE, loss_plot, sealed_copy
 
-CARDS = Path(__file__).resolve().parent.parent / "cards"
+CARDS = Path(__file__).resolve().parents[2] / "cards"
 DOCS = CARDS.parent / "docs"
 DENSE = CARDS / "minilm-none-sst2-seed0"  # a committed cards copy: predictions, card, plots, no weights
 
@@ -241,7 +241,7 @@ def test_a_figure_that_differs_stays_a_mismatch_when_the_card_is_edited_too(glue
 def test_summary_hub_and_download_refuse_an_edited_card_in_the_same_words(tiny_gpt2_run, hub, tmp_path):
     from huggingface_hub import HfApi
 
-    from attncard.pipeline.results import run_tag
+    from attncard.pipeline.record.results import run_tag
 
     run_dir, glue = tiny_gpt2_run
     folder = tmp_path / "run"

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from attncard.pipeline.card.render import usage_location
+from attncard.pipeline.checks.integrity import card_problems
+from attncard.pipeline.checks.lint import lint_folder
 from attncard.pipeline.cli import main
-from attncard.pipeline.integrity import card_problems
-from attncard.pipeline.lint import lint_folder
-from attncard.pipeline.render import usage_location
-from attncard.pipeline.results import PLOT_STYLE, Results
-from attncard.pipeline.reverify_predictions import reverify_predictions
-from attncard.pipeline.sweep import read_matrix
+from attncard.pipeline.record.results import PLOT_STYLE, Results
+from attncard.pipeline.study.sweep import read_matrix
+from attncard.pipeline.verify.reverify_predictions import reverify_predictions
 from conftest import REPO_ROOT
 
 CARDS = REPO_ROOT / "cards"

@@ -21,10 +21,14 @@ import torch
 from huggingface_hub import HfApi
 from transformers import AutoModelForSequenceClassification
 
-from attncard.pipeline import predictions as predictions_module
+from attncard.pipeline.card.render import render_card, write_plots
+from attncard.pipeline.checks import predictions as predictions_module
+from attncard.pipeline.checks.integrity import official_metric_of
+from attncard.pipeline.checks.predictions import read_predictions, write_predictions
 from attncard.pipeline.cli import main
-from attncard.pipeline.download import download_verified, load_verified
-from attncard.pipeline.errors import (
+from attncard.pipeline.hub.signing import sign_run_folder
+from attncard.pipeline.publish.push import push_tag
+from attncard.pipeline.record.errors import (
     DataError,
     DownloadError,
     FailedCheckpointError,
@@ -33,12 +37,7 @@ from attncard.pipeline.errors import (
     ResultsError,
     SignatureError,
 )
-from attncard.pipeline.integrity import official_metric_of
-from attncard.pipeline.metrics import label_metrics
-from attncard.pipeline.predictions import read_predictions, write_predictions
-from attncard.pipeline.push import push_tag
-from attncard.pipeline.render import card_usage_code, render_card, write_eval_results, write_plots
-from attncard.pipeline.results import (
+from attncard.pipeline.record.results import (
     CARD_FILE,
     PREDICTIONS_FILE,
     RESULTS_FILE,
@@ -48,26 +47,19 @@ from attncard.pipeline.results import (
     build_manifest,
     sha256_file,
 )
-from attncard.pipeline.reverify import reverify
-from attncard.pipeline.signing import sign_run_folder
-from attncard.pipeline.verify import verification_from_counts
+from attncard.pipeline.scoring.gate import verification_from_counts
+from attncard.pipeline.scoring.metrics import label_metrics
+from attncard.pipeline.verify.download import download_verified, load_verified
+from attncard.pipeline.verify.reverify import reverify
 from conftest import HUB_TOKEN, TINY_GPT2_REPO, commit_run_folder
 from hub_server import LoopbackHub
+from run_folders import copy_run, one_line, refresh_manifest, reseal
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 
 
-def copy_run(tiny_gpt2_run, tmp_path: Path) -> Path:
-    copy = tmp_path / "run"
-    shutil.copytree(tiny_gpt2_run[0], copy)
-    return copy
 
 
-def refresh_manifest(run_dir: Path) -> None:
-    """What an attacker does after editing files: make the manifest list the new digests."""
-    data = json.loads((run_dir / RESULTS_FILE).read_text())
-    data["manifest"] = build_manifest(run_dir)
-    (run_dir / RESULTS_FILE).write_text(json.dumps(data, indent=2))
 
 
 def edit_json(run_dir: Path, name: str, edit: Callable[[dict], None]) -> None:
@@ -97,25 +89,8 @@ def forge(run_dir: Path, confusion: list[list[int]]) -> None:
     reseal(run_dir, results)
 
 
-def reseal(run_dir: Path, results: Results, eval_results: bool = True, usage: bool = True) -> None:
-    """Writes every file derived from the (edited) results again, as publish writes them: the usage snippet
-    (it names the status and the first row), `.eval_results/`, the plots, the card, the manifest. With
-    `eval_results` or `usage` False, a test's own edit of that file or snippet is kept."""
-    if usage:
-        results.usage = dataclasses.replace(results.usage, code=card_usage_code(results))
-    if eval_results:
-        write_eval_results(results, run_dir)
-    plots = write_plots(results, run_dir)
-    results.manifest = {k: v for k, v in build_manifest(run_dir).items() if k != CARD_FILE}
-    (run_dir / CARD_FILE).write_text(render_card(results, plots), encoding="utf-8")
-    results.manifest = build_manifest(run_dir)
-    results.save(run_dir)
 
 
-def one_line(capsys) -> str:
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and err.count("\n") == 1, err
-    return err
 
 
 # --- row 2: no code from a repository ever runs, no prompt ever appears ------------------------------------
@@ -435,7 +410,7 @@ def test_json_that_readers_disagree_on_is_one_line(
 def test_push_signs_and_download_requires_the_signer(
     hub: LoopbackHub, tiny_gpt2_run, tmp_path, capsys, fresh_cache
 ) -> None:
-    from test_signing import make_key
+    from signing_keys import make_key
 
     (tmp_path / "keys").mkdir()
     private, public = make_key(tmp_path / "keys", "publisher")
@@ -597,7 +572,7 @@ def test_download_checks_the_output_folder_before_fetching(
     def no_fetch(*args, **kwargs):
         raise AssertionError("the run was fetched before --output was checked")
 
-    monkeypatch.setattr("attncard.pipeline.download.download_verified", no_fetch)
+    monkeypatch.setattr("attncard.pipeline.verify.download.download_verified", no_fetch)
     assert main(["download", str(tiny_gpt2_run[0]), "--output", output]) == 2
     assert re.search(message, one_line(capsys))
     assert sorted(path.name for path in tmp_path.iterdir()) == ["a-file"]  # nothing written
@@ -616,7 +591,7 @@ def test_a_signed_run_names_the_files_its_signature_does_not_cover(
 ) -> None:
     """The transport's bookkeeping is not part of the run: the Hub writes `.gitattributes` after signing, and
     `git clone` adds `.git/`. Nothing loads them, so they are ignored, and the report says so by name."""
-    from test_signing import make_key
+    from signing_keys import make_key
 
     (tmp_path / "keys").mkdir()
     private, public = make_key(tmp_path / "keys", "publisher")
@@ -655,7 +630,7 @@ def test_a_signature_nested_too_deeply_is_one_line(tiny_gpt2_run, tmp_path, caps
 
 def _large_predictions(tiny_gpt2_run, folder: Path, rows: int) -> Results:
     """A predictions.csv of `rows` random rows in `folder`, and the run's results.json made to agree."""
-    from test_predictions import consistent_results
+    from run_folders import consistent_results
 
     generator = torch.Generator().manual_seed(0)
     logits = torch.randn(rows, 2, generator=generator)

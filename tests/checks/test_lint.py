@@ -10,11 +10,17 @@ from pathlib import Path
 import pytest
 import yaml
 
+from attncard.pipeline.card.render import TASK_TITLES, card_usage_code
+from attncard.pipeline.checks.lint import (
+    Finding,
+    line_placeholders,
+    lint_run_folder,
+    markdown_problems,
+    renderings,
+)
 from attncard.pipeline.cli import main, publish_main
-from attncard.pipeline.errors import AttncardError
-from attncard.pipeline.lint import Finding, line_placeholders, lint_run_folder, markdown_problems, renderings
-from attncard.pipeline.render import TASK_TITLES, card_usage_code
-from attncard.pipeline.results import Results, build_manifest
+from attncard.pipeline.record.errors import AttncardError
+from attncard.pipeline.record.results import Results, build_manifest
 
 
 @pytest.fixture(scope="module")
@@ -460,7 +466,7 @@ def test_quoted_data_may_hold_placeholder_words_but_the_card_may_not(run):
     results.dataset.samples[0].texts["sentence"] = sentence
     results.usage = dataclasses.replace(results.usage, code=card_usage_code(results))  # it quotes the row
     results.save(run)
-    from attncard.pipeline.render import render_card
+    from attncard.pipeline.card.render import render_card
 
     card = (run / "README.md").read_text(encoding="utf-8")
     shown = render_card(Results.load(run)).split("### Samples")[1].split("## Use it")[0]

@@ -19,15 +19,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_hostile_runs import reseal
 
-from attncard.pipeline.cli import main
-from attncard.pipeline.data import load_task
-from attncard.pipeline.download import download_verified
-from attncard.pipeline.errors import IntegrityError
-from attncard.pipeline.integrity import check_safe_formats
-from attncard.pipeline.metrics import label_metrics, predictions_sha256, quality_metrics
-from attncard.pipeline.predictions import (
+from attncard.pipeline.card.render import render_card, write_plots
+from attncard.pipeline.checks.integrity import check_safe_formats
+from attncard.pipeline.checks.predictions import (
     MAX_PREDICTIONS_BYTES,
     header,
     max_predictions_bytes,
@@ -36,9 +31,10 @@ from attncard.pipeline.predictions import (
     read_predictions,
     write_predictions,
 )
-from attncard.pipeline.publish import copy_to_cards
-from attncard.pipeline.render import render_card, write_plots
-from attncard.pipeline.results import (
+from attncard.pipeline.cli import main
+from attncard.pipeline.publish.publish import copy_to_cards
+from attncard.pipeline.record.errors import IntegrityError
+from attncard.pipeline.record.results import (
     CARD_FILE,
     PREDICTIONS_FILE,
     RESULTS_FILE,
@@ -47,8 +43,12 @@ from attncard.pipeline.results import (
     build_manifest,
     sha256_file,
 )
-from attncard.pipeline.reverify_predictions import reverify_predictions
-from attncard.pipeline.verify import verification_from_counts
+from attncard.pipeline.run.data import load_task
+from attncard.pipeline.scoring.gate import verification_from_counts
+from attncard.pipeline.scoring.metrics import label_metrics, quality_metrics
+from attncard.pipeline.verify.download import download_verified
+from attncard.pipeline.verify.reverify_predictions import reverify_predictions
+from run_folders import consistent_results, reseal
 
 
 def copy_run(tiny_gpt2_run, tmp_path: Path) -> Path:
@@ -82,28 +82,6 @@ def verify_predictions(run_dir: Path, glue: Path) -> int:
     return main(["verify", "--predictions", str(run_dir), "--data-dir", str(glue)])
 
 
-def consistent_results(
-    results: Results, labels: list[int], logits: torch.Tensor, names: list[str]
-) -> Results:
-    """`results` with the records read_predictions checks rows against made to agree with these rows."""
-    predicted = logits.argmax(dim=-1).tolist()
-    counts = {name: labels.count(i) for i, name in enumerate(names)}
-    metrics = label_metrics(labels, predicted, names)
-    return dataclasses.replace(
-        results,
-        dataset=dataclasses.replace(results.dataset, label_names=names),
-        metrics=dataclasses.replace(
-            results.metrics,
-            confusion_matrix=metrics.confusion_matrix,
-            predictions_sha256=predictions_sha256(predicted),
-        ),
-        verification=dataclasses.replace(
-            results.verification,
-            n=len(labels),
-            class_counts=counts,
-            correct=sum(int(t == p) for t, p in zip(labels, predicted, strict=True)),
-        ),
-    )
 
 
 # --- the file ----------------------------------------------------------------------------------------------
@@ -205,7 +183,7 @@ def test_verify_predictions_matches_without_the_model_in_seconds(
     def no_model(*args, **kwargs):
         raise AssertionError("verify --predictions loaded a model")
 
-    monkeypatch.setattr("attncard.pipeline.download._load_base_model", no_model)
+    monkeypatch.setattr("attncard.pipeline.verify.download._load_base_model", no_model)
     started = time.perf_counter()
     assert verify_predictions(run_dir, glue) == 0
     seconds = time.perf_counter() - started

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from attncard.pipeline import publish
 from attncard.pipeline.cli import COMMANDS, main, publish_main
-from attncard.pipeline.results import TrainConfig
+from attncard.pipeline.publish import publish
+from attncard.pipeline.record.results import TrainConfig
 
 
 def _one_line_error(capsys, code: int) -> str:

@@ -1,5 +1,5 @@
-"""Hub I/O against a Hub or mirror that lies (tests/hostile_hub.py): nothing it answers may choose a path,
-see the token, or hang a download or a push.
+"""Hub I/O against a Hub or mirror that lies (tests/support/hostile_hub.py): nothing it answers may choose a
+path, see the token, or hang a download or a push.
 
 The tiny GPT-2 run is committed to a `HostileHub` the way publishing pushes it; each test then makes the
 server hostile in one way and downloads (`download_verified`, `attncard download`, `fetch_run`) or pushes.
@@ -8,19 +8,24 @@ Where each row of issue 9 (a verified download a hostile Hub cannot fool) is tes
 
 - 1, a path outside the cache (ETag, name, redirect, bytes): here, `test_a_hostile_etag_…`,
   `test_a_hostile_name_…`, `test_a_redirect_…`, `test_bytes_that_differ_…`;
-- 2, repository code (`auto_map`, `.py`, peft fields): tests/test_hostile_runs.py, `test_remote_code_…`,
+- 2, repository code (`auto_map`, `.py`, peft fields): tests/checks/test_hostile_runs.py,
+`test_remote_code_…`,
   `test_tokenizer_auto_map_…`, `test_adapter_config_…`;
-- 3, another results.json under a run tag: tests/test_hostile_runs.py, `test_run_tag_and_expected_digest_…`;
-- 4, a FAIL marked PASS, edited figures or card: tests/test_hostile_runs.py, `test_a_fail_marked_pass_…`,
+- 3, another results.json under a run tag: tests/checks/test_hostile_runs.py,
+`test_run_tag_and_expected_digest_…`;
+- 4, a FAIL marked PASS, edited figures or card: tests/checks/test_hostile_runs.py,
+`test_a_fail_marked_pass_…`,
   `test_edited_figures_…`, `test_an_edited_card_…`, `test_verify_recomputes_…`;
-- 5, data the repository chose: tests/test_hostile_runs.py, `test_verify_refuses_data_other_than_…`;
+- 5, data the repository chose: tests/checks/test_hostile_runs.py, `test_verify_refuses_data_other_than_…`;
 - 6, the token echoed or sent over plain http: here, `test_an_echoed_token_…`, `test_plain_http_…`;
 - 7, a trickling server: here, `test_a_trickling_server_…`, `test_a_wait_asked_past_the_deadline_…`;
-- 8, malformed records: tests/test_hostile_runs.py, `test_malformed_results_json_…`, `test_adapter_config_…`;
-- 9, local paths published: tests/test_publish.py, `test_no_published_file_holds_a_local_path`;
-- 10, bad CLI input found late: tests/test_cli.py, `test_an_empty_model_name_…` and the tests after it;
-- 11, unsigned or wrongly signed runs: tests/test_hostile_runs.py, `test_push_signs_and_download_…`, and
-  tests/test_signing.py.
+- 8, malformed records: tests/checks/test_hostile_runs.py, `test_malformed_results_json_…`,
+`test_adapter_config_…`;
+- 9, local paths published: tests/publish/test_publish.py, `test_no_published_file_holds_a_local_path`;
+- 10, bad CLI input found late: tests/cli/test_cli.py, `test_an_empty_model_name_…` and the tests after it;
+- 11, unsigned or wrongly signed runs: tests/checks/test_hostile_runs.py, `test_push_signs_and_download_…`,
+and
+  tests/hub/test_signing.py.
 """
 
 from __future__ import annotations
@@ -41,11 +46,12 @@ from huggingface_hub import constants
 from huggingface_hub.utils import _http as hf_http
 from transformers import AutoConfig
 
-from attncard.pipeline import download, hub_io, push
 from attncard.pipeline.cli import main
-from attncard.pipeline.data import get_task, load_task_from_hub
-from attncard.pipeline.download import download_verified
-from attncard.pipeline.errors import (
+from attncard.pipeline.hub import hub_io
+from attncard.pipeline.hub.hub_io import endpoint_key, fetch_run, hub_endpoint
+from attncard.pipeline.publish import push
+from attncard.pipeline.publish.push import push_run_folder
+from attncard.pipeline.record.errors import (
     AttncardError,
     DownloadError,
     HubAnswerError,
@@ -56,10 +62,11 @@ from attncard.pipeline.errors import (
     IntegrityError,
     PushError,
 )
-from attncard.pipeline.hub_io import endpoint_key, fetch_run, hub_endpoint
-from attncard.pipeline.models import base_model_license, load_model
-from attncard.pipeline.push import push_run_folder
-from attncard.pipeline.results import Results
+from attncard.pipeline.record.results import Results
+from attncard.pipeline.run.data import get_task, load_task_from_hub
+from attncard.pipeline.run.models import base_model_license, load_model
+from attncard.pipeline.verify import download
+from attncard.pipeline.verify.download import download_verified
 from conftest import HUB_USER, TINY_GPT2_REPO, commit_run_folder, serve
 from hostile_hub import HostileHub
 

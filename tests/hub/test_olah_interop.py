@@ -21,12 +21,12 @@ from huggingface_hub import HfApi
 from huggingface_hub.hf_api import RepoFile
 
 from attncard.pipeline.cli import main
-from attncard.pipeline.data import load_task
-from attncard.pipeline.download import load_verified, predict
-from attncard.pipeline.errors import IntegrityError, RepoNotFoundError, RevisionNotFoundError
-from attncard.pipeline.metrics import predictions_sha256
-from attncard.pipeline.push import push_run_folder
-from attncard.pipeline.results import Results
+from attncard.pipeline.publish.push import push_run_folder
+from attncard.pipeline.record.errors import IntegrityError, RepoNotFoundError, RevisionNotFoundError
+from attncard.pipeline.record.results import Results
+from attncard.pipeline.run.data import load_task
+from attncard.pipeline.scoring.metrics import predictions_sha256
+from attncard.pipeline.verify.download import load_verified, predict
 from conftest import HUB_USER, LFS_THRESHOLD, MINILM_REPO, TINY_GPT2_REPO, serve
 from hub_server import LoopbackHub
 from olah_hub import OlahHub

@@ -1,6 +1,6 @@
-"""Signed runs (pipeline.signing): a run folder signed with a key verifies with that key only, and any change
-to its files after signing is refused. Offline: keys are made here; Sigstore bundles are only read, never
-verified (that needs Sigstore's trust root from the network). Most tests sign a small folder of made-up
+"""Signed runs (pipeline.hub.signing): a run folder signed with a key verifies with that key only, and any
+change to its files after signing is refused. Offline: keys are made here; Sigstore bundles are only read,
+never verified (that needs Sigstore's trust root from the network). Most tests sign a small folder of made-up
 files; the lint test signs a real run."""
 
 from __future__ import annotations
@@ -23,12 +23,10 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from attncard.pipeline import signing
+from attncard.pipeline.checks.lint import lint_run_folder
 from attncard.pipeline.cli import main
-from attncard.pipeline.errors import AttncardError, DownloadError, SignatureError, SigningError
-from attncard.pipeline.lint import lint_run_folder
-from attncard.pipeline.results import RESULTS_FILE, SIGNATURE_FILE, Results, build_manifest, check_manifest
-from attncard.pipeline.signing import (
+from attncard.pipeline.hub import signing
+from attncard.pipeline.hub.signing import (
     ANY_TAG,
     GITHUB_ACTIONS_ISSUER,
     MAX_SIGNATURE_BYTES,
@@ -37,26 +35,20 @@ from attncard.pipeline.signing import (
     sign_run_folder,
     verify_run_signature,
 )
+from attncard.pipeline.record.errors import AttncardError, DownloadError, SignatureError, SigningError
+from attncard.pipeline.record.results import (
+    RESULTS_FILE,
+    SIGNATURE_FILE,
+    Results,
+    build_manifest,
+    check_manifest,
+)
 from conftest import REPO_ROOT
+from signing_keys import make_key
 
 WORKFLOW_IDENTITY = "https://github.com/attncard/attncard/.github/workflows/publish.yml@refs/tags/v1.0"
 
 
-def make_key(directory: Path, name: str, password: bytes | None = None) -> tuple[Path, Path]:
-    """`(private key, public key)`: a new P-256 key pair as PEM files in `directory`."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    encryption = serialization.BestAvailableEncryption(password) if password else serialization.NoEncryption()
-    private = directory / f"{name}.pem"
-    private.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
-    )
-    public = directory / f"{name}.pub"
-    public.write_bytes(
-        key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-    )
-    return private, public
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from attncard.modules.adaptive_span.attention import (
     global_key_shortfall,
     whole_span_mask,
 )
-from attncard.pipeline.models import load_model, tokenize
+from attncard.pipeline.run.models import load_model, tokenize
 
 LABELS = ["negative", "positive"]
 TEXTS = [

@@ -24,7 +24,7 @@ from attncard.modules.kernels import (
 from attncard.modules.kernels.banded import banded_attention_sdpa
 from attncard.modules.kernels.dispatch import IMPL_ENV_VAR
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 BATCH, HEADS, HEAD_DIM = 2, 3, 16
 SCALING = HEAD_DIM**-0.5
 TOLERANCE = dict(atol=1e-5, rtol=1e-5)
@@ -343,8 +343,8 @@ def test_triton_kernel_refuses_gradients():
 
 
 def test_dispatch_on_cpu_picks_sdpa_unless_distance_bias_needs_grad(monkeypatch):
-    # Without gradients the compiled kernel goes first where it is built (tests/test_banded_cpu.py); here it
-    # is not, as on a CPU without AVX2.
+    # Without gradients the compiled kernel goes first where it is built (tests/modules/test_banded_cpu.py);
+    # here it is not, as on a CPU without AVX2.
     monkeypatch.setattr(banded_cpu, "banded_kernel", lambda: None)
     qkv, _, kwargs = make_inputs(9, bias="finite")
     distance_bias = kwargs["distance_bias"]

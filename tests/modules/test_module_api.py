@@ -26,16 +26,16 @@ from attncard.modules.base import (
     imported_on_call,
     install_attention,
 )
-from attncard.pipeline.errors import UnsupportedModelError
-from attncard.pipeline.models import load_model
-from attncard.pipeline.results import TrainConfig
-from attncard.pipeline.scaling import (
+from attncard.pipeline.record.errors import UnsupportedModelError
+from attncard.pipeline.record.results import TrainConfig
+from attncard.pipeline.run.models import load_model
+from attncard.pipeline.run.scaling import (
     attention_flops,
     max_positions,
     measure_layer_scaling,
     measure_model_scaling,
 )
-from attncard.pipeline.train import train
+from attncard.pipeline.run.train import train
 
 LABELS = ["negative", "positive"]
 
@@ -127,8 +127,8 @@ def test_a_minimal_module_is_measured_against_a_copy_on_sdpa(tiny_model_dir):
 
 
 def test_a_change_of_the_parameter_count_is_measured_not_declared(tiny_model_dir, small_glue):
-    from attncard.pipeline.data import load_task
-    from attncard.pipeline.evaluate import count_deployed_parameters
+    from attncard.pipeline.run.data import load_task
+    from attncard.pipeline.run.evaluate import count_deployed_parameters
 
     module = dataclasses.replace(MINIMAL, name="minimal_api_test_gate", apply=_apply_with_a_hidden_parameter)
     data = load_task("sst2", small_glue)
@@ -175,7 +175,7 @@ def test_the_pipeline_never_names_a_module():
 
 
 def test_the_calibrate_hook_runs_once_on_the_trained_model(tiny_model_dir, small_glue):
-    from attncard.pipeline.data import load_task
+    from attncard.pipeline.run.data import load_task
 
     assert MINIMAL.training.calibrate is None  # the default: nothing measured, the training result keeps {}
     seen = []

@@ -35,11 +35,11 @@ from attncard.modules.checks import (
     traced_text_problems,
     untraced_attention_warning,
 )
-from attncard.pipeline import publish
-from attncard.pipeline.errors import AttncardError
-from attncard.pipeline.lint import card_text_problems
-from attncard.pipeline.publish import PublishOptions, run_publish
-from attncard.pipeline.results import TrainConfig
+from attncard.pipeline.checks.lint import card_text_problems
+from attncard.pipeline.publish import publish
+from attncard.pipeline.publish.publish import PublishOptions, run_publish
+from attncard.pipeline.record.errors import AttncardError
+from attncard.pipeline.record.results import TrainConfig
 from tiny_models import load_with_padded_batch
 
 PACKAGE = "attncard-linear-elu"
@@ -252,7 +252,10 @@ def warnings_before_training(
         repo_id=None,
         push=False,
     )
-    with caplog.at_level(logging.INFO, logger="attncard.pipeline.publish"), pytest.raises(TrainingStarted):
+    with (
+        caplog.at_level(logging.INFO, logger="attncard.pipeline.publish.publish"),
+        pytest.raises(TrainingStarted),
+    ):
         run_publish(options)
     return [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
 

@@ -1,5 +1,5 @@
 """The module contract (`attncard.testing`), from one table, over every built-in module and the example
-plugin `examples/sliding_window` (installed with pip, as `tests/test_plugins.py` installs it): dense
+plugin `examples/sliding_window` (installed with pip, as `tests/modules/test_plugins.py` installs it): dense
 attention where the module claims it, training through peft and loading back, the tensor trace, causal,
 padded and grouped-query attention on the tiny models of every family.
 

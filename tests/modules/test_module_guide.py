@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from attncard.modules import contract_problems, get_module, module_provenance
 from attncard.modules.checks import untraced_attention_warning
 from attncard.modules.trace import PROJECTION_STAGES, record_trace
-from attncard.pipeline.scaling import attention_flops
+from attncard.pipeline.run.scaling import attention_flops
 from attncard.testing import ModuleContract
 from conftest import PIP_INSTALL, REPO_ROOT, plugin_installed
 from tiny_models import ENCODERS, FAMILIES, TEXTS, load_with_padded_batch
@@ -146,7 +146,7 @@ class TestTheGuideModuleKeepsTheModuleContract(ModuleContract):
 def test_the_guide_says_what_the_card_may_print():
     """The guide's table of what a module's texts may hold names every word the card's lint refuses (read from
     the lint's own rules), and its examples are refused and allowed as it says."""
-    from attncard.pipeline import placeholders as lint  # the lint's own rules
+    from attncard.pipeline.record import placeholders as lint  # the lint's own rules
 
     text = GUIDE.read_text(encoding="utf-8")
     section = text.split("### What the card may print", 1)[1].split("\n## ", 1)[0]

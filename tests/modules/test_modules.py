@@ -1,6 +1,6 @@
 """The module registry, and what every module relies on in transformers' interfaces: the attention layers
 of every family, the mask, the trace. What each module must do once installed is the module contract
-(`attncard.testing`, run by tests/test_module_contract.py)."""
+(`attncard.testing`, run by tests/modules/test_module_contract.py)."""
 
 from __future__ import annotations
 

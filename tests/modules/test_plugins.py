@@ -35,18 +35,18 @@ from attncard.modules import (
     rescan_modules,
     source_sha256,
 )
+from attncard.pipeline.checks.lint import lint_run_folder
 from attncard.pipeline.cli import main, publish_main
-from attncard.pipeline.download import load_verified
-from attncard.pipeline.errors import (
+from attncard.pipeline.record.errors import (
     IncompatibleRunError,
     ModuleNotInstalledError,
     ModulePluginError,
     UnknownModuleError,
 )
-from attncard.pipeline.lint import lint_run_folder
-from attncard.pipeline.results import Results, Status
-from attncard.pipeline.reverify import reverify
-from attncard.pipeline.scaling import attention_flops
+from attncard.pipeline.record.results import Results, Status
+from attncard.pipeline.run.scaling import attention_flops
+from attncard.pipeline.verify.download import load_verified
+from attncard.pipeline.verify.reverify import reverify
 from conftest import (
     HUB_TOKEN,
     HUB_USER,

@@ -146,7 +146,8 @@ def test_peft_saves_every_factor_and_adapts_the_projections_left_unfactorised(
     tiny_model_dir, family, projections
 ):
     """How peft holds the module (that it trains and reloads is the module contract's, in
-    tests/test_module_contract.py): the factors as modules_to_save, LoRA on the q and v left unfactorised."""
+    tests/modules/test_module_contract.py): the factors as modules_to_save, LoRA on the q and v left
+    unfactorised."""
     loaded, batch = load_with_padded_batch(tiny_model_dir(family))
     config = SvdLowRankConfig(rank=8, projections=projections)
     MODULE.apply(loaded.model, config)

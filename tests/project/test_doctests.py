@@ -13,9 +13,9 @@ reader would name theirs:
   that says it runs "with examples/sliding_window installed" runs with `plugins/` on `sys.path`.
 
 An example that names the repository `loopback-user/tiny-gpt2-none-sst2` runs against a loopback Hub (see
-tests/hub_server.py), with huggingface_hub pointed at it and `HF_TOKEN` set: it holds the run folder
-committed to `main` and tagged `v1`, except for the examples of `attncard.pipeline.push`, which push it
-themselves. Everything else runs offline.
+tests/support/hub_server.py), with huggingface_hub pointed at it and `HF_TOKEN` set: it holds the run folder
+committed to `main` and tagged `v1`, except for the examples of `attncard.pipeline.publish.push`, which push
+it themselves. Everything else runs offline.
 
 Examples may also use, without building them, the objects `Names` lists: `results`, `data`, `evaluation`,
 `trained`, `loaded`, `model`, `tokenizer`, `batch`, `load_base`, `minilm`. Each docstring (a module's, a
@@ -48,11 +48,11 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from huggingface_hub import HfApi
 
 from attncard.modules import get_module, rescan_modules
-from attncard.pipeline.data import load_task
-from attncard.pipeline.evaluate import EvalResult, evaluate
-from attncard.pipeline.models import load_model
-from attncard.pipeline.results import Results, TrainConfig
-from attncard.pipeline.train import train
+from attncard.pipeline.record.results import Results, TrainConfig
+from attncard.pipeline.run.data import load_task
+from attncard.pipeline.run.evaluate import EvalResult, evaluate
+from attncard.pipeline.run.models import load_model
+from attncard.pipeline.run.train import train
 from conftest import HUB_TOKEN, HUB_USER, REPO_ROOT, TINY_GPT2_REPO, commit_run_folder, serve
 from hub_server import LoopbackHub
 from tiny_models import load_with_padded_batch
@@ -64,7 +64,7 @@ PACKAGES = ("attncard", "attncard.pipeline", "attncard.pipeline.cli", "attncard.
 OPTIONS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 RUN_NAME = TINY_GPT2_REPO.split("/")[1]
 # The modules whose examples push the run themselves: their Hub starts empty.
-EMPTY_HUB_MODULES = ("attncard.pipeline.push",)
+EMPTY_HUB_MODULES = ("attncard.pipeline.publish.push",)
 # The example plugin, and what an example says to have it installed while it runs.
 PLUGIN_SOURCE = REPO_ROOT / "examples" / "sliding_window"
 PLUGIN_MARK = "examples/sliding_window installed"

@@ -52,27 +52,28 @@ def test_an_import_up_the_layers_or_of_torch_in_the_schema_breaks_a_contract(ins
     site = tmp_path / "site"
     shutil.copytree(installed_attncard, site)
     pipeline = site / "attncard" / "pipeline"
-    with (pipeline / "results.py").open("a") as results:
-        results.write("\nfrom . import evaluate  # noqa\n")  # the schema reaching up to a stage
-    with (pipeline / "errors.py").open("a") as errors:
+    # A new file of the record, named in no contract, takes the record's layer: reaching up to a stage
+    # breaks it.
+    (pipeline / "record" / "new_format.py").write_text("from ..run import evaluate  # noqa\n")
+    with (pipeline / "record" / "errors.py").open("a") as errors:
         errors.write("\nimport torch  # noqa\n")
     result = lint_imports(site)
     assert result.returncode == 1, result.stdout[-3000:]
     assert "Contracts: 0 kept, 3 broken." in result.stdout
-    assert "attncard.pipeline.results -> attncard.pipeline.evaluate" in result.stdout
-    assert "attncard.pipeline.errors -> torch" in result.stdout
+    assert "attncard.pipeline.record.new_format -> attncard.pipeline.run.evaluate" in result.stdout
+    assert "attncard.pipeline.record.errors -> torch" in result.stdout
 
 
 def test_an_indirect_import_of_torch_on_the_predictions_path_breaks_a_contract(installed_attncard, tmp_path):
     site = tmp_path / "site"
     shutil.copytree(installed_attncard, site)
-    with (site / "attncard" / "pipeline" / "predictions.py").open("a") as predictions:
-        predictions.write("\nfrom .evaluate import classify  # noqa\n")  # down the layers, but to torch
+    with (site / "attncard" / "pipeline" / "checks" / "predictions.py").open("a") as predictions:
+        predictions.write("\nfrom ..run.evaluate import classify  # noqa\n")  # down the layers, but to torch
     result = lint_imports(site)
     assert result.returncode == 1, result.stdout[-3000:]
     assert "Contracts: 2 kept, 1 broken." in result.stdout
-    assert "attncard.pipeline.predictions -> attncard.pipeline.evaluate" in result.stdout
-    assert "attncard.pipeline.evaluate -> torch" in result.stdout
+    assert "attncard.pipeline.checks.predictions -> attncard.pipeline.run.evaluate" in result.stdout
+    assert "attncard.pipeline.run.evaluate -> torch" in result.stdout
 
 
 def without_heavy_packages(folder: Path) -> dict[str, str]:
@@ -84,7 +85,7 @@ def without_heavy_packages(folder: Path) -> dict[str, str]:
         (folder / name / "__init__.py").write_text(
             f"with open({str(folder / 'attempts')!r}, 'a') as attempts:\n"
             f"    attempts.write('{name}\\n')\n"
-            f"raise ImportError('{name} is made to fail by tests/test_layers.py')\n"
+            f"raise ImportError('{name} is made to fail by tests/project/test_layers.py')\n"
         )
     return {**os.environ, "PYTHONPATH": str(folder)}
 
@@ -133,8 +134,8 @@ def test_lint_and_each_modules_card_and_plots_run_with_torch_made_to_fail(tmp_pa
     code = (
         "import sys, tempfile\n"
         "from pathlib import Path\n"
-        "from attncard.pipeline.render import render_card, write_plots\n"
-        "from attncard.pipeline.results import Results\n"
+        "from attncard.pipeline.card.render import render_card, write_plots\n"
+        "from attncard.pipeline.record.results import Results\n"
         "for folder in map(Path, sys.argv[1:]):\n"
         "    results = Results.load(folder)\n"
         "    with tempfile.TemporaryDirectory() as scratch:\n"

@@ -26,10 +26,10 @@ def test_every_public_name_resolves_from_attncard():
 
 def test_the_folders_are_packaged_under_attncard():
     import attncard.modules.none
-    import attncard.pipeline.download
+    import attncard.pipeline.verify.download
     import attncard.templates
 
-    assert attncard.pipeline.download.load_verified is attncard.load_verified
+    assert attncard.pipeline.verify.download.load_verified is attncard.load_verified
     assert attncard.modules.none.__name__ == "attncard.modules.none"
     assert (attncard.modules.none.MODULE.folder / "spec.md").is_file()
 
@@ -71,7 +71,8 @@ print(verified.results.verification.status.value, "from attncard import load_ver
 
 def _packaged_files() -> dict[str, str]:
     """Every file of the four packaged folders, by its path in the wheel, with its path in the source tree:
-    `pipeline/data.py` is `attncard/pipeline/data.py` ([tool.setuptools.package-dir]). Caches left out."""
+    `pipeline/run/data.py` is `attncard/pipeline/run/data.py` ([tool.setuptools.package-dir]). Caches left
+    out."""
     packaged = {}
     for folder in ("attncard", "pipeline", "modules", "templates"):
         installed = "attncard" if folder == "attncard" else f"attncard/{folder}"

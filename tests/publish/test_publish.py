@@ -22,14 +22,12 @@ from peft import PeftModel
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
 from attncard.modules import get_module, module_names, module_provenance
-from attncard.pipeline import publish as publish_stage
+from attncard.pipeline.card.render import card_data
+from attncard.pipeline.checks.lint import lint_run_folder
 from attncard.pipeline.cli import publish_main
-from attncard.pipeline.data import load_task
-from attncard.pipeline.lint import lint_run_folder
-from attncard.pipeline.models import folder_revision, load_model, minilm_folder, tokenize
-from attncard.pipeline.publish import copy_to_cards
-from attncard.pipeline.render import card_data
-from attncard.pipeline.results import (
+from attncard.pipeline.publish import publish as publish_stage
+from attncard.pipeline.publish.publish import copy_to_cards
+from attncard.pipeline.record.results import (
     EnvironmentRecord,
     Results,
     Status,
@@ -37,8 +35,11 @@ from attncard.pipeline.results import (
     build_manifest,
     check_manifest,
 )
-from attncard.pipeline.scaling import MODEL_REPEATS, REPEATS
-from attncard.pipeline.train import add_lora
+from attncard.pipeline.run.data import load_task
+from attncard.pipeline.run.models import folder_revision, load_model, minilm_folder, tokenize
+from attncard.pipeline.run.scaling import MODEL_REPEATS, REPEATS
+from attncard.pipeline.run.train import add_lora
+from conftest import FIXTURES
 
 RUN_FILES = {
     "README.md",
@@ -158,7 +159,7 @@ def test_results_json_is_strict_and_round_trips(tiny_run):
 def test_a_hub_base_model_is_named_as_the_adapter_s_base_to_the_hub_spec():
     """base_model, base_model_relation and the base_model:adapter tag for a Hub base model; no `verified`,
     macro averaging as metric args, and a dataset revision only when it is a commit of the Hub dataset."""
-    results = Results.load(Path(__file__).parent / "fixtures" / "tiny_results.json")
+    results = Results.load(FIXTURES / "tiny_results.json")
     results.model.model_id, results.model.revision = "openai-community/gpt2", "a" * 40
     results.dataset.revision = "b" * 40
     data = card_data(results).to_dict()
@@ -399,7 +400,7 @@ def test_a_card_with_a_lint_finding_is_not_written(tiny_model_dir, small_glue, t
     # The template itself leaves a marker: the loader (which renders the card again) sees the same card.
     with_marker = lambda results, plots: real_render(results, plots) + "TODO\n"  # noqa: E731
     monkeypatch.setattr(publish_stage, "render_card", with_marker)
-    monkeypatch.setattr("attncard.pipeline.integrity.render_card", with_marker)
+    monkeypatch.setattr("attncard.pipeline.checks.integrity.render_card", with_marker)
     argv = [
         "--model",
         str(tiny_model_dir("gpt2")),

@@ -2,8 +2,8 @@
 
 Two tiny GPT-2 runs are built once for this module, both for `REPO`: a PASS run, which `publish --push`
 writes and pushes to a loopback Hub of its own (the round trip), and a FAIL run. Each test gets a fresh
-`LoopbackHub` (tests/hub_server.py) whose faults strike the requests of one push. After every failure the
-repository must be at its previous commit, and no commit may ever hold a card without its weights.
+`LoopbackHub` (tests/support/hub_server.py) whose faults strike the requests of one push. After every failure
+the repository must be at its previous commit, and no commit may ever hold a card without its weights.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from huggingface_hub import CommitOperationAdd, HfApi, constants
 from huggingface_hub.utils import _http as hf_http
 from huggingface_hub.utils import close_session
 
-from attncard.pipeline import push as publish
 from attncard.pipeline.cli import main, publish_main
-from attncard.pipeline.download import load_verified
-from attncard.pipeline.errors import IntegrityError, PushConflictError, PushError, PushRefusedError
-from attncard.pipeline.push import PushResult, push_run_folder, push_tag
-from attncard.pipeline.results import Results, Status, sha256_file
-from attncard.pipeline.reverify import reverify
+from attncard.pipeline.publish import push as publish
+from attncard.pipeline.publish.push import PushResult, push_run_folder, push_tag
+from attncard.pipeline.record.errors import IntegrityError, PushConflictError, PushError, PushRefusedError
+from attncard.pipeline.record.results import Results, Status, sha256_file
+from attncard.pipeline.verify.download import load_verified
+from attncard.pipeline.verify.reverify import reverify
 from conftest import HUB_USER, point_client_at, write_sst2_folder
 from hub_server import CONFLICT_MESSAGE, LoopbackHub
 
@@ -279,7 +279,7 @@ def test_the_hub_s_card_warnings_are_reported(
     hub: LoopbackHub, passed: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     hub.card_warnings = ["license_name is missing for license: other"]
-    with caplog.at_level(logging.WARNING, logger="attncard.pipeline.push"):
+    with caplog.at_level(logging.WARNING, logger="attncard.pipeline.publish.push"):
         push(hub, passed)
     assert f"the Hub warns about the card of {passed}: license_name is missing for license: other" in (
         caplog.messages

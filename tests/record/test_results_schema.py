@@ -8,14 +8,14 @@ import subprocess
 
 import pytest
 
-from attncard.pipeline.data import TASKS
-from attncard.pipeline.results import (
+from attncard.pipeline.record.results import (
     FROZEN_SCHEMA_ATTNCARD_VERSIONS,
     FROZEN_SCHEMA_COMMITS,
     FROZEN_SCHEMA_TASKS,
     SCHEMA_VERSION,
     loads_strict,
 )
+from attncard.pipeline.run.data import TASKS
 from conftest import REPO_ROOT
 
 
@@ -50,28 +50,35 @@ def test_loads_strict_still_reads_what_publish_writes():
     }
 
 
+# Where SCHEMA_VERSION has been defined, oldest first: a commit's schema is read from the first that it holds.
+SCHEMA_FILES = ("pipeline/results.py", "pipeline/record/results.py")
+
+
 def _schema_of_each_commit() -> dict[str, int | None]:
-    """The schema each commit of this repository's history wrote (`SCHEMA_VERSION` in its
-    pipeline/results.py; None before there was one), and its attncard version, from `git cat-file`."""
+    """The schema each commit of this repository's history wrote (`SCHEMA_VERSION` in its results module,
+    at any path of SCHEMA_FILES; None before there was one), from `git cat-file`."""
     commits = subprocess.run(
         ["git", "rev-list", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
     ).stdout.split()
-    wanted = "".join(f"{commit}:pipeline/results.py\n" for commit in commits)
+    wanted = "".join(f"{commit}:{path}\n" for commit in commits for path in SCHEMA_FILES)
     batch = subprocess.run(
         ["git", "cat-file", "--batch"], cwd=REPO_ROOT, input=wanted.encode(), capture_output=True, check=True
     ).stdout
     schemas, position = {}, 0
     for commit in commits:
-        header_end = batch.index(b"\n", position)
-        header = batch[position:header_end].split()
-        if header[-1] == b"missing":
-            schemas[commit], position = None, header_end + 1
-            continue
-        size = int(header[2])
-        text = batch[header_end + 1 : header_end + 1 + size].decode("utf-8")
-        position = header_end + 1 + size + 1
-        match = re.search(r"^SCHEMA_VERSION = (\d+)", text, re.MULTILINE)
-        schemas[commit] = int(match.group(1)) if match else None
+        schemas[commit] = None
+        for _ in SCHEMA_FILES:
+            header_end = batch.index(b"\n", position)
+            header = batch[position:header_end].split()
+            if header[-1] == b"missing":
+                position = header_end + 1
+                continue
+            size = int(header[2])
+            text = batch[header_end + 1 : header_end + 1 + size].decode("utf-8")
+            position = header_end + 1 + size + 1
+            match = re.search(r"^SCHEMA_VERSION = (\d+)", text, re.MULTILINE)
+            if match:
+                schemas[commit] = int(match.group(1))
     return schemas
 
 

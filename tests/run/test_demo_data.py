@@ -1,6 +1,6 @@
 """`make demo` on a fresh machine. It checks that the GLUE data can be had before it builds `.venv`:
-`pipeline/data_check.py`, run by the system Python with the standard library alone, refuses in one line, exit
-status 2, a GLUE_DIR without the task's files, HF_HUB_OFFLINE without GLUE_DIR, and a Hub that cannot be
+`pipeline/run/data_check.py`, run by the system Python with the standard library alone, refuses in one line,
+exit status 2, a GLUE_DIR without the task's files, HF_HUB_OFFLINE without GLUE_DIR, and a Hub that cannot be
 connected to. It builds `.venv` with the CPU torch of requirements.lock, which a plain pip finds only on
 PyTorch's index.
 
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from attncard.pipeline import data_check
-from attncard.pipeline.data import TASKS, find_task_folder
+from attncard.pipeline.run import data_check
+from attncard.pipeline.run.data import TASKS, find_task_folder
 from conftest import REPO_ROOT, write_sst2_folder
 
 # As the Makefile's demo-data target.
@@ -38,10 +38,11 @@ def checkout(tmp_path: Path) -> Path:
     """A folder with the Makefile, the data check, pyproject.toml and an empty lock: enough for `make demo` to
     start building `.venv` if the check let it."""
     folder = tmp_path / "checkout"
-    (folder / "pipeline").mkdir(parents=True)
+    (folder / "pipeline" / "run").mkdir(parents=True)
     shutil.copy2(REPO_ROOT / "Makefile", folder / "Makefile")
     shutil.copy2(REPO_ROOT / "pyproject.toml", folder / "pyproject.toml")
-    shutil.copy2(REPO_ROOT / "pipeline" / "data_check.py", folder / "pipeline" / "data_check.py")
+    data_check_py = Path("pipeline") / "run" / "data_check.py"
+    shutil.copy2(REPO_ROOT / data_check_py, folder / data_check_py)
     (folder / "requirements.lock").write_text("")
     return folder
 
@@ -140,7 +141,7 @@ def test_the_check_passes_a_glue_dir_in_each_layout_the_run_reads(checkout, tmp_
     glue = write_sst2_folder(tmp_path / "glue")
     if folder != "SST-2":
         (glue / "SST-2").rename(glue / folder)
-    # The run itself finds the same folder: the check shares pipeline/data.py's rule.
+    # The run itself finds the same folder: the check shares pipeline/run/data.py's rule.
     assert find_task_folder(TASKS["sst2"], glue).name == folder
     result = make(checkout, "demo-data", GLUE_DIR=str(glue))
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
@@ -150,7 +151,7 @@ def test_the_demo_data_target_names_the_files_the_run_reads():
     spec = TASKS["sst2"]
     assert [spec.folder, spec.train_file, spec.validation_file] == ["SST-2", *SST2_FILES]
     assert (
-        "pipeline/data_check.py --task sst2 --folder SST-2 --files train.tsv dev.tsv"
+        "pipeline/run/data_check.py --task sst2 --folder SST-2 --files train.tsv dev.tsv"
         in (REPO_ROOT / "Makefile").read_text()
     )
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from attncard.pipeline.errors import ModelLoadError, UnknownNameError
-from attncard.pipeline.models import (
+from attncard.pipeline.record.errors import ModelLoadError, UnknownNameError
+from attncard.pipeline.run.models import (
     base_model_license,
     folder_revision,
     load_model,

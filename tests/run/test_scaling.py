@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -16,11 +15,11 @@ from transformers import BertConfig, GPT2Config, RobertaConfig
 from attncard.modules import get_module, module_names
 from attncard.modules.adaptive_span.model import span_modules
 from attncard.modules.base import attention_layers, attention_shape
-from attncard.pipeline import scaling
-from attncard.pipeline.models import load_model
-from attncard.pipeline.render import render_card
-from attncard.pipeline.results import SCALING_MEMORY_METHOD, Results, ScalingRow
-from attncard.pipeline.scaling import (
+from attncard.pipeline.card.render import render_card
+from attncard.pipeline.record.results import SCALING_MEMORY_METHOD, Results, ScalingRow
+from attncard.pipeline.run import scaling
+from attncard.pipeline.run.models import load_model
+from attncard.pipeline.run.scaling import (
     attention_flops,
     default_lengths,
     layer_attention_runs,
@@ -29,9 +28,10 @@ from attncard.pipeline.scaling import (
     measure_model_scaling,
     synthetic_input_ids,
 )
+from conftest import FIXTURES
 
 LABELS = ["negative", "positive"]
-RESULTS = Path(__file__).parent / "fixtures" / "tiny_results.json"  # a recorded run of `none`
+RESULTS = FIXTURES / "tiny_results.json"  # a recorded run of `none`
 # Configurations under which each module computes what dense attention computes (see test_modules.py).
 OPEN_CONFIGS: dict[str, dict] = {
     "none": {},

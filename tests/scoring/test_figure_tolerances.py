@@ -1,5 +1,5 @@
-"""What a recomputed figure may differ by (pipeline.tolerances): the last bits another scipy or numpy gives
-pass, a forged change, an edited count or a decision the recorded figures do not give is refused.
+"""What a recomputed figure may differ by (pipeline.scoring.tolerances): the last bits another scipy or numpy
+gives pass, a forged change, an edited count or a decision the recorded figures do not give is refused.
 
 The runs are a committed card (`cards/minilm-adaptive_span-mrpc-seed0`, MRPC with a paired verdict),
 loaded and edited in memory, and the values other scipy versions give, as measured for docs/downloading.md
@@ -16,13 +16,12 @@ import numpy as np
 import pytest
 import torch
 
-from attncard.pipeline.checks import settled
-from attncard.pipeline.errors import IntegrityError
-from attncard.pipeline.integrity import Figure, recorded_figure_problems
-from attncard.pipeline.paired import COUNT_FIELDS, comparison_from_counts, comparison_problems
-from attncard.pipeline.results import Results, Verdict
-from attncard.pipeline.reverify_predictions import reverify_predictions
-from attncard.pipeline.tolerances import (
+from attncard.pipeline.checks.integrity import Figure, recorded_figure_problems
+from attncard.pipeline.checks.registry import settled
+from attncard.pipeline.record.errors import IntegrityError
+from attncard.pipeline.record.results import Results, Verdict
+from attncard.pipeline.scoring.paired import COUNT_FIELDS, comparison_from_counts, comparison_problems
+from attncard.pipeline.scoring.tolerances import (
     EXACT,
     FIGURE_TOLERANCES,
     difference_note,
@@ -30,8 +29,9 @@ from attncard.pipeline.tolerances import (
     same_figure,
     tolerance_of,
 )
+from attncard.pipeline.verify.reverify_predictions import reverify_predictions
 
-CARD = Path(__file__).resolve().parent.parent / "cards" / "minilm-adaptive_span-mrpc-seed0"
+CARD = Path(__file__).resolve().parents[2] / "cards" / "minilm-adaptive_span-mrpc-seed0"
 
 # (figure, recorded by scipy 1.17.1 / numpy 2.4.6, recomputed by another version): the largest relative
 # differences measured on the committed cards and a sweep of every GLUE split size.
@@ -176,8 +176,8 @@ def copy_with_ci_low(results: Results, ci_low: float) -> Results:
 
 
 def test_the_status_cannot_flip_within_a_tolerance():
-    """The status rests on the accuracy, the threshold and the compression factor (pipeline.verify), and the
-    verdict on the interval and the margin: none has a tolerance but the interval, which the verdict rule
+    """The status rests on the accuracy, the threshold and the compression factor (pipeline.scoring.gate), and
+    the verdict on the interval and the margin: none has a tolerance but the interval, which the verdict rule
     above holds to the recorded verdict."""
     for name in ("verification.accuracy", "verification.threshold", "verification.compression_factor"):
         assert tolerance_of(name) is EXACT
@@ -222,11 +222,12 @@ def test_verify_predictions_says_whether_another_environment_could_give_a_differ
     ]
 
 
-# --- `attncard verify` with the model: which rows may predict another label (pipeline.reverify) -----------
+# --- `attncard verify` with the model: which rows may predict another label (pipeline.verify.reverify)
+# -----------
 
 
 def test_only_a_near_tie_within_the_noise_may_flip():
-    from attncard.pipeline.reverify import LOGIT_NOISE, Flips, near_tie_flips
+    from attncard.pipeline.verify.reverify import LOGIT_NOISE, Flips, near_tie_flips
 
     recorded = np.array([[0.5, 0.5 + LOGIT_NOISE], [0.1, 0.4], [0.5, 0.5 + LOGIT_NOISE], [1.0, 0.0]])
     now = recorded.copy()
@@ -239,8 +240,8 @@ def test_only_a_near_tie_within_the_noise_may_flip():
 
 def _flip_row(monkeypatch, row: int, by: float) -> None:
     """Makes the model's logits now those it computes, with `row`'s two logits swapped and moved by `by`."""
-    import attncard.pipeline.reverify as reverify_module
-    from attncard.pipeline.download import predict_logits as real
+    import attncard.pipeline.verify.reverify as reverify_module
+    from attncard.pipeline.verify.download import predict_logits as real
 
     def flipped(*args, **kwargs):
         logits = real(*args, **kwargs).clone()
@@ -252,8 +253,8 @@ def _flip_row(monkeypatch, row: int, by: float) -> None:
 
 
 def test_verify_keeps_a_flipped_near_tie_and_refuses_another_flip(gpt2_base, tiny_gpt2_run, monkeypatch):
-    import attncard.pipeline.reverify as reverify_module
-    from attncard.pipeline.predictions import read_predictions
+    import attncard.pipeline.verify.reverify as reverify_module
+    from attncard.pipeline.checks.predictions import read_predictions
 
     run_dir, glue = tiny_gpt2_run
     recorded = read_predictions(run_dir, Results.load(run_dir))

@@ -1,6 +1,6 @@
-"""The arithmetic of the quality figures (pipeline/metrics.py), held to what it replaces: scikit-learn's
-scores bit for bit, and torch's cross-entropy to float32 rounding (`LOSS_REL_TOL`), the tolerance a loss
-recorded by torch is compared with."""
+"""The arithmetic of the quality figures (pipeline/scoring/metrics.py), held to what it replaces:
+scikit-learn's scores bit for bit, and torch's cross-entropy to float32 rounding (`LOSS_REL_TOL`), the
+tolerance a loss recorded by torch is compared with."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from sklearn.metrics import (
     recall_score,
 )
 
-from attncard.pipeline.data import TASKS
-from attncard.pipeline.metrics import (
+from attncard.pipeline.run.data import TASKS
+from attncard.pipeline.scoring.metrics import (
     LOSS_REL_TOL,
     cross_entropy,
     label_metrics,

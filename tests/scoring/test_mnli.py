@@ -11,20 +11,20 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_hostile_runs import reseal
 
+from attncard.pipeline.card.leaderboard import read_cards, render_leaderboard
+from attncard.pipeline.checks.integrity import recomputed_verification, recorded_figure_problems
+from attncard.pipeline.checks.lint import lint_run_folder
+from attncard.pipeline.checks.predictions import read_predictions
 from attncard.pipeline.cli import main, publish_main
-from attncard.pipeline.download import download_verified
-from attncard.pipeline.errors import IntegrityError, ResultsError
-from attncard.pipeline.integrity import recomputed_verification, recorded_figure_problems
-from attncard.pipeline.lint import lint_run_folder
-from attncard.pipeline.predictions import read_predictions
-from attncard.pipeline.publish import copy_to_cards
-from attncard.pipeline.results import CARD_FILE, RESULTS_FILE, Results, build_manifest
-from attncard.pipeline.reverify import reverify
-from attncard.pipeline.summary import read_cards, render_leaderboard
-from attncard.pipeline.verify import both_gates
+from attncard.pipeline.publish.publish import copy_to_cards
+from attncard.pipeline.record.errors import IntegrityError, ResultsError
+from attncard.pipeline.record.results import CARD_FILE, RESULTS_FILE, Results, build_manifest
+from attncard.pipeline.scoring.gate import both_gates
+from attncard.pipeline.verify.download import download_verified
+from attncard.pipeline.verify.reverify import reverify
 from conftest import SST2_ROWS
+from run_folders import reseal
 
 MNLI_HEADER = (
     "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\t"

@@ -18,20 +18,20 @@ import pytest
 import yaml
 from huggingface_hub import ModelCard
 from sklearn.metrics import f1_score, matthews_corrcoef
-from test_hostile_runs import reseal
 
+from attncard.pipeline.card.leaderboard import read_cards, render_leaderboard
+from attncard.pipeline.card.render import eval_results_file
+from attncard.pipeline.checks.lint import lint_run_folder
+from attncard.pipeline.checks.predictions import read_predictions
 from attncard.pipeline.cli import main, publish_main
-from attncard.pipeline.download import download_verified
-from attncard.pipeline.errors import IntegrityError, ResultsError
-from attncard.pipeline.lint import lint_run_folder
-from attncard.pipeline.metrics import mcc_difference
-from attncard.pipeline.paired import comparison_from_counts
-from attncard.pipeline.predictions import read_predictions
-from attncard.pipeline.publish import copy_to_cards
-from attncard.pipeline.render import eval_results_file
-from attncard.pipeline.results import CARD_FILE, RESULTS_FILE, OfficialMetric, Results
-from attncard.pipeline.summary import read_cards, render_leaderboard
+from attncard.pipeline.publish.publish import copy_to_cards
+from attncard.pipeline.record.errors import IntegrityError, ResultsError
+from attncard.pipeline.record.results import CARD_FILE, RESULTS_FILE, OfficialMetric, Results
+from attncard.pipeline.scoring.metrics import mcc_difference
+from attncard.pipeline.scoring.paired import comparison_from_counts
+from attncard.pipeline.verify.download import download_verified
 from conftest import SST2_ROWS, quick_scaling
+from run_folders import reseal
 
 # Sentences of SST-2's rows: CoLA calls the positive ones acceptable; MRPC pairs a row with itself
 # (equivalent) and with the next row, of the other sentiment (not equivalent).

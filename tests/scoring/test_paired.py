@@ -1,4 +1,4 @@
-"""The paired verdict against the dense baseline (pipeline.paired) and its place on the card.
+"""The paired verdict against the dense baseline (pipeline.scoring.paired) and its place on the card.
 
 The figures are checked against an independent computation (numpy on the explicit ±1/0 vector of per-row
 differences, McNemar from the binomial CDF); the baseline is found among decoy run folders built from the
@@ -18,8 +18,20 @@ import pytest
 from scipy.stats import binom, norm
 
 from attncard.modules import get_module
-from attncard.pipeline.lint import lint_run_folder
-from attncard.pipeline.paired import (
+from attncard.pipeline.card.render import render_card, render_license, write_plots
+from attncard.pipeline.checks.lint import lint_run_folder
+from attncard.pipeline.record.results import (
+    CARD_FILE,
+    RESULTS_FILE,
+    BaselineRecord,
+    Comparison,
+    Results,
+    TrainConfig,
+    Verdict,
+    build_manifest,
+    sha256_file,
+)
+from attncard.pipeline.scoring.paired import (
     DEFAULT_MARGIN,
     ComparisonError,
     baseline_name,
@@ -32,20 +44,9 @@ from attncard.pipeline.paired import (
     pool_comparisons,
     setup_differences,
 )
-from attncard.pipeline.render import render_card, render_license, write_plots
-from attncard.pipeline.results import (
-    CARD_FILE,
-    RESULTS_FILE,
-    BaselineRecord,
-    Comparison,
-    Results,
-    TrainConfig,
-    Verdict,
-    build_manifest,
-    sha256_file,
-)
+from conftest import FIXTURES
 
-FIXTURE = Path(__file__).parent / "fixtures" / "tiny_results.json"
+FIXTURE = FIXTURES / "tiny_results.json"
 MODULE = "svd_lowrank"  # a built-in module that changes attention: the card renders its spec and source
 # The recorded comparison of the fixture run as a module run: 40 rows, 20 of them right for the module (the
 # fixture's verification.correct) and 24 right for the baseline (accuracy 60%).
@@ -81,8 +82,8 @@ def baseline(accuracy: float = 0.6, seed: int = 0, name: str = "tiny-gpt2-none-s
 
 
 def independent(both_correct: int, module_only: int, baseline_only: int, both_wrong: int, confidence: float):
-    """`(difference, ci_low, ci_high, mcnemar_p)` computed without pipeline.paired: numpy on the explicit
-    vector of per-row differences, and twice the binomial CDF of the rarer discordant kind."""
+    """`(difference, ci_low, ci_high, mcnemar_p)` computed without pipeline.scoring.paired: numpy on the
+    explicit vector of per-row differences, and twice the binomial CDF of the rarer discordant kind."""
     differences = np.array(
         [1.0] * module_only + [-1.0] * baseline_only + [0.0] * (both_correct + both_wrong), dtype=np.float64
     )

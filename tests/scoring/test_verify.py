@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from attncard.pipeline.evaluate import EvalResult
-from attncard.pipeline.results import Efficiency, Metrics, Parameters, Status
-from attncard.pipeline.verify import decide_status, majority_threshold, verify
+from attncard.pipeline.record.results import Efficiency, Metrics, Parameters, Status
+from attncard.pipeline.run.evaluate import EvalResult
+from attncard.pipeline.scoring.gate import decide_status, majority_threshold, verify
 
 
 def test_sst2_threshold():

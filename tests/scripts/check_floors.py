@@ -4,7 +4,7 @@ uv's lowest-direct resolution installs the lowest release each range allows, unl
 it out; then the floor written in pyproject.toml is not the one tested, and this says which to raise. torch is
 left out: the floors environment keeps the locked torch.
 
-Usage: python tests/check_floors.py gpu,demo,dev   (the extras installed beside the dependencies)
+Usage: python tests/scripts/check_floors.py gpu,demo,dev   (the extras installed beside the dependencies)
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 KEPT_AS_LOCKED = {"torch"}
 
 

@@ -46,9 +46,7 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from attncard.modules import get_module, module_provenance
-from attncard.pipeline.cli import main
-from attncard.pipeline.integrity import card_problems
-from attncard.pipeline.render import (
+from attncard.pipeline.card.render import (
     card_usage_code,
     render_card,
     run_folder_location,
@@ -56,7 +54,9 @@ from attncard.pipeline.render import (
     write_eval_results,
     write_plots,
 )
-from attncard.pipeline.results import (
+from attncard.pipeline.checks.integrity import card_problems
+from attncard.pipeline.cli import main
+from attncard.pipeline.record.results import (
     CARD_FILE,
     CARD_TEMPLATE,
     PLOT_STYLE,
@@ -68,14 +68,14 @@ from attncard.pipeline.results import (
     sha256_file,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CARDS = ROOT / "cards"
 Read = Callable[[str], str | None]  # a repository path -> the file's text, at a commit or installed
 
 
 def upgrade(results: Results) -> None:
     """Writes a schema 2 run in schema 3: schema 2's one layer count was the layers with LoRA plus, for a
-    module that changes attention, every attention layer (`pipeline/train.py` of schema 2), so it splits
+    module that changes attention, every attention layer (`pipeline/run/train.py` of schema 2), so it splits
     into the two counts schema 3 records. A run of schema 3 or later stays in its schema, which renders the
     card it was published with: schema 4's official GLUE metric is a measured figure a schema 3 run never
     recorded, so no re-render can add it."""

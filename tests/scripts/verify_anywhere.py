@@ -10,7 +10,7 @@ would:
 2. `attncard download` of a fresh tiny run, then `attncard verify --predictions` and `attncard verify` (the
    model evaluated again) of what it downloaded. The run is made once, here, in the lock's environment (the
    one running this script: `.venv`), by `publish` on a tiny random GPT-2 and a small SST-2 folder, and pushed
-   to a loopback Hub (tests/hub_server.py) that this script serves for the environments' clients;
+   to a loopback Hub (tests/support/hub_server.py) that this script serves for the environments' clients;
 3. `attncard download` of a forged copy of that run, pushed under another repo id: its training-loss plot
    drawn again with one step's loss moved and resealed into the manifest (and the card), which every
    environment must refuse.
@@ -43,7 +43,8 @@ exit status is 1 when any step failed. A first build of `newest` or `py313` down
 from PyPI (several GB). On 2 cores each environment's checks take 3 to 5 minutes, most of it the committed
 cards' `verify --predictions`.
 
-Usage: .venv/bin/python tests/verify_anywhere.py --env floors --env newest [--python313 PATH] [--glue DIR]
+Usage: .venv/bin/python tests/scripts/verify_anywhere.py --env floors --env newest [--python313 PATH] [--glue
+DIR]
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests"
 ANYWHERE = ROOT / ".venv-anywhere"
 LOCK = ROOT / "requirements.lock"
@@ -92,7 +93,7 @@ FORGED_REPO = "loopback-user/tiny-gpt2-none-sst2-forged"  # the same run, its lo
 HUB_TOKEN = "hf_loopback_anywhere_token"
 HUB_USER = "loopback-user"
 LOSS_PLOT = "training_loss.png"
-FORGED_STEP_DELTA = 0.05  # how far the forged plot moves one step's loss (tests/test_plot_compare.py's)
+FORGED_STEP_DELTA = 0.05  # how far the forged plot moves one step's loss (tests/card/test_plot_compare.py's)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -332,9 +333,10 @@ def make_fresh_run(work: Path) -> tuple[Path, Path, Path]:
 
 def forge_loss_plot(run_dir: Path, forged_dir: Path) -> Path:
     """A copy of the run whose training-loss plot is drawn with one step's loss moved by FORGED_STEP_DELTA,
-    resealed: the manifest and the card written again around it, as tests/test_plot_compare.py forges one."""
-    from attncard.pipeline.render import render_card, write_plots
-    from attncard.pipeline.results import CARD_FILE, Results, build_manifest
+    resealed: the manifest and the card written again around it, as tests/card/test_plot_compare.py forges
+    one."""
+    from attncard.pipeline.card.render import render_card, write_plots
+    from attncard.pipeline.record.results import CARD_FILE, Results, build_manifest
 
     shutil.copytree(run_dir, forged_dir)
     results = Results.load(forged_dir)
@@ -355,7 +357,7 @@ def forge_loss_plot(run_dir: Path, forged_dir: Path) -> Path:
 @contextlib.contextmanager
 def serve_fresh_run(work: Path) -> Iterator[FreshRun]:
     """Makes the fresh run and its forged copy, serves both from a loopback Hub for the block."""
-    sys.path.insert(0, str(TESTS))
+    sys.path.insert(0, str(TESTS / "support"))
     from hub_server import LoopbackHub, client_settings
 
     run_dir, glue, base_model = make_fresh_run(work)

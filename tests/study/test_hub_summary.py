@@ -22,13 +22,13 @@ from pathlib import Path
 
 import pytest
 from huggingface_hub import CommitOperationAdd, HfApi
-from test_signing import make_key
 
+from attncard.pipeline.card.leaderboard import leaderboard_points, read_cards
 from attncard.pipeline.cli import main
-from attncard.pipeline.results import run_tag, sha256_file
-from attncard.pipeline.summary import leaderboard_points, read_cards
+from attncard.pipeline.record.results import run_tag, sha256_file
 from conftest import HUB_TOKEN, HUB_USER, commit_run_folder, quick_scaling, serve, write_sst2_folder
 from hub_server import LoopbackHub
+from signing_keys import make_key
 
 # The module's fixture trains and pushes a sweep of 12 tiny runs (about a minute): `make test-all` runs it.
 pytestmark = pytest.mark.slow
@@ -211,7 +211,7 @@ def test_the_output_must_be_a_new_folder_and_a_cards_folder_excludes_hub(
 def test_a_fetch_without_weights_never_serves_one_that_wants_them(
     hub: LoopbackHub, tiny_gpt2_run, fresh_cache
 ) -> None:
-    from attncard.pipeline.hub_io import fetch_run
+    from attncard.pipeline.hub.hub_io import fetch_run
 
     run_dir, _ = tiny_gpt2_run
     repo_id = f"{HUB_USER}/{run_dir.name}"
@@ -233,8 +233,8 @@ def test_a_fetch_without_weights_never_serves_one_that_wants_them(
     ["someone-else/bert-none-sst2-seed0", f"{HUB_USER}/../etc", f"{HUB_USER}/.hidden", 7, f"{HUB_USER}"],
 )
 def test_a_listing_that_names_what_is_not_a_run_of_the_organisation_is_refused(listed: object) -> None:
-    from attncard.pipeline.errors import DownloadError
-    from attncard.pipeline.hub_summary import _listed_id
+    from attncard.pipeline.record.errors import DownloadError
+    from attncard.pipeline.study.hub_leaderboard import _listed_id
 
     with pytest.raises(DownloadError, match="cannot be trusted"):
         _listed_id(listed, HUB_USER, "http://127.0.0.1:1")

@@ -1,5 +1,5 @@
-"""`attncard summary --hub` against a Hub or mirror that lies (tests/hostile_hub.py), issue 42: text a run
-or a server chose reaches the leaderboard and the terminal escaped (item 3), the whole command ends by its
+"""`attncard summary --hub` against a Hub or mirror that lies (tests/support/hostile_hub.py), issue 42: text a
+run or a server chose reaches the leaderboard and the terminal escaped (item 3), the whole command ends by its
 deadline however many repositories trickle (item 7), and the leaderboard names a required key by its
 fingerprint, not by its path on this machine (item 8).
 
@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 from huggingface_hub import CommitOperationAdd, HfApi
-from test_signing import make_key
 
 from attncard.pipeline.cli import main
 from attncard.pipeline.cli.common import progress_on_stderr
-from attncard.pipeline.results import run_tag, sha256_file
+from attncard.pipeline.record.results import run_tag, sha256_file
 from conftest import HUB_USER, TINY_GPT2_REPO, commit_run_folder, serve
 from hostile_hub import HostileHub
+from signing_keys import make_key
 
 TOKEN = "hf_summaryAttackSecret_Q7pL2x"
 # What a terminal or a Markdown reader would obey: escape sequences, line breaks, bidi and zero-width.
@@ -123,7 +123,7 @@ def test_an_error_quoting_a_hostile_server_is_one_visible_line(
 def test_progress_lines_show_control_characters_as_escapes(capsys: pytest.CaptureFixture) -> None:
     """What the library logs may quote a server too: the progress lines on stderr are made visible."""
     with progress_on_stderr():
-        logging.getLogger("attncard.pipeline.hub_io").info("server says \x1b[2J\u202eevil\nforged line")
+        logging.getLogger("attncard.pipeline.hub.hub_io").info("server says \x1b[2J\u202eevil\nforged line")
 
     err = capsys.readouterr().err
     assert err == "server says \\x1b[2J\\u202eevil\\nforged line\n", ascii(err)
@@ -180,7 +180,7 @@ def test_a_fetch_that_does_not_give_up_is_stopped_and_its_partial_copy_removed(
 ) -> None:
     """The backstop behind each download's own deadline: a worker still busy past the whole command's
     deadline (and a short grace) is stopped, and what it copied so far is not left in the leaderboard."""
-    from attncard.pipeline import hub_summary
+    from attncard.pipeline.study import hub_leaderboard as hub_summary
 
     commit_run_folder(hostile.endpoint, f"{HUB_USER}/stuck-run", tiny_gpt2_run[0], TOKEN)
 

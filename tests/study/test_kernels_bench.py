@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from attncard.modules.kernels import banded_cpu
-from attncard.pipeline import bench
-from attncard.pipeline.bench import format_table, run_attention_benchmark
 from attncard.pipeline.cli import main
+from attncard.pipeline.study import bench
+from attncard.pipeline.study.bench import format_table, run_attention_benchmark
 
 FORWARD_IMPLS = ("sdpa_dense", "sdpa_fused", "dense_reference", "banded", "banded_torch")
 # What the dispatcher runs forward on the CPU: the compiled kernel where it builds (ours and CI's machines).
@@ -100,8 +100,8 @@ def test_attention_benchmark(tmp_path):
 
 
 def test_each_round_of_samples_starts_one_implementation_later(monkeypatch):
-    # The call after another implementation's ran a little faster (see pipeline/scaling.py's measure_pair):
-    # in rotated rounds none of them always runs first, or always after the same other one.
+    # The call after another implementation's ran a little faster (see pipeline/run/scaling.py's
+    # measure_pair): in rotated rounds none of them always runs first, or always after the same other one.
     calls = []
     monkeypatch.setattr(bench, "_timed", lambda run, device, calls=1: run() or 1.0)
     runs = {name: (lambda name=name: calls.append(name)) for name in ("a", "b", "c")}

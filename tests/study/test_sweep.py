@@ -20,15 +20,15 @@ from pathlib import Path
 
 import pytest
 
-from attncard.pipeline import sweep as sweep_stage
+from attncard.pipeline.card.leaderboard import COLUMNS, task_length_row
+from attncard.pipeline.checks.lint import is_cards_copy, lint_leaderboard, lint_run_folder
 from attncard.pipeline.cli import main
 from attncard.pipeline.cli.publish import add_arguments as add_publish_arguments
 from attncard.pipeline.cli.publish import options_from_args
-from attncard.pipeline.lint import is_cards_copy, lint_leaderboard, lint_run_folder
-from attncard.pipeline.paired import baseline_record, comparison_from_counts, no_baseline
-from attncard.pipeline.results import Results
-from attncard.pipeline.summary import COLUMNS, task_length_row
-from attncard.pipeline.sweep import MatrixError, plan_sweep, read_matrix
+from attncard.pipeline.record.results import Results
+from attncard.pipeline.scoring.paired import baseline_record, comparison_from_counts, no_baseline
+from attncard.pipeline.study import sweep as sweep_stage
+from attncard.pipeline.study.sweep import MatrixError, plan_sweep, read_matrix
 from conftest import quick_scaling, write_sst2_folder
 
 MODULE = "svd_lowrank"  # the module of the study, beside the dense `none` (the quickest to time on a CPU)
@@ -588,7 +588,7 @@ def test_a_dense_run_whose_predictions_were_changed_is_refused_as_baseline(study
 def test_publish_refuses_a_baseline_that_is_not_a_dense_run_of_the_setup_before_training(
     study, copied, monkeypatch, capsys, tmp_path
 ):
-    from attncard.pipeline import publish as publish_stage
+    from attncard.pipeline.publish import publish as publish_stage
 
     monkeypatch.setattr(publish_stage, "train", lambda *args, **kwargs: pytest.fail("trained on bad input"))
     runs, _ = copied

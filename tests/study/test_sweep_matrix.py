@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from attncard.pipeline.cli import main
-from attncard.pipeline.errors import AttncardError
-from attncard.pipeline.sweep import MatrixError, RunResources, SweepRun, read_matrix
+from attncard.pipeline.record.errors import AttncardError
+from attncard.pipeline.study.sweep import MatrixError, RunResources, SweepRun, read_matrix
 from conftest import write_sst2_folder
 
 DENSE = "model: minilm, module: none, task: sst2, steps: 2"
@@ -174,7 +174,7 @@ NODES = [
 
 
 def test_a_run_some_node_holds_is_accepted():
-    from attncard.pipeline.sweep_ray import check_nodes_hold
+    from attncard.pipeline.study.sweep_ray import check_nodes_hold
 
     check_nodes_hold(
         [_run(cpus=16, memory_gib=32), _run(cpus=4, gpus=1, memory_gib=8), _run(gpus=0.5)], NODES
@@ -191,7 +191,7 @@ def test_a_run_some_node_holds_is_accepted():
     ],
 )
 def test_a_run_no_single_node_holds_is_refused_naming_the_run_and_the_largest_node(resources, asked):
-    from attncard.pipeline.sweep_ray import check_nodes_hold
+    from attncard.pipeline.study.sweep_ray import check_nodes_hold
 
     with pytest.raises(AttncardError) as raised:
         check_nodes_hold([_run(), _run("m-big-sst2-seed0", **resources)], NODES)

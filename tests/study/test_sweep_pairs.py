@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from attncard.pipeline import sweep as sweep_stage
 from attncard.pipeline.cli import main
-from attncard.pipeline.errors import AttncardError
-from attncard.pipeline.results import Results
-from attncard.pipeline.sweep import (
+from attncard.pipeline.record.errors import AttncardError
+from attncard.pipeline.record.results import Results
+from attncard.pipeline.study import sweep as sweep_stage
+from attncard.pipeline.study.sweep import (
     RunResources,
     SweepRun,
     SweepSettings,

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from attncard.pipeline.cli import main
-from attncard.pipeline.results import Results
+from attncard.pipeline.record.results import Results
 from conftest import HUB_USER, check_same_predictions, sweep_in_process, write_study_files
 
 pytest.importorskip("ray", reason="ray is not installed: pip install 'attncard[ray]'")

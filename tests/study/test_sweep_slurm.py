@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from attncard.pipeline import sweep_slurm
 from attncard.pipeline.cli import main
-from attncard.pipeline.results import Results
-from attncard.pipeline.sweep import SweepSettings, plan_sweep, read_matrix
-from attncard.pipeline.sweep_slurm import run_sweep_slurm
+from attncard.pipeline.record.results import Results
+from attncard.pipeline.study import sweep_slurm
+from attncard.pipeline.study.sweep import SweepSettings, plan_sweep, read_matrix
+from attncard.pipeline.study.sweep_slurm import run_sweep_slurm
 from conftest import HUB_USER, REPO_ROOT, check_same_predictions, sweep_in_process, write_study_files
 
 pytest.importorskip("submitit", reason="submitit is not installed: pip install 'attncard[slurm]'")
@@ -245,7 +245,7 @@ def test_closing_the_sweep_cancels_the_jobs_it_still_waits_for(slurm, study_file
     matrix, glue, _ = study_files
     runs = plan_sweep(read_matrix(matrix))
     settings = SweepSettings(output=tmp_path / "runs", data_dir=glue, batch_size=4)
-    with caplog.at_level(logging.INFO, logger="attncard.pipeline.sweep_slurm"):
+    with caplog.at_level(logging.INFO, logger="attncard.pipeline.study.sweep_slurm"):
         executed = run_sweep_slurm(runs, settings, time_limit_minutes=10)
         first = next(executed)  # a dense run; the module runs wait on their dense runs' jobs
         executed.close()  # as Ctrl-C does

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from attncard.pipeline import sweep_ray, sweep_slurm
 from attncard.pipeline.cli import main
 from attncard.pipeline.cli import sweep as cli_sweep
-from attncard.pipeline.errors import AttncardError
-from attncard.pipeline.sweep import RunOutcome, RunResources, SweepRun
-from attncard.pipeline.sweep_slurm import (
+from attncard.pipeline.record.errors import AttncardError
+from attncard.pipeline.study import sweep_ray, sweep_slurm
+from attncard.pipeline.study.sweep import RunOutcome, RunResources, SweepRun
+from attncard.pipeline.study.sweep_slurm import (
     check_slurm,
     drive_jobs,
     import_submitit,

@@ -2,8 +2,8 @@
 folder of its own under `--output` (a file system every node sees), removed when the sweep ends; the workers
 get the file's path in their environment, never the token, and a run reads it and has it as `HF_TOKEN` while
 it runs. `sbatch` and a Ray instance the sweep starts are started without the token in their environment.
-(The sweeps on a real Ray cluster and a real Slurm cluster: tests/test_sweep_ray.py and test_sweep_slurm.py;
-the environment `sbatch` sees: tests/test_sweep_slurm_parameters.py.)"""
+(The sweeps on a real Ray cluster and a real Slurm cluster: tests/study/test_sweep_ray.py and
+test_sweep_slurm.py; the environment `sbatch` sees: tests/study/test_sweep_slurm_parameters.py.)"""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from huggingface_hub import get_token
 
-from attncard.pipeline import sweep as sweep_stage
-from attncard.pipeline.errors import AttncardError
-from attncard.pipeline.sweep import RunOutcome, SweepRun, SweepSettings, run_on_worker
+from attncard.pipeline.record.errors import AttncardError
+from attncard.pipeline.study import sweep as sweep_stage
+from attncard.pipeline.study.sweep import RunOutcome, SweepRun, SweepSettings, run_on_worker
 
 TOKEN = "hf_not_a_real_token_0123456789"
 
@@ -36,7 +36,7 @@ def _mode(path: Path) -> int:
 def test_the_token_file_is_the_users_alone_only_its_path_is_in_the_environment_and_it_is_removed(
     tmp_path, monkeypatch, variable
 ):
-    from attncard.pipeline.sweep import TOKEN_FILE_VARIABLE, hub_token_file
+    from attncard.pipeline.study.sweep import TOKEN_FILE_VARIABLE, hub_token_file
 
     monkeypatch.setenv(variable, TOKEN)
     previous = os.umask(0o000)  # whatever the umask, the modes below
@@ -55,7 +55,7 @@ def test_the_token_file_is_the_users_alone_only_its_path_is_in_the_environment_a
 
 
 def test_the_token_file_is_removed_when_the_sweep_ends_by_an_error(tmp_path, monkeypatch):
-    from attncard.pipeline.sweep import hub_token_file
+    from attncard.pipeline.study.sweep import hub_token_file
 
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     with pytest.raises(KeyboardInterrupt), hub_token_file(tmp_path) as environment:
@@ -65,14 +65,14 @@ def test_the_token_file_is_removed_when_the_sweep_ends_by_an_error(tmp_path, mon
 
 
 def test_without_a_token_there_is_no_file(tmp_path):
-    from attncard.pipeline.sweep import hub_token_file
+    from attncard.pipeline.study.sweep import hub_token_file
 
     with hub_token_file(tmp_path) as environment:
         assert environment == {} and list(tmp_path.iterdir()) == []
 
 
 def test_what_the_cluster_is_started_with_lacks_the_token_and_names_its_file(monkeypatch):
-    from attncard.pipeline.sweep import TOKEN_FILE_VARIABLE, cluster_environment
+    from attncard.pipeline.study.sweep import TOKEN_FILE_VARIABLE, cluster_environment
 
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     monkeypatch.setenv("HUGGING_FACE_HUB_TOKEN", TOKEN)
@@ -86,8 +86,8 @@ def test_what_the_cluster_is_started_with_lacks_the_token_and_names_its_file(mon
 
 
 def test_the_ray_tasks_environment_lacks_the_token_and_names_its_file(monkeypatch):
-    from attncard.pipeline.sweep import TOKEN_FILE_VARIABLE
-    from attncard.pipeline.sweep_ray import task_environment
+    from attncard.pipeline.study.sweep import TOKEN_FILE_VARIABLE
+    from attncard.pipeline.study.sweep_ray import task_environment
 
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     monkeypatch.setenv("HUGGING_FACE_HUB_TOKEN", TOKEN)
@@ -105,7 +105,7 @@ def _run() -> SweepRun:
 
 
 def test_a_worker_has_the_token_from_its_file_while_the_run_runs(tmp_path, monkeypatch):
-    from attncard.pipeline.sweep import TOKEN_FILE_VARIABLE, hub_token_file
+    from attncard.pipeline.study.sweep import TOKEN_FILE_VARIABLE, hub_token_file
 
     seen: list[str | None] = []
 
@@ -127,7 +127,7 @@ def test_a_worker_has_the_token_from_its_file_while_the_run_runs(tmp_path, monke
 
 
 def test_a_worker_that_cannot_read_the_token_file_says_so_in_one_line(tmp_path, monkeypatch):
-    from attncard.pipeline.sweep import TOKEN_FILE_VARIABLE
+    from attncard.pipeline.study.sweep import TOKEN_FILE_VARIABLE
 
     monkeypatch.setattr(sweep_stage, "run_sweep", lambda runs, settings: pytest.fail("the run started"))
     monkeypatch.setenv(TOKEN_FILE_VARIABLE, str(tmp_path / "gone" / "token"))

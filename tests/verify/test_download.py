@@ -21,9 +21,8 @@ from huggingface_hub import HfApi, constants
 
 from attncard.modules import module_provenance
 from attncard.pipeline.cli import main
-from attncard.pipeline.data import load_task
-from attncard.pipeline.download import DownloadOptions, download_verified, load_verified, predict
-from attncard.pipeline.errors import (
+from attncard.pipeline.publish.push import push_tag
+from attncard.pipeline.record.errors import (
     DataError,
     HubUnreachableError,
     IncompatibleRunError,
@@ -34,10 +33,11 @@ from attncard.pipeline.errors import (
     UnknownSchemaError,
     UnsafeFormatError,
 )
-from attncard.pipeline.metrics import predictions_sha256
-from attncard.pipeline.push import push_tag
-from attncard.pipeline.results import Results, sha256_file
-from attncard.pipeline.reverify import reverify
+from attncard.pipeline.record.results import Results, sha256_file
+from attncard.pipeline.run.data import load_task
+from attncard.pipeline.scoring.metrics import predictions_sha256
+from attncard.pipeline.verify.download import DownloadOptions, download_verified, load_verified, predict
+from attncard.pipeline.verify.reverify import reverify
 from conftest import HUB_TOKEN, HUB_USER, TINY_GPT2_REPO, commit_run_folder, write_sst2_folder
 from hub_server import LoopbackHub
 
@@ -132,7 +132,7 @@ def test_unknown_schema_version_is_refused(gpt2_base, tiny_gpt2_run, tmp_path: P
 
 def test_a_status_edited_to_fail_contradicts_the_recorded_counts(gpt2_base, tiny_gpt2_run, tmp_path) -> None:
     # The gate recomputes the status from the counts; a run that really is FAIL is refused unless allowed
-    # (tests/test_hostile_runs.py forges one).
+    # (tests/checks/test_hostile_runs.py forges one).
     def fail(data: dict) -> None:
         data["verification"]["status"] = "FAIL"
 
@@ -208,7 +208,7 @@ def test_reverify_matches_and_catches_an_edited_accuracy(
     assert "MATCH: " in out and "recorded PASS_NO_COMPRESSION" in out
 
     # An accuracy edited alone contradicts the recorded counts and is refused before loading (exit 2);
-    # tests/test_hostile_runs.py shows a consistently forged run caught by re-evaluation (exit 1).
+    # tests/checks/test_hostile_runs.py shows a consistently forged run caught by re-evaluation (exit 1).
     def better(data: dict) -> None:
         data["metrics"]["accuracy"] = data["verification"]["accuracy"] = 0.987654
 
@@ -349,8 +349,8 @@ def test_download_command(gpt2_base, hub, published: str, tiny_gpt2_run, tmp_pat
 def test_the_download_family_shares_one_options_type_and_refuses_a_misspelt_key(tiny_gpt2_run) -> None:
     """download_verified, load_verified and reverify take the keys of DownloadOptions, fetch_run those of
     HubOptions; a misspelt one is a TypeError, as for any keyword argument, before anything is fetched."""
-    from attncard.pipeline.hub_io import HubOptions, fetch_run
-    from attncard.pipeline.reverify import reverify
+    from attncard.pipeline.hub.hub_io import HubOptions, fetch_run
+    from attncard.pipeline.verify.reverify import reverify
 
     assert set(typing.get_type_hints(HubOptions)) < set(typing.get_type_hints(DownloadOptions))
     for function in (download_verified, load_verified, reverify):

@@ -1,9 +1,9 @@
 """Older runs keep verifying (issue 43, item 8): a run published by an earlier attncard of the same results
 schema still verifies with this one, and new wording in the card template does not make it an edited run.
 
-The older run is a real one: tests/fixtures/older-run-67310c1/, published by attncard at commit 67310c1
-(its README says how), before results.json recorded `card_template`, so it renders with card template 1.
-Card template 2 (issue 44) is the first real wording change; a further one is simulated as the next version
+The older run is a real one: tests/support/fixtures/older-run-67310c1/, published by attncard at commit
+67310c1 (its README says how), before results.json recorded `card_template`, so it renders with card template
+1. Card template 2 (issue 44) is the first real wording change; a further one is simulated as the next version
 would be added: its own file beside the released ones, registered in `render.CARD_TEMPLATE_FILES`, and the
 version publish records.
 """
@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from attncard.pipeline import publish, render
-from attncard.pipeline import results as results_module
+from attncard.pipeline.card import render
+from attncard.pipeline.card.render import CARD_TEMPLATE_FILES, TEMPLATES_DIR, render_card, write_plots
 from attncard.pipeline.cli import main
-from attncard.pipeline.download import download_verified
-from attncard.pipeline.errors import IntegrityError, ResultsError, UnknownSchemaError
-from attncard.pipeline.render import CARD_TEMPLATE_FILES, TEMPLATES_DIR, render_card, write_plots
-from attncard.pipeline.results import (
+from attncard.pipeline.publish import publish
+from attncard.pipeline.record import results as results_module
+from attncard.pipeline.record.errors import IntegrityError, ResultsError, UnknownSchemaError
+from attncard.pipeline.record.results import (
     CARD_FILE,
     CARD_TEMPLATE,
     CARD_TEMPLATES,
@@ -35,8 +35,10 @@ from attncard.pipeline.results import (
     build_manifest,
     sha256_file,
 )
+from attncard.pipeline.verify.download import download_verified
+from conftest import FIXTURES
 
-OLDER = Path(__file__).parent / "fixtures" / "older-run-67310c1"
+OLDER = FIXTURES / "older-run-67310c1"
 OLDER_COMMIT = "67310c13c7f90524f487b2adcf90305ff9417c6e"
 
 # The sha256 of every file of each released card template version. A run records the version its card was
@@ -114,7 +116,7 @@ def test_released_card_templates_never_change():
             assert digest == RELEASED_TEMPLATE_SHA256[version][name], (
                 f"templates/{name} of card template {version} changed (sha256 {digest}): a released card "
                 f"template must not change; add version {max(CARD_TEMPLATES) + 1} instead (a new file, in "
-                "pipeline/render.py's CARD_TEMPLATE_FILES and results.py's CARD_TEMPLATES)"
+                "pipeline/card/render.py's CARD_TEMPLATE_FILES and results.py's CARD_TEMPLATES)"
             )
 
 

@@ -12,21 +12,21 @@ import pytest
 from peft import PeftModel
 from safetensors import safe_open
 
-import attncard.pipeline.evaluate as evaluate_stage
+import attncard.pipeline.run.evaluate as evaluate_stage
+from attncard.pipeline.card.render import render_card, write_plots
+from attncard.pipeline.checks.lint import lint_run_folder
 from attncard.pipeline.cli import publish_main
-from attncard.pipeline.data import load_task
-from attncard.pipeline.download import load_verified
-from attncard.pipeline.errors import IntegrityError, ResultsError
-from attncard.pipeline.evaluate import classify
-from attncard.pipeline.lint import lint_run_folder
-from attncard.pipeline.metrics import label_metrics
-from attncard.pipeline.models import load_model
-from attncard.pipeline.render import render_card, write_plots
-from attncard.pipeline.results import CARD_FILE, Results, StockLoad, build_manifest
-from attncard.pipeline.reverify import reverify
-from conftest import quick_scaling, write_sst2_folder
+from attncard.pipeline.record.errors import IntegrityError, ResultsError
+from attncard.pipeline.record.results import CARD_FILE, Results, StockLoad, build_manifest
+from attncard.pipeline.run.data import load_task
+from attncard.pipeline.run.evaluate import classify
+from attncard.pipeline.run.models import load_model
+from attncard.pipeline.scoring.metrics import label_metrics
+from attncard.pipeline.verify.download import load_verified
+from attncard.pipeline.verify.reverify import reverify
+from conftest import FIXTURES, quick_scaling, write_sst2_folder
 
-FIXTURE = Path(__file__).parent / "fixtures" / "tiny_results.json"
+FIXTURE = FIXTURES / "tiny_results.json"
 STOCK_TOOLS = "Loading with stock tools (peft's `PeftModel.from_pretrained`, the Hub's \"Use in PEFT\")"
 
 
@@ -87,7 +87,7 @@ def test_stock_accuracy_is_what_stock_peft_gives_on_the_saved_run(span_run):
     )
     assert line.startswith(f"**{STOCK_TOOLS} ") and stock_runs in line, line
     # A tiny run may score at chance either way: equal accuracies are said to agree (card template 2), never
-    # "gives 50.00% instead of 50.00%" (tests/test_card_template_2.py words each case).
+    # "gives 50.00% instead of 50.00%" (tests/card/test_card_template_2.py words each case).
     stock_pct, own_pct = f"{100 * stock.accuracy:.2f}%", f"{100 * results.metrics.accuracy:.2f}%"
     if stock.accuracy == results.metrics.accuracy:
         assert f"the same {own_pct}" in line and "instead of" not in line, line

@@ -1,5 +1,5 @@
-"""The pure parts of tests/verify_anywhere.py (`make test-anywhere`): what each environment installs, the
-matrix's pairs, and the report. Building the environments is the script's own run, not these tests'."""
+"""The pure parts of tests/scripts/verify_anywhere.py (`make test-anywhere`): what each environment installs,
+the matrix's pairs, and the report. Building the environments is the script's own run, not these tests'."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
-import verify_anywhere
 from packaging.requirements import Requirement
+
+import verify_anywhere
 from verify_anywhere import (
     MATRIX_MATPLOTLIB,
     MATRIX_SCIPY,
@@ -28,7 +29,7 @@ from verify_anywhere import (
     specs,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LOCK_TEXT = (ROOT / "requirements.lock").read_text(encoding="utf-8")
 PINNED_NAMES = {"numpy", "scipy", "matplotlib", "pyarrow", "pandas"}
 
