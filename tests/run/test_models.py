@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from huggingface_hub import constants
 
 from attncard.pipeline.record.errors import ModelLoadError, UnknownNameError
 from attncard.pipeline.run.models import (
@@ -82,6 +83,8 @@ def test_unknown_alias_lists_valid_names():
 
 def test_hub_model_offline_says_what_to_do(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # huggingface_hub read the variable at import: without this it still asks the Hub, through every retry.
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setenv("HF_HOME", str(tmp_path))
     with pytest.raises(
         ModelLoadError, match=r"could not load model 'roberta' .*pass a local folder"
