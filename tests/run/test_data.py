@@ -5,7 +5,8 @@ import hashlib
 import pytest
 
 from attncard.pipeline.record.errors import DataError, UnknownNameError
-from attncard.pipeline.run.data import TASKS, check_data_dir, load_task, load_validation, read_glue_tsv
+from attncard.pipeline.run.data import check_data_dir, load_task, load_validation, read_glue_tsv
+from attncard.pipeline.scoring.tasks import TASKS
 
 MNLI_HEADER = (
     "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\t"
