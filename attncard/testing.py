@@ -486,8 +486,9 @@ def check_training_and_reload(case: ContractCase, folder: Path, workdir: Path) -
     from safetensors import safe_open
 
     from .pipeline.record.results import TrainConfig
-    from .pipeline.run.data import DataSource, TaskData, get_task
+    from .pipeline.run.data import DataSource, TaskData
     from .pipeline.run.train import train
+    from .pipeline.scoring.tasks import get_task
     from .pipeline.verify.download import lora_config
 
     module = case.attention_module()

@@ -31,8 +31,9 @@ from ..record.results import (
     TrainConfig,
     reproduce_command,
 )
-from ..run.data import GLUE_BIBTEX, GLUE_CITATION, GLUE_LANGUAGE, HUB_DATASET_ID, TASKS
 from ..scoring import paired
+from ..scoring.metrics import get_official_metric
+from ..scoring.tasks import GLUE_BIBTEX, GLUE_CITATION, GLUE_LANGUAGE, HUB_DATASET_ID, TASKS, title_of_task
 from .plots import plot_context
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
@@ -318,17 +319,18 @@ def model_index_metrics(results: Results, split: SplitResult | None = None) -> l
     official, where = metrics.official, "second_split.metrics" if split else "metrics"
     accuracy = IndexMetric("accuracy", "Accuracy", metrics.accuracy, f"{where}.accuracy")
     macro_f1 = IndexMetric("f1", "F1 (macro)", metrics.f1_macro, f"{where}.f1_macro", {"average": "macro"})
-    if official is None or official.name == "accuracy":
+    spec = get_official_metric(official.name) if official is not None else None
+    if spec is None or spec.is_accuracy:
         return [accuracy, macro_f1]
-    if official.name == "f1":
-        positive = results.dataset.label_names.index(official.positive_label)
-        args = {"average": "binary", "pos_label": positive}
-        f1 = IndexMetric(
-            "f1", f"F1 ({official.positive_label})", official.value, f"{where}.official.value", args
-        )
-        return [f1, accuracy]
-    mcc = IndexMetric(official.name, "Matthews correlation", official.value, f"{where}.official.value")
-    return [mcc, accuracy, macro_f1]
+    positive = results.dataset.label_names.index(official.positive_label) if spec.of_one_class else None
+    first = IndexMetric(
+        spec.name,
+        spec.metric_name.format(positive=official.positive_label),
+        official.value,
+        f"{where}.official.value",
+        spec.metric_args(positive) if spec.metric_args else None,
+    )
+    return [first, accuracy, macro_f1] if spec.keeps_macro_f1 else [first, accuracy]
 
 
 def model_index_results(results: Results) -> list[tuple[str, list[IndexMetric]]]:
@@ -375,7 +377,7 @@ def official_figure(results: Results, split: SplitResult | None = None) -> Offic
     official = metrics.official
     if official is None:
         return None
-    task = TASK_TITLES.get(results.dataset.task, results.dataset.task)
+    task = title_of_task(results.dataset.task)
     accuracy = f"accuracy {_pct(metrics.accuracy)}"
     if split is None and (second := results.second_split) is not None:  # MNLI: both splits, by name
         accuracy = (
@@ -386,16 +388,12 @@ def official_figure(results: Results, split: SplitResult | None = None) -> Offic
         "The pass gate ([Verification](#verification)) is on accuracy for every task: it must clear the "
         "majority-class share by three standard errors."
     )
-    if official.name == "accuracy":
-        return OfficialFigure(
-            "Accuracy", _pct(official.value), accuracy, f"{task} is reported by accuracy. {gate}"
-        )
-    if official.name == "f1":
-        label = f"F1 of {official.positive_label}"
-        value = _pct(official.value)
-        reported = f"F1 of the class {official.positive_label}, with accuracy beside it"
-    else:
-        label, value, reported = "Matthews correlation (MCC)", _num(official.value), "Matthews' correlation"
+    spec = get_official_metric(official.name)
+    label = spec.card_label.format(positive=official.positive_label)
+    value = _pct(official.value) if spec.percent else _num(official.value)
+    reported = spec.reported.format(positive=official.positive_label)
+    if spec.is_accuracy:  # the accuracy row itself: the headline names accuracy alone
+        return OfficialFigure(label, value, accuracy, f"{task} is reported by {reported}. {gate}")
     return OfficialFigure(
         label,
         value,

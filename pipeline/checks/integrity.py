@@ -75,10 +75,10 @@ from ..record.results import (
     sha256_file,
     training_log,
 )
-from ..run.data import TASKS
 from ..scoring.gate import all_finite, both_gates, verification_from_counts
-from ..scoring.metrics import BOOTSTRAP_RESAMPLES, label_metrics
+from ..scoring.metrics import BOOTSTRAP_RESAMPLES, get_official_metric, label_metrics
 from ..scoring.paired import DEFAULT_CONFIDENCE, comparison_problems
+from ..scoring.tasks import TASKS
 from ..scoring.tolerances import difference_note, same_figure, tolerance_of
 
 ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
@@ -647,7 +647,7 @@ def mcc_difference_problems(results: Results) -> list[str]:
         comparison is not None
         and bool(comparison.baselines)
         and official is not None
-        and official.name == "matthews_correlation"
+        and get_official_metric(official.name).records_mcc_difference
     )
     if recorded is None:
         missing = "comparison.mcc_difference is missing: a run scored by MCC records it against its dense run"

@@ -80,9 +80,10 @@ from ..record.results import (
     Verification,
     sha256_file,
 )
-from ..run.data import HUB_DATASET_ID, DataSource, ValidationSplit, load_validation, sample_rows
-from ..scoring.metrics import mcc_difference, predictions_sha256
+from ..run.data import DataSource, ValidationSplit, load_validation, sample_rows
+from ..scoring.metrics import get_official_metric, mcc_difference, predictions_sha256
 from ..scoring.paired import paired_comparison
+from ..scoring.tasks import HUB_DATASET_ID
 from ..scoring.tolerances import difference_note
 from .integrity import (
     ADAPTER_CONFIG_FILE,
@@ -899,7 +900,8 @@ def comparison_figures(
         margin=recorded.margin,
         confidence=recorded.confidence,
     )
-    if results.metrics.official is not None and results.metrics.official.name == "matthews_correlation":
+    official = results.metrics.official
+    if official is not None and get_official_metric(official.name).records_mcc_difference:
         recomputed.mcc_difference = mcc_difference(
             labels,
             module_predictions,

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING
 from ...modules import module_names
 from ..record.errors import AttncardError, UnknownNameError
 from ..record.results import TrainConfig
-from ..run.data import TASKS, check_data_dir, get_task
+from ..run.data import check_data_dir
 from ..run.models import MODEL_ALIASES, read_config, resolve_model_name
 from ..scoring.paired import DEFAULT_MARGIN, DENSE_MODULE
+from ..scoring.tasks import TASKS, get_task
 from .common import (
     OneLineParser,
     add_batch_arguments,

@@ -82,7 +82,7 @@ from ..run.models import MODEL_ALIASES, load_model, resolve_model_name, tokenize
 from ..run.scaling import max_positions
 from ..run.train import train
 from ..scoring.gate import both_gates, verify, verify_second
-from ..scoring.metrics import mcc_difference
+from ..scoring.metrics import get_official_metric, mcc_difference
 from ..scoring.paired import (
     DEFAULT_MARGIN,
     DENSE_MODULE,
@@ -620,7 +620,7 @@ def dense_comparison(
         margin=margin,
     )
     official = evaluation.metrics.official
-    if official is not None and official.name == "matthews_correlation":
+    if official is not None and get_official_metric(official.name).records_mcc_difference:
         # CoLA: the difference of the official metric too, with a paired bootstrap interval over the rows.
         comparison.mcc_difference = mcc_difference(
             evaluation.labels,

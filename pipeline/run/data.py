@@ -17,220 +17,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..hub.hub_io import hub_endpoint
-from ..record.errors import DataError, UnknownNameError
+from ..record.errors import DataError
 from ..record.results import SampleRow, SplitStatistics, TokenLengths, sha256_file
+from ..scoring.tasks import HUB_DATASET_ID, TaskSpec, get_task
 from .data_check import task_folder
 
 # datasets (and numpy, pyarrow) is imported when a task is read: `publish --help` lists TASKS without it.
 if TYPE_CHECKING:
     import datasets
 
-HUB_DATASET_ID = "nyu-mll/glue"
-GLUE_LANGUAGE = "en"  # every GLUE task is English (ISO 639-1, as the Hub's `language` metadata wants)
-
 # A sentence in SST-2 or QNLI can be longer than csv's default field limit allows.
 csv.field_size_limit(1 << 24)
-
-
-@dataclass(frozen=True)
-class TaskSpec:
-    """How one GLUE classification task is laid out, on the Hub and in the GLUE TSV files."""
-
-    name: str
-    text_columns: tuple[str, ...]
-    label_names: tuple[str, ...]
-    folder: str  # folder name in the official GLUE download ("SST-2"); its lower-case form is accepted too
-    # TSV column of each text column and of the label: a header name, or a position for header-less files
-    tsv_columns: dict[str, str | int]
-    train_file: str = "train.tsv"
-    validation_file: str = "dev.tsv"
-    validation_split: str = "validation"  # the split evaluated on the Hub
-    tsv_has_header: bool = True
-    tsv_labels_are_names: bool = False  # "entailment" rather than "0"
-    citation: str = ""
-    bibtex: str = ""  # the BibTeX entries of `citation`
-    # GLUE's official metric of the task, as the model-index names it: "matthews_correlation" (CoLA), "f1" of
-    # the label `positive_label` (MRPC, QQP; accuracy is reported beside it) or "accuracy" (the others). The
-    # pass gate is on accuracy for every task, whatever this is.
-    official_metric: str = "accuracy"
-    positive_label: int = 1  # the label id whose F1 is the official metric, when that is "f1"
-    # A second evaluated split, scored and gated as the first (MNLI's mismatched genres): its name on the Hub
-    # and its TSV file; "" for a task with one evaluated split.
-    second_split: str = ""
-    second_file: str = ""
-
-    @property
-    def positive_label_name(self) -> str:
-        """The name of `positive_label` ("equivalent" for MRPC)."""
-        return self.label_names[self.positive_label]
-
-
-GLUE_CITATION = (
-    "Wang et al., GLUE: A Multi-Task Benchmark and Analysis Platform for Natural Language Understanding, "
-    "ICLR 2019, https://arxiv.org/abs/1804.07461"
-)
-GLUE_BIBTEX = """@inproceedings{wang2019glue,
-  title = "{GLUE}: A Multi-Task Benchmark and Analysis Platform for Natural Language Understanding",
-  author = {Wang, Alex and Singh, Amanpreet and Michael, Julian and Hill, Felix and Levy, Omer
-    and Bowman, Samuel R.},
-  booktitle = {International Conference on Learning Representations},
-  year = {2019},
-  url = {https://arxiv.org/abs/1804.07461}
-}"""
-
-TASKS: dict[str, TaskSpec] = {
-    spec.name: spec
-    for spec in [
-        TaskSpec(
-            name="sst2",
-            text_columns=("sentence",),
-            label_names=("negative", "positive"),
-            folder="SST-2",
-            tsv_columns={"sentence": "sentence", "label": "label"},
-            citation="Socher et al., Recursive Deep Models for Semantic Compositionality Over a Sentiment "
-            "Treebank, EMNLP 2013",
-            bibtex="""@inproceedings{socher2013recursive,
-  title = {Recursive Deep Models for Semantic Compositionality Over a Sentiment Treebank},
-  author = {Socher, Richard and Perelygin, Alex and Wu, Jean and Chuang, Jason
-    and Manning, Christopher D. and Ng, Andrew and Potts, Christopher},
-  booktitle = {Proceedings of the 2013 Conference on Empirical Methods in Natural Language Processing},
-  pages = {1631--1642},
-  year = {2013}
-}""",
-        ),
-        TaskSpec(
-            name="cola",
-            text_columns=("sentence",),
-            label_names=("unacceptable", "acceptable"),
-            folder="CoLA",
-            tsv_columns={"sentence": 3, "label": 1},
-            tsv_has_header=False,
-            official_metric="matthews_correlation",
-            citation=(
-                "Warstadt, Singh and Bowman, Neural Network Acceptability Judgments, TACL 2019, "
-                "https://arxiv.org/abs/1805.12471"
-            ),
-            bibtex="""@article{warstadt2019neural,
-  title = {Neural Network Acceptability Judgments},
-  author = {Warstadt, Alex and Singh, Amanpreet and Bowman, Samuel R.},
-  journal = {Transactions of the Association for Computational Linguistics},
-  volume = {7},
-  pages = {625--641},
-  year = {2019},
-  url = {https://arxiv.org/abs/1805.12471}
-}""",
-        ),
-        TaskSpec(
-            name="mrpc",
-            text_columns=("sentence1", "sentence2"),
-            label_names=("not_equivalent", "equivalent"),
-            folder="MRPC",
-            tsv_columns={"sentence1": "#1 String", "sentence2": "#2 String", "label": "Quality"},
-            official_metric="f1",
-            citation="Dolan and Brockett, Automatically Constructing a Corpus of Sentential Paraphrases, "
-            "IWP 2005",
-            bibtex="""@inproceedings{dolan2005automatically,
-  title = {Automatically Constructing a Corpus of Sentential Paraphrases},
-  author = {Dolan, William B. and Brockett, Chris},
-  booktitle = {Proceedings of the Third International Workshop on Paraphrasing ({IWP}2005)},
-  year = {2005}
-}""",
-        ),
-        TaskSpec(
-            name="qqp",
-            text_columns=("question1", "question2"),
-            label_names=("not_duplicate", "duplicate"),
-            folder="QQP",
-            tsv_columns={"question1": "question1", "question2": "question2", "label": "is_duplicate"},
-            official_metric="f1",
-            citation="Iyer, Dandekar and Csernai, First Quora Dataset Release: Question Pairs, 2017",
-            bibtex="""@misc{iyer2017quora,
-  title = {First Quora Dataset Release: Question Pairs},
-  author = {Iyer, Shankar and Dandekar, Nikhil and Csernai, Korn{\\'e}l},
-  year = {2017},
-  howpublished = {https://quoradata.quora.com/First-Quora-Dataset-Release-Question-Pairs}
-}""",
-        ),
-        TaskSpec(
-            name="rte",
-            text_columns=("sentence1", "sentence2"),
-            label_names=("entailment", "not_entailment"),
-            folder="RTE",
-            tsv_columns={"sentence1": "sentence1", "sentence2": "sentence2", "label": "label"},
-            tsv_labels_are_names=True,
-            citation="Dagan et al. 2006; Bar Haim et al. 2006; Giampiccolo et al. 2007; Bentivogli et al. "
-            "2009 (PASCAL RTE challenges)",
-            bibtex="""@inproceedings{dagan2006pascal,
-  title = {The {PASCAL} Recognising Textual Entailment Challenge},
-  author = {Dagan, Ido and Glickman, Oren and Magnini, Bernardo},
-  booktitle = {Machine Learning Challenges Workshop},
-  pages = {177--190},
-  year = {2006}
-}
-@inproceedings{barhaim2006second,
-  title = {The Second {PASCAL} Recognising Textual Entailment Challenge},
-  author = {Bar Haim, Roy and Dagan, Ido and Dolan, Bill and Ferro, Lisa and Giampiccolo, Danilo
-    and Magnini, Bernardo and Szpektor, Idan},
-  booktitle = {Proceedings of the Second PASCAL Challenges Workshop on Recognising Textual Entailment},
-  year = {2006}
-}
-@inproceedings{giampiccolo2007third,
-  title = {The Third {PASCAL} Recognizing Textual Entailment Challenge},
-  author = {Giampiccolo, Danilo and Magnini, Bernardo and Dagan, Ido and Dolan, Bill},
-  booktitle = {Proceedings of the ACL-PASCAL Workshop on Textual Entailment and Paraphrasing},
-  pages = {1--9},
-  year = {2007}
-}
-@inproceedings{bentivogli2009fifth,
-  title = {The Fifth {PASCAL} Recognizing Textual Entailment Challenge},
-  author = {Bentivogli, Luisa and Clark, Peter and Dagan, Ido and Giampiccolo, Danilo},
-  booktitle = {Text Analysis Conference},
-  year = {2009}
-}""",
-        ),
-        TaskSpec(
-            name="qnli",
-            text_columns=("question", "sentence"),
-            label_names=("entailment", "not_entailment"),
-            folder="QNLI",
-            tsv_columns={"question": "question", "sentence": "sentence", "label": "label"},
-            tsv_labels_are_names=True,
-            citation="Rajpurkar et al., SQuAD: 100,000+ Questions for Machine Comprehension of Text, "
-            "EMNLP 2016",
-            bibtex="""@inproceedings{rajpurkar2016squad,
-  title = "{SQuAD}: 100,000+ Questions for Machine Comprehension of Text",
-  author = {Rajpurkar, Pranav and Zhang, Jian and Lopyrev, Konstantin and Liang, Percy},
-  booktitle = {Proceedings of the 2016 Conference on Empirical Methods in Natural Language Processing},
-  pages = {2383--2392},
-  year = {2016},
-  url = {https://arxiv.org/abs/1606.05250}
-}""",
-        ),
-        TaskSpec(
-            name="mnli",
-            text_columns=("premise", "hypothesis"),
-            label_names=("entailment", "neutral", "contradiction"),
-            folder="MNLI",
-            validation_file="dev_matched.tsv",
-            validation_split="validation_matched",
-            second_split="validation_mismatched",
-            second_file="dev_mismatched.tsv",
-            tsv_columns={"premise": "sentence1", "hypothesis": "sentence2", "label": "gold_label"},
-            tsv_labels_are_names=True,
-            citation="Williams, Nangia and Bowman, A Broad-Coverage Challenge Corpus for Sentence "
-            "Understanding through Inference, NAACL 2018",
-            bibtex="""@inproceedings{williams2018broad,
-  title = {A Broad-Coverage Challenge Corpus for Sentence Understanding through Inference},
-  author = {Williams, Adina and Nangia, Nikita and Bowman, Samuel},
-  booktitle = {Proceedings of the 2018 Conference of the North American Chapter of the Association for
-    Computational Linguistics},
-  pages = {1112--1122},
-  year = {2018},
-  url = {https://arxiv.org/abs/1704.05426}
-}""",
-        ),
-    ]
-}
 
 
 @dataclass
@@ -279,13 +76,6 @@ class TaskData:
         return len(self.spec.label_names)
 
 
-def get_task(name: str) -> TaskSpec:
-    """The spec of a GLUE classification task; raises [`UnknownNameError`] listing the valid ones."""
-    if name not in TASKS:
-        raise UnknownNameError("task", name, sorted(TASKS))
-    return TASKS[name]
-
-
 def find_task_folder(spec: TaskSpec, data_dir: Path) -> Path:
     """The task's folder inside a GLUE download: `SST-2/` as GLUE ships it, or `sst2/`."""
     found = task_folder(data_dir, spec.folder, spec.name)
@@ -312,7 +102,7 @@ def read_glue_tsv(path: Path, spec: TaskSpec) -> datasets.Dataset:
         names the file (and the line for a bad row).
 
     Example:
-        >>> ds = read_glue_tsv(Path("glue/SST-2/dev.tsv"), TASKS["sst2"])
+        >>> ds = read_glue_tsv(Path("glue/SST-2/dev.tsv"), get_task("sst2"))
         >>> len(ds), ds.features["label"].names
         (40, ['negative', 'positive'])
     """
@@ -331,7 +121,7 @@ def read_glue_columns(path: Path, spec: TaskSpec) -> dict[str, list]:
     `label`, each a list in file order. Checked as [`read_glue_tsv`] checks it.
 
     Example:
-        >>> columns = read_glue_columns(Path("glue/SST-2/dev.tsv"), TASKS["sst2"])
+        >>> columns = read_glue_columns(Path("glue/SST-2/dev.tsv"), get_task("sst2"))
         >>> list(columns), len(columns["label"])
         (['sentence', 'label'], 40)
     """
@@ -390,7 +180,7 @@ def check_data_dir(spec: TaskSpec, data_dir: str | os.PathLike) -> Path:
         [`DataError`]: `data_dir` is missing or not a folder, or has no folder for the task.
 
     Example:
-        >>> check_data_dir(TASKS["sst2"], "glue")
+        >>> check_data_dir(get_task("sst2"), "glue")
         PosixPath('.../glue/SST-2')
     """
     data_dir = Path(data_dir).expanduser().resolve()
@@ -471,7 +261,7 @@ def load_task(name: str, data_dir: str | os.PathLike | None = None) -> TaskData:
     """Loads a GLUE classification task: from `data_dir`, else from `GLUE_DIR`, else from the Hub.
 
     Args:
-        name: task name, one of [`TASKS`] (`sst2`, `mnli`, `cola`, `mrpc`, `qnli`, `qqp`, `rte`).
+        name: task name, one of `TASKS` (`sst2`, `mnli`, `cola`, `mrpc`, `qnli`, `qqp`, `rte`).
         data_dir: a folder in the GLUE TSV format. Defaults to the `GLUE_DIR` environment variable.
 
     Returns:
@@ -577,7 +367,7 @@ def split_statistics(rows: datasets.Dataset, spec: TaskSpec, tokenizer, max_leng
     Example:
         >>> from transformers import AutoTokenizer
         >>> tokenizer = AutoTokenizer.from_pretrained("tiny-gpt2")
-        >>> stats = split_statistics(load_task("sst2", "glue").validation, TASKS["sst2"], tokenizer, 128)
+        >>> stats = split_statistics(load_task("sst2", "glue").validation, get_task("sst2"), tokenizer, 128)
         >>> stats.rows, sum(stats.label_counts.values()) == stats.rows, stats.tokens.min <= stats.tokens.max
         (40, True, True)
     """
@@ -622,7 +412,7 @@ def sample_rows(
     """The first `count` rows of a split, as read: each text column and the label's name.
 
     Example:
-        >>> sample_rows(load_task("sst2", "glue").validation, TASKS["sst2"], count=1)[0].label
+        >>> sample_rows(load_task("sst2", "glue").validation, get_task("sst2"), count=1)[0].label
         'positive'
     """
     return [

@@ -27,7 +27,7 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-HUB_DATASET_ID = "nyu-mll/glue"  # as pipeline/run/data.py's HUB_DATASET_ID
+HUB_DATASET_ID = "nyu-mll/glue"  # as pipeline/scoring/tasks.py's HUB_DATASET_ID
 DEFAULT_ENDPOINT = "https://huggingface.co"
 # huggingface_hub's reading of a boolean environment variable (constants.ENV_VARS_TRUE_VALUES).
 TRUE_VALUES = {"1", "ON", "YES", "TRUE"}

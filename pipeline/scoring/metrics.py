@@ -13,11 +13,12 @@ than recomputing a run. The verification ([`pipeline.scoring.gate`]) and the pai
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..record.results import OFFICIAL_METRIC_NAMES, ClassScores, MccDifference, Metrics, OfficialMetric
+from ..record.results import ClassScores, MccDifference, Metrics, OfficialMetric
 from .tolerances import FIGURE_TOLERANCES
 
 # How far a recomputed loss may be from the recorded one, relatively. The loss is computed here in float64;
@@ -125,7 +126,7 @@ def label_metrics(
         else OfficialMetric(
             name=official,
             value=official_metric(official, y_true, y_pred, size, positive),
-            positive_label=label_names[positive] if official == "f1" else "",
+            positive_label=label_names[positive] if get_official_metric(official).of_one_class else "",
         ),
     )
 
@@ -166,7 +167,6 @@ def positive_f1(labels: Sequence[int], predictions: Sequence[int], positive: int
     return 2.0 * true_positive / denominator if denominator else 0.0
 
 
-OFFICIAL_METRICS = OFFICIAL_METRIC_NAMES
 BOOTSTRAP_RESAMPLES = 10_000
 
 
@@ -264,13 +264,110 @@ def mcc_difference(
     )
 
 
+@dataclass(frozen=True)
+class OfficialMetricSpec:
+    """One official metric a task may be scored by (`TaskSpec.official_metric`): how it is computed, how the
+    card's model-index names it (huggingface_hub's `EvalResult` fields) and how the card's results table
+    shows it. `{positive}` in a text stands for the name of the class an F1 is of ("equivalent").
+
+    Attributes:
+        name: its id in results.json (`metrics.official.name`) and the model-index's `metric_type`.
+        compute: `(labels, predictions, size, positive) -> value`: the gold and predicted label ids in split
+            order, how many labels the task has, and the label id of the class the metric is of.
+        metric_name: the model-index's `metric_name` ("F1 ({positive})").
+        card_label: its row in the card's results table ("F1 of {positive}").
+        reported: how the card's note says GLUE reports the task ("Matthews' correlation").
+        percent: the card shows it as a percentage; else as a number to 4 decimals.
+        metric_args: the model-index's `metric_args`, given the label id of the class the metric is of (None
+            for a metric of no class); None for no arguments.
+        of_one_class: the value is of one class, which results.json names (`positive_label`).
+        is_accuracy: it is the run's accuracy itself: the card and the model-index show accuracy's row.
+        keeps_macro_f1: the model-index lists macro F1 after accuracy (not where the metric is an F1).
+        records_mcc_difference: a run with a dense baseline records the paired bootstrap interval of its
+            MCC difference (`comparison.mcc_difference`).
+
+    Example:
+        >>> OFFICIAL_METRICS["f1"].compute([0, 1, 1], [1, 1, 0], 2, 1)
+        0.5
+    """
+
+    name: str
+    compute: Callable[[Sequence[int], Sequence[int], int, int], float]
+    metric_name: str
+    card_label: str
+    reported: str
+    percent: bool = True
+    metric_args: Callable[[int | None], dict[str, str | int]] | None = None
+    of_one_class: bool = False
+    is_accuracy: bool = False
+    keeps_macro_f1: bool = True
+    records_mcc_difference: bool = False
+
+
+# The official metric of each task, by name: `official_metric` computes with it, the card renders with it,
+# the checks look it up. A metric is added with `register_official_metric`.
+OFFICIAL_METRICS: dict[str, OfficialMetricSpec] = {}
+
+
+def register_official_metric(spec: OfficialMetricSpec, replace: bool = False) -> OfficialMetricSpec:
+    """Adds an official metric to [`OFFICIAL_METRICS`], for `TaskSpec.official_metric` to name.
+
+    Args:
+        spec: the metric.
+        replace: replace a metric of the same name; without it, that name is refused.
+
+    Returns:
+        `spec`.
+
+    Raises:
+        ValueError: a metric of that name is registered and `replace` is not given.
+
+    Example:
+        >>> balanced = OfficialMetricSpec(
+        ...     "balanced_accuracy",
+        ...     lambda labels, predictions, size, positive: label_metrics(
+        ...         labels, predictions, [str(i) for i in range(size)]
+        ...     ).recall_macro,
+        ...     metric_name="Balanced accuracy",
+        ...     card_label="Balanced accuracy",
+        ...     reported="balanced accuracy",
+        ... )
+        >>> official_metric(register_official_metric(balanced).name, [0, 0, 1], [0, 1, 1], 2)
+        0.75
+        >>> del OFFICIAL_METRICS["balanced_accuracy"]
+    """
+    if spec.name in OFFICIAL_METRICS and not replace:
+        raise ValueError(
+            f"an official metric named {spec.name!r} is registered already; give another name, or "
+            "replace=True"
+        )
+    OFFICIAL_METRICS[spec.name] = spec
+    return spec
+
+
+def get_official_metric(name: str) -> OfficialMetricSpec:
+    """The registered official metric of this name.
+
+    Raises:
+        ValueError: no official metric has this name; the message lists those that do.
+
+    Example:
+        >>> get_official_metric("matthews_correlation").card_label
+        'Matthews correlation (MCC)'
+    """
+    if name not in OFFICIAL_METRICS:
+        raise ValueError(f"unknown official metric {name!r}: give one of {', '.join(OFFICIAL_METRICS)}")
+    return OFFICIAL_METRICS[name]
+
+
 def official_metric(
     name: str, labels: Sequence[int], predictions: Sequence[int], size: int, positive: int = 1
 ) -> float:
     """A task's official GLUE metric (`TaskSpec.official_metric`) of the predictions.
 
     Args:
-        name: "accuracy", "f1" (of the label id `positive`) or "matthews_correlation".
+        name: one of [`OFFICIAL_METRICS`]: "accuracy", "f1" (of the label id `positive`) or
+            "matthews_correlation".
         labels: the gold label ids, in split order.
         predictions: the predicted label ids, in split order.
         size: how many labels the task has.
@@ -283,13 +380,61 @@ def official_metric(
         >>> official_metric("f1", [0, 1, 1], [1, 1, 0], 2)
         0.5
     """
-    if name == "matthews_correlation":
-        return matthews_correlation(labels, predictions, size)
-    if name == "f1":
-        return positive_f1(labels, predictions, positive)
-    if name == "accuracy":
-        return label_metrics(labels, predictions, [str(i) for i in range(size)]).accuracy
-    raise ValueError(f"unknown official metric {name!r}: give one of {', '.join(OFFICIAL_METRICS)}")
+    return get_official_metric(name).compute(labels, predictions, size, positive)
+
+
+def _accuracy(labels: Sequence[int], predictions: Sequence[int], size: int, positive: int) -> float:
+    return label_metrics(labels, predictions, [str(i) for i in range(size)]).accuracy
+
+
+def _positive_f1(labels: Sequence[int], predictions: Sequence[int], size: int, positive: int) -> float:
+    return positive_f1(labels, predictions, positive)
+
+
+def _matthews_correlation(
+    labels: Sequence[int], predictions: Sequence[int], size: int, positive: int
+) -> float:
+    return matthews_correlation(labels, predictions, size)
+
+
+def _binary_f1_args(positive: int | None) -> dict[str, str | int]:
+    return {"average": "binary", "pos_label": positive}
+
+
+# GLUE's three, in the order results.json's check lists them (record.results.OFFICIAL_METRIC_NAMES).
+register_official_metric(
+    OfficialMetricSpec(
+        "accuracy",
+        _accuracy,
+        metric_name="Accuracy",
+        card_label="Accuracy",
+        reported="accuracy",
+        is_accuracy=True,
+    )
+)
+register_official_metric(
+    OfficialMetricSpec(
+        "f1",
+        _positive_f1,
+        metric_name="F1 ({positive})",
+        card_label="F1 of {positive}",
+        reported="F1 of the class {positive}, with accuracy beside it",
+        metric_args=_binary_f1_args,
+        of_one_class=True,
+        keeps_macro_f1=False,
+    )
+)
+register_official_metric(
+    OfficialMetricSpec(
+        "matthews_correlation",
+        _matthews_correlation,
+        metric_name="Matthews correlation",
+        card_label="Matthews correlation (MCC)",
+        reported="Matthews' correlation",
+        percent=False,
+        records_mcc_difference=True,
+    )
+)
 
 
 def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
@@ -314,7 +459,9 @@ __all__ = [
     "BOOTSTRAP_RESAMPLES",
     "LOSS_REL_TOL",
     "OFFICIAL_METRICS",
+    "OfficialMetricSpec",
     "cross_entropy",
+    "get_official_metric",
     "label_metrics",
     "matthews_correlation",
     "mcc_difference",
@@ -323,4 +470,5 @@ __all__ = [
     "positive_f1",
     "predictions_sha256",
     "quality_metrics",
+    "register_official_metric",
 ]

@@ -27,10 +27,11 @@ from ..checks.registry import Reverification, check_recorded_data, recorded_data
 from ..hub.hub_io import check_options
 from ..record.errors import DataError
 from ..record.results import Metrics, Results, Verification
-from ..run.data import TaskData, get_task, load_task, load_task_from_hub, sample_rows, task_statistics
+from ..run.data import TaskData, load_task, load_task_from_hub, sample_rows, task_statistics
 from ..run.evaluate import count_deployed_parameters
 from ..scoring.gate import all_finite, both_gates, verification_from_counts
 from ..scoring.metrics import quality_metrics
+from ..scoring.tasks import get_task
 from .download import (
     DownloadOptions,
     VerifiedModel,

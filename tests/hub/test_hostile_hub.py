@@ -63,8 +63,9 @@ from attncard.pipeline.record.errors import (
     PushError,
 )
 from attncard.pipeline.record.results import Results
-from attncard.pipeline.run.data import get_task, load_task_from_hub
+from attncard.pipeline.run.data import load_task_from_hub
 from attncard.pipeline.run.models import base_model_license, load_model
+from attncard.pipeline.scoring.tasks import get_task
 from attncard.pipeline.verify import download
 from attncard.pipeline.verify.download import download_verified
 from conftest import HUB_USER, TINY_GPT2_REPO, commit_run_folder, serve

@@ -15,7 +15,7 @@ from attncard.pipeline.record.results import (
     SCHEMA_VERSION,
     loads_strict,
 )
-from attncard.pipeline.run.data import TASKS
+from attncard.pipeline.scoring.tasks import TASKS
 from conftest import REPO_ROOT
 
 

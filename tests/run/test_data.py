@@ -5,7 +5,9 @@ import hashlib
 import pytest
 
 from attncard.pipeline.record.errors import DataError, UnknownNameError
-from attncard.pipeline.run.data import TASKS, check_data_dir, load_task, load_validation, read_glue_tsv
+from attncard.pipeline.run import data_check
+from attncard.pipeline.run.data import check_data_dir, load_task, load_validation, read_glue_tsv
+from attncard.pipeline.scoring.tasks import HUB_DATASET_ID, TASKS
 
 MNLI_HEADER = (
     "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\t"
@@ -193,3 +195,8 @@ def test_a_file_as_data_folder_is_named(tmp_path):
     (tmp_path / "glue").write_text("not a folder")
     with pytest.raises(DataError, match="glue: not a folder; point --data-dir \\(or GLUE_DIR\\) at a folder"):
         check_data_dir(TASKS["sst2"], tmp_path / "glue")
+
+
+def test_the_demo_check_reads_the_hub_data_set_the_tasks_name():
+    """pipeline/run/data_check.py imports nothing of attncard: its copy of the data set id must not drift."""
+    assert data_check.HUB_DATASET_ID == HUB_DATASET_ID

@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 from attncard.pipeline.run import data_check
-from attncard.pipeline.run.data import TASKS, find_task_folder
+from attncard.pipeline.run.data import find_task_folder
+from attncard.pipeline.scoring.tasks import TASKS
 from conftest import REPO_ROOT, write_sst2_folder
 
 # As the Makefile's demo-data target.

@@ -16,7 +16,6 @@ from sklearn.metrics import (
     recall_score,
 )
 
-from attncard.pipeline.run.data import TASKS
 from attncard.pipeline.scoring.metrics import (
     LOSS_REL_TOL,
     cross_entropy,
@@ -27,6 +26,7 @@ from attncard.pipeline.scoring.metrics import (
     positive_f1,
     quality_metrics,
 )
+from attncard.pipeline.scoring.tasks import TASKS
 
 
 def scikit_learn_figures(labels: np.ndarray, predictions: np.ndarray, count: int) -> dict:
