@@ -47,8 +47,10 @@ from huggingface_hub.utils import _http as hf_http
 from transformers import AutoConfig
 
 from attncard.pipeline.cli import main
-from attncard.pipeline.hub import hub_io
-from attncard.pipeline.hub.hub_io import endpoint_key, fetch_run, hub_endpoint
+from attncard.pipeline.hub import fetch, http
+from attncard.pipeline.hub.endpoint import endpoint_key, hub_endpoint
+from attncard.pipeline.hub.fetch import fetch_run
+from attncard.pipeline.hub.http import HUB_BACKOFF
 from attncard.pipeline.publish import push
 from attncard.pipeline.publish.push import push_run_folder
 from attncard.pipeline.record.errors import (
@@ -94,8 +96,9 @@ def published(hostile: HostileHub, tiny_gpt2_run) -> str:
 
 @pytest.fixture
 def short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(push, "PUSH_BACKOFF_BASE_S", 0.05)
-    monkeypatch.setattr(push, "PUSH_BACKOFF_MAX_S", 0.2)
+    monkeypatch.setattr(
+        push, "HUB_BACKOFF", dataclasses.replace(HUB_BACKOFF, base_wait_s=0.05, max_wait_s=0.2)
+    )
 
 
 def snapshot(cache: Path, hub: HostileHub, commit: str) -> Path:
@@ -308,8 +311,8 @@ def test_a_trickling_server_cannot_hang_a_download(
     hostile, published: str, monkeypatch: pytest.MonkeyPatch, capsys, trickle
 ) -> None:
     # The per-read timeout is longer than the trickle's one second: only the deadline can end it.
-    monkeypatch.setattr(hub_io, "DEFAULT_TIMEOUT_S", 5.0)
-    monkeypatch.setattr(hub_io, "DEFAULT_DEADLINE_S", DEADLINE_S)
+    monkeypatch.setattr(fetch, "DEFAULT_TIMEOUT_S", 5.0)
+    monkeypatch.setattr(fetch, "DEFAULT_DEADLINE_S", DEADLINE_S)
     hostile.trickle = trickle
     started = time.monotonic()
     assert main(["download", REPO, "--hub-endpoint", hostile.endpoint]) == 2
@@ -515,8 +518,8 @@ def test_a_server_that_never_answers_is_not_asked_again(
     hostile, published: str, tiny_gpt2_run, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
     # huggingface_hub would retry a timed-out request five times: 5 x 5 s here, 5 x 60 s by default.
-    monkeypatch.setattr(hub_io, "DEFAULT_TIMEOUT_S", 5.0)
-    monkeypatch.setattr(hub_io, "FIRST_ANSWER_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(fetch, "DEFAULT_TIMEOUT_S", 5.0)
+    monkeypatch.setattr(http, "FIRST_ANSWER_TIMEOUT_S", 1.0)
     hostile.silent = {"repo_info"}
     hostile.requests_seen.clear()
     started = time.monotonic()
