@@ -53,18 +53,23 @@ def hub_endpoint(endpoint: str | None = None) -> str:
         parts, host = None, None
     if parts is None or parts.scheme.lower() not in ("http", "https") or not host:
         raise InsecureEndpointError(
-            f"the Hub endpoint {text!r} is not an http(s) URL; pass https://HOST[:PORT] (--hub-endpoint, "
-            "HF_ENDPOINT)"
+            f"the Hub endpoint {text!r} is not an http(s) URL; pass https://HOST[:PORT] (endpoint=, "
+            "HF_ENDPOINT)",
+            options=("endpoint",),
+            endpoint=text,
         )
     if parts.username is not None or parts.password is not None or parts.query or parts.fragment:
         raise InsecureEndpointError(
             f"the Hub endpoint {parts.scheme}://{host}… holds credentials, a query or a fragment; pass "
-            "https://HOST[:PORT][/PATH] and give the token with HF_TOKEN or `hf auth login`"
+            "https://HOST[:PORT][/PATH] and give the token with HF_TOKEN or `hf auth login`",
+            endpoint=f"{parts.scheme}://{host}",
         )
     if parts.scheme.lower() == "http" and not _is_loopback(host):
         raise InsecureEndpointError(
             f"the Hub endpoint {text} is plain http: the token goes to the configured https endpoint only "
-            "(loopback http allowed for tests); pass an https:// endpoint (--hub-endpoint, HF_ENDPOINT)"
+            "(loopback http allowed for tests); pass an https:// endpoint (endpoint=, HF_ENDPOINT)",
+            options=("endpoint",),
+            endpoint=text,
         )
     return f"{parts.scheme.lower()}://{parts.netloc.lower()}{parts.path}".rstrip("/")
 
@@ -207,6 +212,15 @@ def _redacted_error(error: Exception, token: str) -> Exception:
         clean = None
     if clean is None or str(clean) != text:
         clean = AttncardError(text) if isinstance(error, AttncardError) else RuntimeError(text)
+    if isinstance(error, AttncardError) and isinstance(clean, AttncardError):
+        # What the error is about, and the remedy the command line words, survive the redaction.
+        clean.options = error.options
+        clean.fields = {
+            name: redact(value, token) if isinstance(value, str) else value
+            for name, value in error.fields.items()
+        }
+        for name, value in clean.fields.items():
+            setattr(clean, name, value)
     return clean
 
 

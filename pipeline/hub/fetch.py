@@ -254,7 +254,11 @@ def fetch_run(
         except HubDeadlineError:
             raise HubDeadlineError(
                 f"downloading {where} from {hub} ran past its deadline of {limit.seconds:g} s (a stalled or "
-                "trickling server?); try again later, or allow more time (--hub-deadline)"
+                "trickling server?); try again later, or allow more time (deadline=)",
+                options=("deadline",),
+                repo_id=repo_id,
+                revision=revision,
+                endpoint=hub,
             ) from None
         except (
             httpx2.ConnectError,
@@ -267,8 +271,12 @@ def fetch_run(
             if cached is None:
                 raise HubUnreachableError(
                     f"could not reach {hub} ({reason}) and {where} is not in the local cache: "
-                    "check the network and the endpoint (--hub-endpoint, HF_ENDPOINT), or pass a local run "
-                    "folder"
+                    "check the network and the endpoint (endpoint=, HF_ENDPOINT), or pass a local run "
+                    "folder",
+                    options=("endpoint",),
+                    repo_id=repo_id,
+                    revision=revision,
+                    endpoint=hub,
                 ) from error
             logger.warning(
                 "could not reach %s (%s): using the copy of %s cached at %s",
@@ -293,8 +301,11 @@ def fetch_run(
                 raise _revision_not_found(repo_id, revision, hub) from None
             raise RepoNotFoundError(
                 f"no repository '{repo_id}' on {hub} (nor a local folder of that name), or it is private "
-                "and the token cannot read it: check the id (and --hub-endpoint), or log in with `hf auth "
-                "login` / pass a token"
+                "and the token cannot read it: check the id (and endpoint=), or log in with `hf auth "
+                "login` / pass a token",
+                options=("endpoint",),
+                repo_id=repo_id,
+                endpoint=hub,
             ) from None
         except DisabledRepoError:
             raise RepoNotFoundError(

@@ -358,12 +358,16 @@ class _FirstAnswerTransport(httpx2.BaseTransport):
                 raise HubNoAnswerError(
                     f"{where} did not answer {request.method} {request.url.path} ({type(error).__name__}"
                     f"{waited}), and it is not asked again: try again later, or check the endpoint "
-                    "(--hub-endpoint, HF_ENDPOINT)"
+                    "(endpoint=, HF_ENDPOINT)",
+                    options=("endpoint",),
+                    endpoint=where,
                 ) from error
             raise HubNoAnswerError(
                 f"{where} did not answer ({type(error).__name__}{waited}), and a server that never answered "
-                "is not asked again: check the endpoint (--hub-endpoint, HF_ENDPOINT) and the network, then "
-                "try again"
+                "is not asked again: check the endpoint (endpoint=, HF_ENDPOINT) and the network, then "
+                "try again",
+                options=("endpoint",),
+                endpoint=where,
             ) from error
         self._answers.answered = True
         return response

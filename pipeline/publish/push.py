@@ -166,14 +166,18 @@ def check_pushable(run_dir: str | os.PathLike, repo_id: str, allow_fail: bool = 
         )
     if results.repo_id is None:
         raise PushRefusedError(
-            f"{run_dir}: its card was rendered without --repo-id, so its usage snippet loads the local "
-            f"folder; nothing was pushed: re-run publish with --repo-id {repo_id}"
+            f"{run_dir}: its card was rendered without a repo_id, so its usage snippet loads the local "
+            f"folder; nothing was pushed: re-run publish with repo_id={repo_id}",
+            options=("repo_id",),
+            repo_id=repo_id,
         )
     if results.repo_id != repo_id:
         raise PushRefusedError(
             f"{run_dir}: its card was rendered for {results.repo_id}, and its usage snippet loads from "
-            f"there; nothing was pushed: push it to {results.repo_id}, or re-run publish with --repo-id "
-            f"{repo_id}"
+            f"there; nothing was pushed: push it to {results.repo_id}, or re-run publish with repo_id="
+            f"{repo_id}",
+            options=("repo_id",),
+            repo_id=repo_id,
         )
     status = results.verification.status
     card_status = _card_status(run_dir)
@@ -186,8 +190,9 @@ def check_pushable(run_dir: str | os.PathLike, repo_id: str, allow_fail: bool = 
         verification = results.verification
         raise PushRefusedError(
             f"{run_dir}: the run's status is FAIL (accuracy {verification.accuracy:.4f} is below the "
-            f"threshold {verification.threshold:.4f}); nothing was pushed: pass --allow-fail "
-            "(allow_fail=True) to publish it anyway, its card says FAIL at the top"
+            f"threshold {verification.threshold:.4f}); nothing was pushed: pass allow_fail=True to publish "
+            "it anyway, its card says FAIL at the top",
+            options=("allow_fail",),
         )
     return results
 
@@ -415,7 +420,10 @@ class _Pusher:
                 f"pushing {self.run_dir} to {self.repo_id} on {self.hub} ran past its deadline of "
                 f"{self.deadline.seconds:g} s (a stalled or trickling server?); commits are all or nothing, "
                 f"so {self.repo_id} holds its previous commit or this run complete: push again later, or "
-                "allow more time (--hub-deadline)"
+                "allow more time (deadline=)",
+                options=("deadline",),
+                repo_id=self.repo_id,
+                endpoint=self.hub,
             ) from None
 
     def _push(self) -> PushResult:
@@ -738,7 +746,10 @@ class _Pusher:
         tries = f" after {retries + 1} attempts" if retries else ""
         return PushError(
             f"could not reach {self.hub} while {what} of {self.repo_id}{tries} (last: {reason}); nothing "
-            "more was pushed: check the network and the endpoint (--hub-endpoint, HF_ENDPOINT) and push again"
+            "more was pushed: check the network and the endpoint (endpoint=, HF_ENDPOINT) and push again",
+            options=("endpoint",),
+            repo_id=self.repo_id,
+            endpoint=self.hub,
         )
 
 

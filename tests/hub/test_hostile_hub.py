@@ -346,7 +346,7 @@ def test_a_trickling_server_cannot_hang_a_push(hostile, tiny_gpt2_run, trickle) 
     assert time.monotonic() - started < DEADLINE_S + 2
     assert re.fullmatch(
         rf"pushing {run_dir} to {REPO} on {hostile.endpoint} ran past its deadline of 2 s .* push again "
-        r"later, or allow more time \(--hub-deadline\)",
+        r"later, or allow more time \(deadline=\)",
         assert_one_line_without_token(caught.value),
     )
     # The deadline was the push's own: the client's factory is huggingface_hub's again.
@@ -549,7 +549,7 @@ def test_a_server_that_never_answers_is_not_asked_again(
     assert time.monotonic() - started < 3
     assert re.fullmatch(
         rf"{hostile.endpoint} did not answer \(ReadTimeout within 1 s\), and a server that never answered is "
-        r"not asked again: check the endpoint \(--hub-endpoint, HF_ENDPOINT\) and the network, then try "
+        r"not asked again: check the endpoint \(endpoint=, HF_ENDPOINT\) and the network, then try "
         r"again",
         assert_one_line_without_token(caught.value),
     )

@@ -221,7 +221,7 @@ def test_a_changed_folder_is_one_more_commit_that_also_deletes_other_files(
 
 
 def test_a_fail_run_is_refused_unless_allowed(hub: LoopbackHub, failed: Path) -> None:
-    with pytest.raises(PushRefusedError, match=r"status is FAIL .*pass --allow-fail") as caught:
+    with pytest.raises(PushRefusedError, match=r"status is FAIL .*pass allow_fail=True to publish") as caught:
         push(hub, failed)
     one_line(caught.value)
     assert hub.requests == []
@@ -565,7 +565,9 @@ def test_the_token_never_shows(
     assert "push: the commit to" in err and "retry 1 of 5" in err and f"pushed {passed}/ to {REPO}@" in err
     conflict, refusal = [line for line in err.splitlines() if line.startswith("error: ")]
     assert "refused the commit" in conflict and "as a conflict" in conflict
+    # The library's remedy names allow_fail=True; the command line's names the flag too.
     assert "the run's status is FAIL" in refusal
+    assert "pass --allow-fail (allow_fail=True) to publish" in refusal
     shown = [out, err, caplog.text]
     shown += ["".join(traceback.format_exception(error)) + repr(error) for error in errors]
     for text in shown:
