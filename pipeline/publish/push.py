@@ -27,7 +27,15 @@ from huggingface_hub.utils import get_session, hf_raise_for_status
 
 from ..checks.lint import lint_run_folder
 from ..hub.endpoint import hub_endpoint, redacted
-from ..hub.http import HUB_BACKOFF, Deadline, HubAnswers, hub_client_timeout, transport_failure
+from ..hub.http import (
+    DEFAULT_DEADLINE_S,
+    DEFAULT_TIMEOUT_S,
+    HUB_BACKOFF,
+    Deadline,
+    HubAnswers,
+    hub_client_timeout,
+    transport_failure,
+)
 from ..hub.signing import check_private_key, sign_run_folder
 from ..record.errors import (
     AttncardError,
@@ -54,10 +62,10 @@ from ..record.results import (
 # waits that long plus 1 s instead, at most 300 s. A commit is not retried blindly (`_Pusher._commit`).
 # The HTTP client's timeout during a push, per network operation (connect, each read and write): a stalled
 # server ends in a timeout, which is retried like any transient failure, instead of hanging the push.
-PUSH_TIMEOUT_S = 60.0
+PUSH_TIMEOUT_S = DEFAULT_TIMEOUT_S
 # The whole push, retries and waits included: a server trickling bytes keeps every single read short, so only
 # an overall deadline ends it.
-PUSH_DEADLINE_S = 30 * 60.0
+PUSH_DEADLINE_S = DEFAULT_DEADLINE_S
 CONFLICT_STATUSES = frozenset({409, 412})
 _TRANSIENT_ERRORS = (httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProtocolError)
 _UPLOAD_FAILED = re.compile(r"Error while uploading '(.*)' to the Hub\.")  # huggingface_hub's RuntimeError
@@ -749,7 +757,6 @@ class _Pusher:
             "more was pushed: check the network and the endpoint (endpoint=, HF_ENDPOINT) and push again",
             options=("endpoint",),
             repo_id=self.repo_id,
-            endpoint=self.hub,
         )
 
 
