@@ -367,7 +367,8 @@ def _fetch_online(
                         raise DownloadError(
                             f"{where} lists {file.path} at {file.size} bytes, over the "
                             f"{MAX_UNLISTED_FILE_BYTES} bytes a file that results.json's manifest does not "
-                            "list may have; it was not downloaded: this is not an attncard run"
+                            "list may have; it was not downloaded: this is not an attncard run",
+                            file=file.path,
                         )
                 if not _holds(folder / file.path, file):
                     url = f"{hub}/{repo_id}/resolve/{commit}/{quote(file.path)}"
@@ -435,7 +436,8 @@ def _check_listed_sizes(files: list[_File], budget: int, where: str) -> None:
         if cap is not None and file.size > cap:
             raise DownloadError(
                 f"{where} lists {file.path} at {file.size} bytes, over the {cap} bytes it may have; nothing "
-                "was downloaded: this is not an attncard run"
+                "was downloaded: this is not an attncard run",
+                file=file.path,
             )
 
 
@@ -491,7 +493,9 @@ def _download(
                 url = response.url.join(response.headers["Location"])
                 if url.scheme not in ("http", "https"):
                     raise DownloadError(
-                        f"{hub} redirected {file.path} to a {url.scheme!r} URL; try another endpoint"
+                        f"{hub} redirected {file.path} to a {url.scheme!r} URL; try another endpoint",
+                        file=file.path,
+                        endpoint=hub,
                     )
                 continue
             if response.status_code != 200:
@@ -499,17 +503,25 @@ def _download(
                 message = response.headers.get("X-Error-Message") or response.text.strip()
                 reason = message.splitlines()[0][:200] if message else response.reason_phrase
                 raise DownloadError(
-                    f"{hub} answered HTTP {response.status_code} for {url} ({reason}); try again later"
+                    f"{hub} answered HTTP {response.status_code} for {url} ({reason}); try again later",
+                    file=file.path,
+                    endpoint=hub,
                 )
             if encoding := unasked_encoding(response):
                 raise DownloadError(
                     f"{hub} sent {file.path} compressed ({encoding[:40]!r}) although attncard asked for "
                     "none (a compression bomb?); nothing of it was written: this server cannot be trusted, "
-                    "use another endpoint"
+                    "use another endpoint",
+                    file=file.path,
+                    endpoint=hub,
                 )
             _store(response, file, target, hub)
             return
-    raise DownloadError(f"{hub} redirected {file.path} more than {MAX_REDIRECTS} times; try again later")
+    raise DownloadError(
+        f"{hub} redirected {file.path} more than {MAX_REDIRECTS} times; try again later",
+        file=file.path,
+        endpoint=hub,
+    )
 
 
 def _store(response: httpx2.Response, file: _File, target: Path, hub: str) -> None:
@@ -525,19 +537,25 @@ def _store(response: httpx2.Response, file: _File, target: Path, hub: str) -> No
                 if received > file.size:
                     raise IntegrityError(
                         f"{hub} sent more than the {file.size} bytes its listing gives for {file.path}; the "
-                        "file was not kept: this server cannot be trusted"
+                        "file was not kept: this server cannot be trusted",
+                        file=file.path,
+                        endpoint=hub,
                     )
                 digest.update(chunk)
                 handle.write(chunk)
         if received < file.size:
             raise DownloadError(
-                f"{hub} sent {received} of the {file.size} bytes of {file.path}; try again later"
+                f"{hub} sent {received} of the {file.size} bytes of {file.path}; try again later",
+                file=file.path,
+                endpoint=hub,
             )
         if digest.hexdigest() != file.expected:
             raise IntegrityError(
                 f"{hub} sent bytes for {file.path} whose id {digest.hexdigest()[:_SHORT_SHA]}… is not the "
                 f"{file.expected[:_SHORT_SHA]}… its listing gives; the file was not kept: do not use this "
-                "server"
+                "server",
+                file=file.path,
+                endpoint=hub,
             )
         os.replace(temporary, target)
     finally:

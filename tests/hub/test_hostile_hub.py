@@ -452,6 +452,8 @@ def test_a_listed_size_over_its_cap_is_refused_before_the_file_is_fetched(
     with pytest.raises(DownloadError, match=message) as caught:
         fetch_run(REPO, endpoint=hostile.endpoint, cache_dir=cache)
     assert_one_line_without_token(caught.value)
+    # A file over its own cap is named in the error's fields too; the budget is the whole listing's.
+    assert caught.value.fields.get("file") == (None if "budget" in message else next(iter(listed)))
     assert not [path for path, *_ in hostile.requests_seen if path.endswith(tuple(listed))]
     assert sum(path.stat().st_size for path in cache.rglob("*") if path.is_file()) < 1 << 20
     assert main(["download", REPO, "--hub-endpoint", hostile.endpoint]) == 2
