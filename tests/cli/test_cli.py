@@ -16,7 +16,12 @@ from attncard.pipeline.cli import COMMANDS, main, publish_main
 from attncard.pipeline.cli.common import CLI_REMEDIES, cli_message
 from attncard.pipeline.hub.endpoint import hub_endpoint
 from attncard.pipeline.publish import publish
-from attncard.pipeline.record.errors import AttncardError, InsecureEndpointError
+from attncard.pipeline.record.errors import (
+    AttncardError,
+    FailedCheckpointError,
+    IncompatibleRunError,
+    InsecureEndpointError,
+)
 from attncard.pipeline.record.results import TrainConfig
 
 
@@ -564,4 +569,16 @@ def test_an_endpoint_refused_names_the_keyword_in_the_library_and_the_flag_on_th
         "error: the Hub endpoint http://example.com is plain http: the token goes to the configured https "
         "endpoint only (loopback http allowed for tests); pass an https:// endpoint (--hub-endpoint, "
         "HF_ENDPOINT)\n"
+    )
+
+
+def test_a_class_names_the_keyword_its_remedies_name() -> None:
+    # checks/registry.py and verify/download.py raise these without naming a flag; the CLI adds it.
+    failed = FailedCheckpointError("run: its status is FAIL (…); pass allow_failed=True to load it anyway")
+    assert cli_message(failed) == (
+        "run: its status is FAIL (…); pass allow_failed=True (CLI: --allow-fail) to load it anyway"
+    )
+    local = IncompatibleRunError("run: trained on a local model folder; pass that folder as base_model=")
+    assert cli_message(local) == (
+        "run: trained on a local model folder; pass that folder as base_model= (CLI: --base-model DIR)"
     )
