@@ -319,7 +319,7 @@ def _status(run: CheckedRun, profile: Profile) -> None:
         raise FailedCheckpointError(
             f"{run.where}: the run's status is FAIL (accuracy {verification.accuracy:.4f} is below the "
             f"threshold {verification.threshold:.4f}, the majority-class baseline + 3 SE); pass "
-            "allow_failed=True (CLI: --allow-fail) to load it anyway"
+            "allow_failed=True to load it anyway"
         )
 
 

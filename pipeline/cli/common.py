@@ -25,6 +25,39 @@ EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_INTERRUPTED = 130
 
 
+# How a command-line user is told to set what an error's remedy names: for each library keyword (an error's
+# `options`), its words in the library's message and the words that name the flag instead.
+CLI_REMEDIES: dict[str, tuple[tuple[str, str], ...]] = {
+    "endpoint": (
+        ("(endpoint=, HF_ENDPOINT)", "(--hub-endpoint, HF_ENDPOINT)"),
+        ("(and endpoint=)", "(and --hub-endpoint)"),
+    ),
+    "deadline": (("(deadline=)", "(--hub-deadline)"),),
+    "allow_fail": (("pass allow_fail=True to", "pass --allow-fail (allow_fail=True) to"),),
+    "allow_failed": (("allow_failed=True to load", "allow_failed=True (CLI: --allow-fail) to load"),),
+    "base_model": (("as base_model=", "as base_model= (CLI: --base-model DIR)"),),
+    "repo_id": (
+        ("rendered without a repo_id,", "rendered without --repo-id,"),
+        ("publish with repo_id=", "publish with --repo-id "),
+    ),
+}
+
+
+def cli_message(error: AttncardError) -> str:
+    """The error's message for a command-line user: each remedy that names a keyword of the library
+    (`endpoint=`, `allow_failed=True`) names the flag that sets it too, or instead ([`CLI_REMEDIES`]).
+
+    Example:
+        >>> cli_message(AttncardError("ran past its deadline (deadline=)", options=("deadline",)))
+        'ran past its deadline (--hub-deadline)'
+    """
+    message = str(error)
+    for option in error.options:
+        for library_words, cli_words in CLI_REMEDIES.get(option, ()):
+            message = message.replace(library_words, cli_words)
+    return message
+
+
 class OneLineParser(argparse.ArgumentParser):
     """An argument parser whose errors are one line, naming the fix, with exit status 2."""
 
@@ -237,10 +270,11 @@ def shadowing_folder_warning(folder: str | os.PathLike | None = None) -> str | N
 
 
 def run_command(action: Callable[[], int | None]) -> int:
-    """Runs a command's action: an [`AttncardError`] becomes one line on stderr (its control characters shown
-    as escapes, see [`visible`]) and exit status 2, Ctrl-C exit status 130; otherwise the action's status (0
-    when it returns None). It first warns, on stderr, when Python started in the current folder would not
-    import this attncard (see [`shadowing_folder_warning`]): the snippets it prints would fail there."""
+    """Runs a command's action: an [`AttncardError`] becomes one line on stderr, its remedy naming the flags
+    ([`cli_message`]), its control characters shown as escapes (see [`visible`]), and exit status 2; Ctrl-C
+    exit status 130; otherwise the action's status (0 when it returns None). It first warns, on stderr, when
+    Python started in the current folder would not import this attncard (see [`shadowing_folder_warning`]):
+    the snippets it prints would fail there."""
     if (warning := shadowing_folder_warning()) is not None:
         print(f"warning: {visible(warning)}", file=sys.stderr)
     try:
@@ -249,7 +283,7 @@ def run_command(action: Callable[[], int | None]) -> int:
     except AttncardError as error:
         # A message may quote a run or a server (an HTTP error body, a results.json key): one line, its
         # escape sequences and bidi characters shown, not obeyed.
-        print(f"error: {visible(str(error))}", file=sys.stderr)
+        print(f"error: {visible(cli_message(error))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("interrupted; nothing was written", file=sys.stderr)

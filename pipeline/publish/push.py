@@ -2,22 +2,20 @@
 
 [`push_run_folder`] pushes a run folder as one commit (or none when the Hub already holds exactly its files)
 and tags it `run-<started_at>-<results.json sha256[:32]>`; [`check_pushable`] says, without the network,
-whether a folder may be pushed; [`sign_and_push`] signs the folder first when given a key. Retries, timeouts
-and the overall deadline are those of `hub_io`.
+whether a folder may be pushed; [`sign_and_push`] signs the folder first when given a key. Retries follow
+the Hub's one backoff policy ([`pipeline.hub.http.HUB_BACKOFF`]); timeouts and the overall deadline are those
+of [`pipeline.hub.http.hub_client_timeout`].
 """
 
 from __future__ import annotations
 
-import email.utils
 import hashlib
-import inspect
 import logging
 import os
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
@@ -25,10 +23,19 @@ import httpx2
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, RepoFile, constants, get_token
 from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.repocard import REGEX_YAML_BLOCK
-from huggingface_hub.utils import get_session, hf_raise_for_status, http_backoff, parse_ratelimit_headers
+from huggingface_hub.utils import get_session, hf_raise_for_status
 
 from ..checks.lint import lint_run_folder
-from ..hub.hub_io import Deadline, HubAnswers, hub_client_timeout, hub_endpoint, redacted
+from ..hub.endpoint import hub_endpoint, redacted
+from ..hub.http import (
+    DEFAULT_DEADLINE_S,
+    DEFAULT_TIMEOUT_S,
+    HUB_BACKOFF,
+    Deadline,
+    HubAnswers,
+    hub_client_timeout,
+    transport_failure,
+)
 from ..hub.signing import check_private_key, sign_run_folder
 from ..record.errors import (
     AttncardError,
@@ -49,24 +56,16 @@ from ..record.results import (
     sha256_file,
 )
 
-# Retries of the calls huggingface_hub does not retry itself (the commit POST, create_repo, model_info, refs,
-# tags), on the schedule of its own `http_backoff`, read from its defaults: 5 retries after the first attempt,
-# waiting 1, 2, 4, 8, 8 s, on its retried statuses (408, 429, 500, 502, 503, 504); a 429 whose rate-limit
-# headers say when the limit resets, or an answer with `Retry-After`, waits that long plus 1 s instead (as
-# `http_backoff` does), at most PUSH_RETRY_AFTER_MAX_S. A commit is not retried blindly (`_Pusher._commit`).
-_HUB_BACKOFF = inspect.signature(http_backoff).parameters
-PUSH_RETRIES: int = _HUB_BACKOFF["max_retries"].default
-PUSH_BACKOFF_BASE_S = float(_HUB_BACKOFF["base_wait_time"].default)
-PUSH_BACKOFF_MAX_S = float(_HUB_BACKOFF["max_wait_time"].default)
-RETRY_STATUSES = frozenset(_HUB_BACKOFF["retry_on_status_codes"].default)
-PUSH_RETRY_AFTER_MARGIN_S = 1.0
-PUSH_RETRY_AFTER_MAX_S = 300.0
+# The calls huggingface_hub does not retry itself (the commit POST, create_repo, model_info, refs, tags) are
+# retried on its schedule, HUB_BACKOFF: 5 retries after the first attempt, waiting 1, 2, 4, 8, 8 s, on its
+# retried statuses; a 429 whose rate-limit headers say when the limit resets, or an answer with `Retry-After`,
+# waits that long plus 1 s instead, at most 300 s. A commit is not retried blindly (`_Pusher._commit`).
 # The HTTP client's timeout during a push, per network operation (connect, each read and write): a stalled
 # server ends in a timeout, which is retried like any transient failure, instead of hanging the push.
-PUSH_TIMEOUT_S = 60.0
+PUSH_TIMEOUT_S = DEFAULT_TIMEOUT_S
 # The whole push, retries and waits included: a server trickling bytes keeps every single read short, so only
 # an overall deadline ends it.
-PUSH_DEADLINE_S = 30 * 60.0
+PUSH_DEADLINE_S = DEFAULT_DEADLINE_S
 CONFLICT_STATUSES = frozenset({409, 412})
 _TRANSIENT_ERRORS = (httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProtocolError)
 _UPLOAD_FAILED = re.compile(r"Error while uploading '(.*)' to the Hub\.")  # huggingface_hub's RuntimeError
@@ -175,14 +174,18 @@ def check_pushable(run_dir: str | os.PathLike, repo_id: str, allow_fail: bool = 
         )
     if results.repo_id is None:
         raise PushRefusedError(
-            f"{run_dir}: its card was rendered without --repo-id, so its usage snippet loads the local "
-            f"folder; nothing was pushed: re-run publish with --repo-id {repo_id}"
+            f"{run_dir}: its card was rendered without a repo_id, so its usage snippet loads the local "
+            f"folder; nothing was pushed: re-run publish with repo_id={repo_id}",
+            options=("repo_id",),
+            repo_id=repo_id,
         )
     if results.repo_id != repo_id:
         raise PushRefusedError(
             f"{run_dir}: its card was rendered for {results.repo_id}, and its usage snippet loads from "
-            f"there; nothing was pushed: push it to {results.repo_id}, or re-run publish with --repo-id "
-            f"{repo_id}"
+            f"there; nothing was pushed: push it to {results.repo_id}, or re-run publish with repo_id="
+            f"{repo_id}",
+            options=("repo_id",),
+            repo_id=repo_id,
         )
     status = results.verification.status
     card_status = _card_status(run_dir)
@@ -195,8 +198,9 @@ def check_pushable(run_dir: str | os.PathLike, repo_id: str, allow_fail: bool = 
         verification = results.verification
         raise PushRefusedError(
             f"{run_dir}: the run's status is FAIL (accuracy {verification.accuracy:.4f} is below the "
-            f"threshold {verification.threshold:.4f}); nothing was pushed: pass --allow-fail "
-            "(allow_fail=True) to publish it anyway, its card says FAIL at the top"
+            f"threshold {verification.threshold:.4f}); nothing was pushed: pass allow_fail=True to publish "
+            "it anyway, its card says FAIL at the top",
+            options=("allow_fail",),
         )
     return results
 
@@ -241,8 +245,8 @@ def push_run_folder(
        exactly the folder's files, and refused otherwise.
 
     Transient failures of the calls huggingface_hub does not retry itself (the commit, `create_repo`,
-    `model_info`, refs, the tag) are retried on its schedule (`PUSH_RETRIES`, waits from
-    `PUSH_BACKOFF_BASE_S` doubling up to `PUSH_BACKOFF_MAX_S`, `Retry-After` + 1 s on a 429). After a
+    `model_info`, refs, the tag) are retried on its schedule, [`pipeline.hub.http.HUB_BACKOFF`] (5 retries,
+    waits from 1 s doubling up to 8 s, `Retry-After` + 1 s on a 429). After a
     failed commit (an error status, a dropped connection, a timeout) the head is read again first: when
     the commit landed after all, it is not made twice. Every request runs with `timeout` seconds per network
     operation, and the whole push must end within `deadline` seconds, waits and retries included, so neither
@@ -250,7 +254,7 @@ def push_run_folder(
 
     The token is sent only to the endpoint's origin, which must be https (plain http to a loopback host
     only): it is not written, and no log line, warning or error message shows it, even when a server echoes
-    it back (see [`pipeline.hub.hub_io.redacted`]).
+    it back (see [`pipeline.hub.endpoint.redacted`]).
 
     Args:
         run_dir: the run folder written by `publish`, e.g. `runs/minilm-none-sst2`.
@@ -424,7 +428,10 @@ class _Pusher:
                 f"pushing {self.run_dir} to {self.repo_id} on {self.hub} ran past its deadline of "
                 f"{self.deadline.seconds:g} s (a stalled or trickling server?); commits are all or nothing, "
                 f"so {self.repo_id} holds its previous commit or this run complete: push again later, or "
-                "allow more time (--hub-deadline)"
+                "allow more time (deadline=)",
+                options=("deadline",),
+                repo_id=self.repo_id,
+                endpoint=self.hub,
             ) from None
 
     def _push(self) -> PushResult:
@@ -566,14 +573,14 @@ class _Pusher:
                 code = _status_code(error)
                 if code in CONFLICT_STATUSES:
                     return self._after_conflict(head, error)
-                if code not in RETRY_STATUSES:
+                if code not in HUB_BACKOFF.statuses:
                     raise PushError(
                         f"{self.hub} refused the commit to {self.repo_id} ({_http_reason(error)}); "
                         f"{self._state(head, self._head_once())}: {_advice(code, self.repo_id)}"
                     ) from None
-                reason, wait = _http_reason(error), _wait_s(attempt, error.response)
+                reason, wait = _http_reason(error), HUB_BACKOFF.wait_s(attempt, error.response)
             except _TRANSIENT_ERRORS as error:
-                reason, wait = _transport_reason(error), _wait_s(attempt, None)
+                reason, wait = transport_failure(error), HUB_BACKOFF.wait_s(attempt)
             except RuntimeError as error:
                 if not _UPLOAD_FAILED.match(str(error)):
                     raise
@@ -594,7 +601,7 @@ class _Pusher:
                         "someone else pushed to it at the same time; re-run the push"
                     )
                 return commit
-            if attempt == PUSH_RETRIES:
+            if attempt == HUB_BACKOFF.retries:
                 current = self._head_once()
                 if current is not None and current != head and self._holds_run(current):
                     return current  # the last attempt landed after all
@@ -608,7 +615,7 @@ class _Pusher:
                 self.repo_id,
                 reason,
                 attempt,
-                PUSH_RETRIES,
+                HUB_BACKOFF.retries,
                 wait,
             )
             self._sleep(wait)
@@ -716,16 +723,16 @@ class _Pusher:
                 return call()
             except HfHubHTTPError as error:
                 code = _status_code(error)
-                if code not in RETRY_STATUSES or attempt == PUSH_RETRIES:
+                if code not in HUB_BACKOFF.statuses or attempt == HUB_BACKOFF.retries:
                     raise self._failure(what, _http_reason(error), attempt, code) from None
-                reason, wait = _http_reason(error), _wait_s(attempt, error.response)
+                reason, wait = _http_reason(error), HUB_BACKOFF.wait_s(attempt, error.response)
             except _TRANSIENT_ERRORS as error:
-                if attempt == PUSH_RETRIES:
-                    raise self._failure(what, _transport_reason(error), attempt, None) from None
-                reason, wait = _transport_reason(error), _wait_s(attempt, None)
+                if attempt == HUB_BACKOFF.retries:
+                    raise self._failure(what, transport_failure(error), attempt, None) from None
+                reason, wait = transport_failure(error), HUB_BACKOFF.wait_s(attempt)
             attempt += 1
             logger.warning(
-                "%s failed (%s); retry %d of %d in %.2f s", what, reason, attempt, PUSH_RETRIES, wait
+                "%s failed (%s); retry %d of %d in %.2f s", what, reason, attempt, HUB_BACKOFF.retries, wait
             )
             self._sleep(wait)
 
@@ -736,10 +743,10 @@ class _Pusher:
         except HfHubHTTPError as error:
             raise self._failure(what, _http_reason(error), 0, _status_code(error)) from None
         except _TRANSIENT_ERRORS as error:
-            raise self._failure(what, _transport_reason(error), 0, None) from None
+            raise self._failure(what, transport_failure(error), 0, None) from None
 
     def _failure(self, what: str, reason: str, retries: int, code: int | None) -> PushError:
-        if code is not None and code not in RETRY_STATUSES:
+        if code is not None and code not in HUB_BACKOFF.statuses:
             return PushError(
                 f"{self.hub} answered {reason} while {what} of {self.repo_id}; nothing more was pushed: "
                 f"{_advice(code, self.repo_id)}"
@@ -747,7 +754,9 @@ class _Pusher:
         tries = f" after {retries + 1} attempts" if retries else ""
         return PushError(
             f"could not reach {self.hub} while {what} of {self.repo_id}{tries} (last: {reason}); nothing "
-            "more was pushed: check the network and the endpoint (--hub-endpoint, HF_ENDPOINT) and push again"
+            "more was pushed: check the network and the endpoint (endpoint=, HF_ENDPOINT) and push again",
+            options=("endpoint",),
+            repo_id=self.repo_id,
         )
 
 
@@ -781,11 +790,6 @@ def _http_reason(error: HfHubHTTPError) -> str:
     return f"HTTP {code}" + (f": {message[0]}" if message else "")
 
 
-def _transport_reason(error: httpx2.HTTPError) -> str:
-    detail = first_line(error)
-    return type(error).__name__ + (f": {detail}" if detail != type(error).__name__ else "")
-
-
 def _advice(code: int | None, repo_id: str) -> str:
     owner = repo_id.split("/")[0]
     if code == 401:
@@ -793,33 +797,3 @@ def _advice(code: int | None, repo_id: str) -> str:
     if code == 403:
         return f"use a token with write access to {owner} (HF_TOKEN, or `hf auth login`)"
     return "fix what the Hub says and push again"
-
-
-def _wait_s(attempt: int, response: httpx2.Response | None) -> float:
-    """Seconds to wait before retry `attempt + 1`: when a 429's rate-limit headers give the reset, or the
-    response has a Retry-After, that + 1 s; else the exponential backoff."""
-    retry_after = None
-    if response is not None:
-        limit = parse_ratelimit_headers(response.headers) if response.status_code == 429 else None
-        retry_after = limit.reset_in_seconds if limit is not None and limit.remaining == 0 else None
-        if retry_after is None:
-            retry_after = _retry_after_s(response)
-    if retry_after is not None:
-        return min(retry_after + PUSH_RETRY_AFTER_MARGIN_S, PUSH_RETRY_AFTER_MAX_S)
-    return min(PUSH_BACKOFF_MAX_S, PUSH_BACKOFF_BASE_S * 2**attempt)
-
-
-def _retry_after_s(response: httpx2.Response) -> float | None:
-    """The `Retry-After` header in seconds (it holds seconds or an HTTP date); None without one."""
-    value = response.headers.get("Retry-After", "").strip()
-    if not value:
-        return None
-    if value.isdigit():
-        return float(value)
-    try:
-        moment = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return max(0.0, (moment - datetime.now(UTC)).total_seconds())

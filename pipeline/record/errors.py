@@ -100,7 +100,34 @@ def markdown_text(text: str, limit: int | None = None) -> str:
 
 
 class AttncardError(Exception):
-    """Base class of the errors a user can fix: bad input, a missing file, a model that cannot be had."""
+    """Base class of the errors a user can fix: bad input, a missing file, a model that cannot be had.
+
+    The message is the library's: its remedy names keyword arguments (`endpoint=`, `allow_failed=True`),
+    never a command-line flag. The command line adds the flags: for each keyword in `options` it words the
+    remedy with the flag that sets it (`pipeline.cli.common.cli_message`), as huggingface_hub's
+    `cli/_errors.py` does for its own errors.
+
+    Args:
+        message: one line: what is wrong and what to do.
+        options: the keyword arguments the remedy names, e.g. `("endpoint",)`; default: the class's.
+        **fields: what the error is about, each kept as an attribute of the same name and in `fields`:
+            `repo_id`, `revision`, `endpoint`, `file`, `figure`, ….
+
+    Example:
+        >>> error = AttncardError("no tag v2 on o/n; pass a revision it has", repo_id="o/n", revision="v2")
+        >>> error.revision, error.fields
+        ('v2', {'repo_id': 'o/n', 'revision': 'v2'})
+    """
+
+    options: tuple[str, ...] = ()
+
+    def __init__(self, *args: object, options: tuple[str, ...] | None = None, **fields: object):
+        super().__init__(*args)
+        if options is not None:
+            self.options = tuple(options)
+        self.fields = fields
+        for name, value in fields.items():
+            setattr(self, name, value)
 
 
 class UnknownNameError(AttncardError, ValueError):
@@ -184,7 +211,9 @@ class UnknownSchemaError(DownloadError, ResultsError):
 
 
 class FailedCheckpointError(DownloadError):
-    """The run's status is FAIL and loading it anyway was not asked for."""
+    """The run's status is FAIL and loading it anyway was not asked for (`allow_failed=True`)."""
+
+    options = ("allow_failed",)
 
 
 class UnsafeFormatError(DownloadError):
@@ -193,6 +222,8 @@ class UnsafeFormatError(DownloadError):
 
 class IncompatibleRunError(DownloadError):
     """The run cannot be rebuilt here: its base model, module or adapter differ from what this machine has."""
+
+    options = ("base_model",)
 
 
 class ModuleNotInstalledError(IncompatibleRunError):

@@ -559,7 +559,7 @@ def _load_base_model(
     elif record.revision.startswith("sha256:"):
         raise IncompatibleRunError(
             f"{where}: the run was trained on a local model folder '{record.model_id}' (weights "
-            f"{record.revision[: 7 + SHA_PREFIX]}…); pass that folder as base_model= (CLI: --base-model DIR)"
+            f"{record.revision[: 7 + SHA_PREFIX]}…); pass that folder as base_model="
         )
     else:
         try:

@@ -13,7 +13,15 @@ from pathlib import Path
 import pytest
 
 from attncard.pipeline.cli import COMMANDS, main, publish_main
+from attncard.pipeline.cli.common import CLI_REMEDIES, cli_message
+from attncard.pipeline.hub.endpoint import hub_endpoint
 from attncard.pipeline.publish import publish
+from attncard.pipeline.record.errors import (
+    AttncardError,
+    FailedCheckpointError,
+    IncompatibleRunError,
+    InsecureEndpointError,
+)
 from attncard.pipeline.record.results import TrainConfig
 
 
@@ -538,3 +546,39 @@ def test_training_differences_name_each_setting_once():
         "baseline"
     )
     assert publish.training_differences(TrainConfig(), TrainConfig()) == ""
+
+
+@pytest.mark.parametrize("option", sorted(CLI_REMEDIES))
+def test_the_command_line_names_the_flag_a_library_remedy_names_the_keyword_of(option: str) -> None:
+    for library_words, cli_words in CLI_REMEDIES[option]:
+        assert "--" not in library_words and "--" in cli_words
+        error = AttncardError(f"something is wrong; {library_words} fixes it", options=(option,))
+        assert cli_message(error) == f"something is wrong; {cli_words} fixes it"
+        # Only the options an error declares are worded for the command line.
+        assert cli_message(AttncardError(str(error))) == str(error)
+
+
+def test_an_endpoint_refused_names_the_keyword_in_the_library_and_the_flag_on_the_command_line(capsys):
+    with pytest.raises(InsecureEndpointError) as caught:
+        hub_endpoint("http://example.com")
+    library = str(caught.value)
+    assert "--" not in library and library.endswith("pass an https:// endpoint (endpoint=, HF_ENDPOINT)")
+    assert caught.value.endpoint == "http://example.com"
+    assert main(["download", "org/name", "--hub-endpoint", "http://example.com"]) == 2
+    assert capsys.readouterr().err == (
+        "error: the Hub endpoint http://example.com is plain http: the token goes to the configured https "
+        "endpoint only (loopback http allowed for tests); pass an https:// endpoint (--hub-endpoint, "
+        "HF_ENDPOINT)\n"
+    )
+
+
+def test_a_class_names_the_keyword_its_remedies_name() -> None:
+    # checks/registry.py and verify/download.py raise these without naming a flag; the CLI adds it.
+    failed = FailedCheckpointError("run: its status is FAIL (…); pass allow_failed=True to load it anyway")
+    assert cli_message(failed) == (
+        "run: its status is FAIL (…); pass allow_failed=True (CLI: --allow-fail) to load it anyway"
+    )
+    local = IncompatibleRunError("run: trained on a local model folder; pass that folder as base_model=")
+    assert cli_message(local) == (
+        "run: trained on a local model folder; pass that folder as base_model= (CLI: --base-model DIR)"
+    )

@@ -47,8 +47,10 @@ from huggingface_hub.utils import _http as hf_http
 from transformers import AutoConfig
 
 from attncard.pipeline.cli import main
-from attncard.pipeline.hub import hub_io
-from attncard.pipeline.hub.hub_io import endpoint_key, fetch_run, hub_endpoint
+from attncard.pipeline.hub import fetch, http
+from attncard.pipeline.hub.endpoint import endpoint_key, hub_endpoint
+from attncard.pipeline.hub.fetch import fetch_run
+from attncard.pipeline.hub.http import HUB_BACKOFF
 from attncard.pipeline.publish import push
 from attncard.pipeline.publish.push import push_run_folder
 from attncard.pipeline.record.errors import (
@@ -95,8 +97,9 @@ def published(hostile: HostileHub, tiny_gpt2_run) -> str:
 
 @pytest.fixture
 def short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(push, "PUSH_BACKOFF_BASE_S", 0.05)
-    monkeypatch.setattr(push, "PUSH_BACKOFF_MAX_S", 0.2)
+    monkeypatch.setattr(
+        push, "HUB_BACKOFF", dataclasses.replace(HUB_BACKOFF, base_wait_s=0.05, max_wait_s=0.2)
+    )
 
 
 def snapshot(cache: Path, hub: HostileHub, commit: str) -> Path:
@@ -309,8 +312,8 @@ def test_a_trickling_server_cannot_hang_a_download(
     hostile, published: str, monkeypatch: pytest.MonkeyPatch, capsys, trickle
 ) -> None:
     # The per-read timeout is longer than the trickle's one second: only the deadline can end it.
-    monkeypatch.setattr(hub_io, "DEFAULT_TIMEOUT_S", 5.0)
-    monkeypatch.setattr(hub_io, "DEFAULT_DEADLINE_S", DEADLINE_S)
+    monkeypatch.setattr(fetch, "DEFAULT_TIMEOUT_S", 5.0)
+    monkeypatch.setattr(fetch, "DEFAULT_DEADLINE_S", DEADLINE_S)
     hostile.trickle = trickle
     started = time.monotonic()
     assert main(["download", REPO, "--hub-endpoint", hostile.endpoint]) == 2
@@ -344,7 +347,7 @@ def test_a_trickling_server_cannot_hang_a_push(hostile, tiny_gpt2_run, trickle) 
     assert time.monotonic() - started < DEADLINE_S + 2
     assert re.fullmatch(
         rf"pushing {run_dir} to {REPO} on {hostile.endpoint} ran past its deadline of 2 s .* push again "
-        r"later, or allow more time \(--hub-deadline\)",
+        r"later, or allow more time \(deadline=\)",
         assert_one_line_without_token(caught.value),
     )
     # The deadline was the push's own: the client's factory is huggingface_hub's again.
@@ -450,6 +453,8 @@ def test_a_listed_size_over_its_cap_is_refused_before_the_file_is_fetched(
     with pytest.raises(DownloadError, match=message) as caught:
         fetch_run(REPO, endpoint=hostile.endpoint, cache_dir=cache)
     assert_one_line_without_token(caught.value)
+    # A file over its own cap is named in the error's fields too; the budget is the whole listing's.
+    assert caught.value.fields.get("file") == (None if "budget" in message else next(iter(listed)))
     assert not [path for path, *_ in hostile.requests_seen if path.endswith(tuple(listed))]
     assert sum(path.stat().st_size for path in cache.rglob("*") if path.is_file()) < 1 << 20
     assert main(["download", REPO, "--hub-endpoint", hostile.endpoint]) == 2
@@ -516,8 +521,8 @@ def test_a_server_that_never_answers_is_not_asked_again(
     hostile, published: str, tiny_gpt2_run, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
     # huggingface_hub would retry a timed-out request five times: 5 x 5 s here, 5 x 60 s by default.
-    monkeypatch.setattr(hub_io, "DEFAULT_TIMEOUT_S", 5.0)
-    monkeypatch.setattr(hub_io, "FIRST_ANSWER_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(fetch, "DEFAULT_TIMEOUT_S", 5.0)
+    monkeypatch.setattr(http, "FIRST_ANSWER_TIMEOUT_S", 1.0)
     hostile.silent = {"repo_info"}
     hostile.requests_seen.clear()
     started = time.monotonic()
@@ -547,7 +552,7 @@ def test_a_server_that_never_answers_is_not_asked_again(
     assert time.monotonic() - started < 3
     assert re.fullmatch(
         rf"{hostile.endpoint} did not answer \(ReadTimeout within 1 s\), and a server that never answered is "
-        r"not asked again: check the endpoint \(--hub-endpoint, HF_ENDPOINT\) and the network, then try "
+        r"not asked again: check the endpoint \(endpoint=, HF_ENDPOINT\) and the network, then try "
         r"again",
         assert_one_line_without_token(caught.value),
     )

@@ -8,6 +8,7 @@ what surfaces as an error, and that a failed commit leaves the repository untouc
 from __future__ import annotations
 
 import hashlib
+import inspect
 import os
 import random
 import subprocess
@@ -32,7 +33,9 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
+from huggingface_hub.utils import http_backoff
 
+from attncard.pipeline.hub.http import HUB_BACKOFF
 from conftest import HUB_TOKEN, HUB_USER
 from hub_server import CONFLICT_MESSAGE, LoopbackHub
 
@@ -386,6 +389,22 @@ def test_rate_limit_with_retry_after_is_honoured(hub: LoopbackHub, api: HfApi, r
     assert api.list_repo_files(repo) == [".gitattributes"]
     assert time.monotonic() - started >= 1.5  # the client waits Retry-After + 1 s
     assert [r.status for r in hub.requests if r.route == "tree"] == [429, 200]
+
+
+def test_hub_backoff_is_the_clients_own_schedule() -> None:
+    """HUB_BACKOFF, which a push follows and a download's deadline checks against, is what
+    huggingface_hub's http_backoff does by default: an upgrade that changes it fails here."""
+    defaults = {name: p.default for name, p in inspect.signature(http_backoff).parameters.items()}
+    assert HUB_BACKOFF.retries == defaults["max_retries"]
+    assert (HUB_BACKOFF.base_wait_s, HUB_BACKOFF.max_wait_s) == (
+        defaults["base_wait_time"],
+        defaults["max_wait_time"],
+    )
+    assert HUB_BACKOFF.statuses == frozenset(defaults["retry_on_status_codes"])
+    # http_backoff reads Retry-After in seconds only; a push's own retries read an HTTP date too.
+    dated = httpx2.Response(503, headers={"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"})
+    assert HUB_BACKOFF.asked_wait_s(dated) is None and HUB_BACKOFF.asked_wait_s(dated, http_date=True) == 0.0
+    assert HUB_BACKOFF.asked_wait_s(httpx2.Response(404, headers={"Retry-After": "3"})) is None
 
 
 def test_connection_dropped_mid_commit_upload(hub: LoopbackHub, api: HfApi, repo: str) -> None:

@@ -15,6 +15,7 @@ import shutil
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import httpx2
@@ -24,6 +25,7 @@ from huggingface_hub.utils import _http as hf_http
 from huggingface_hub.utils import close_session
 
 from attncard.pipeline.cli import main, publish_main
+from attncard.pipeline.hub.http import HUB_BACKOFF
 from attncard.pipeline.publish import push as publish
 from attncard.pipeline.publish.push import PushResult, push_run_folder, push_tag
 from attncard.pipeline.record.errors import IntegrityError, PushConflictError, PushError, PushRefusedError
@@ -52,9 +54,9 @@ def hub_token() -> str:
 def short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     """Retries wait 0.05, 0.1, 0.2, 0.2, 0.2 s instead of 1, 2, 4, 8, 8 s, and Retry-After without the 1 s
     huggingface_hub adds."""
-    monkeypatch.setattr(publish, "PUSH_BACKOFF_BASE_S", 0.05)
-    monkeypatch.setattr(publish, "PUSH_BACKOFF_MAX_S", 0.2)
-    monkeypatch.setattr(publish, "PUSH_RETRY_AFTER_MARGIN_S", 0.0)
+    monkeypatch.setattr(
+        publish, "HUB_BACKOFF", replace(HUB_BACKOFF, base_wait_s=0.05, max_wait_s=0.2, asked_margin_s=0.0)
+    )
 
 
 def _train(tiny_model_dir, glue: Path, output: Path, *options: str) -> Path:
@@ -219,7 +221,7 @@ def test_a_changed_folder_is_one_more_commit_that_also_deletes_other_files(
 
 
 def test_a_fail_run_is_refused_unless_allowed(hub: LoopbackHub, failed: Path) -> None:
-    with pytest.raises(PushRefusedError, match=r"status is FAIL .*pass --allow-fail") as caught:
+    with pytest.raises(PushRefusedError, match=r"status is FAIL .*pass allow_fail=True to publish") as caught:
         push(hub, failed)
     one_line(caught.value)
     assert hub.requests == []
@@ -336,19 +338,16 @@ def test_a_rate_limit_waits_retry_after(hub: LoopbackHub, passed: Path, previous
     assert_never_a_card_without_weights(hub)
 
 
-def test_the_wait_before_a_retry_is_huggingface_hubs(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The schedule of huggingface_hub's http_backoff, read from its defaults (not short_waits' test values).
-    monkeypatch.setattr(publish, "PUSH_BACKOFF_BASE_S", 1.0)
-    monkeypatch.setattr(publish, "PUSH_BACKOFF_MAX_S", 8.0)
-    monkeypatch.setattr(publish, "PUSH_RETRY_AFTER_MARGIN_S", 1.0)
-    assert (publish.PUSH_RETRIES, sorted(publish.RETRY_STATUSES)) == (5, [408, 429, 500, 502, 503, 504])
-    assert [publish._wait_s(attempt, None) for attempt in range(5)] == [1.0, 2.0, 4.0, 8.0, 8.0]
+def test_the_wait_before_a_retry_is_huggingface_hubs() -> None:
+    # The schedule of huggingface_hub's http_backoff, which a push follows (short_waits shortens the push's).
+    assert (HUB_BACKOFF.retries, sorted(HUB_BACKOFF.statuses)) == (5, [408, 429, 500, 502, 503, 504])
+    assert [HUB_BACKOFF.wait_s(attempt) for attempt in range(5)] == [1.0, 2.0, 4.0, 8.0, 8.0]
     answer = httpx2.Response(503, headers={"Retry-After": "3"})
-    assert publish._wait_s(0, answer) == 4.0
+    assert HUB_BACKOFF.wait_s(0, answer) == 4.0
     # A 429 whose rate-limit headers say when the window resets waits for that, as http_backoff does.
     limited = httpx2.Response(429, headers={"RateLimit": '"api";r=0;t=55', "Retry-After": "3"})
-    assert publish._wait_s(0, limited) == 56.0
-    assert publish._wait_s(0, httpx2.Response(429, headers={"RateLimit": '"api";r=7;t=55'})) == 1.0
+    assert HUB_BACKOFF.wait_s(0, limited) == 56.0
+    assert HUB_BACKOFF.wait_s(0, httpx2.Response(429, headers={"RateLimit": '"api";r=7;t=55'})) == 1.0
 
 
 @pytest.mark.parametrize("route", ["commit", "lfs_upload"])
@@ -385,8 +384,9 @@ def test_a_commit_slower_than_the_timeout_is_made_once(
     lands: str,
 ) -> None:
     """The client gives up after 1 s; the server handles the commit `delay` s after it arrived."""
-    monkeypatch.setattr(publish, "PUSH_BACKOFF_BASE_S", first_wait)
-    monkeypatch.setattr(publish, "PUSH_BACKOFF_MAX_S", first_wait)
+    monkeypatch.setattr(
+        publish, "HUB_BACKOFF", replace(HUB_BACKOFF, base_wait_s=first_wait, max_wait_s=first_wait)
+    )
     hub.faults.add("commit", "delay", delay=delay)
     started = time.monotonic()
     result = push(hub, passed, timeout=1.0)
@@ -565,7 +565,9 @@ def test_the_token_never_shows(
     assert "push: the commit to" in err and "retry 1 of 5" in err and f"pushed {passed}/ to {REPO}@" in err
     conflict, refusal = [line for line in err.splitlines() if line.startswith("error: ")]
     assert "refused the commit" in conflict and "as a conflict" in conflict
+    # The library's remedy names allow_fail=True; the command line's names the flag too.
     assert "the run's status is FAIL" in refusal
+    assert "pass --allow-fail (allow_fail=True) to publish" in refusal
     shown = [out, err, caplog.text]
     shown += ["".join(traceback.format_exception(error)) + repr(error) for error in errors]
     for text in shown:
