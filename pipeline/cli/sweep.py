@@ -40,7 +40,7 @@ from .common import (
 from .push import add_push_arguments
 
 if TYPE_CHECKING:
-    from ..study.sweep import RunOutcome, SweepSettings
+    from ..study.plan import RunOutcome, SweepSettings
 
 DESCRIPTION = (
     "Run every (row, seed) of a matrix file (cards/matrix.yaml: rows of model, module, task, steps and "
@@ -182,7 +182,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> SweepSettings:
     """The settings of every run, from the command line."""
-    from ..study.sweep import SweepSettings
+    from ..study.plan import SweepSettings
 
     return SweepSettings(
         output=args.output,
@@ -217,7 +217,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _sweep(args: argparse.Namespace) -> int:
     from ..record.errors import AttncardError, visible
-    from ..study.sweep import check_sweep, plan_sweep, read_matrix, run_sweep, unpaired_warnings
+    from ..study.matrix import read_matrix
+    from ..study.plan import check_sweep, plan_sweep, unpaired_warnings
+    from ..study.sweep import run_sweep
 
     for option, executors in EXECUTOR_OPTIONS.items():
         if getattr(args, option[2:].replace("-", "_")) is not None and args.executor not in executors:
