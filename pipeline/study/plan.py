@@ -153,6 +153,7 @@ def plan_sweep(
         [`MatrixError`]: a seed is negative or given twice, or a pattern of `only` matches no run.
 
     Example:
+        >>> from attncard.pipeline.study.matrix import read_matrix
         >>> _ = Path("matrix.yaml").write_text(  # with examples/sliding_window installed
         ...     "runs:\\n  - {model: tiny-gpt2, module: sliding_window, task: sst2, steps: 2}\\n"
         ...     "  - {model: tiny-gpt2, module: none, task: sst2, steps: 2}\\n"
@@ -206,6 +207,7 @@ def check_sweep(runs: list[SweepRun], settings: SweepSettings) -> None:
         [`AttncardError`]: the first problem, naming the option and what to do.
 
     Example:
+        >>> from attncard.pipeline.study.matrix import read_matrix
         >>> _ = Path("matrix.yaml").write_text("runs:\\n  - {model: tiny-gpt2, module: none, task: sst2}\\n")
         >>> runs = plan_sweep(read_matrix("matrix.yaml"))
         >>> check_sweep(runs, SweepSettings(data_dir=Path("glue"), push=True))
@@ -260,6 +262,7 @@ def unpaired_warnings(
         One message per module row with such runs, without the `warning: ` the command line puts before it.
 
     Example:
+        >>> from attncard.pipeline.study.matrix import read_matrix
         >>> _ = Path("matrix.yaml").write_text(  # with examples/sliding_window installed
         ...     "runs:\\n  - {model: tiny-gpt2, module: none, task: sst2, steps: 30}\\n"
         ...     "  - {model: tiny-gpt2, module: sliding_window, task: sst2, steps: 40}\\n"
