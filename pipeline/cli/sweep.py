@@ -13,6 +13,12 @@ exit status is 1 when any run failed, 0 otherwise. The stage (and torch) is impo
 `--address`, or on a Ray instance it starts on this machine; `--executor slurm` as a Slurm job
 (`pipeline.study.sweep_slurm`) in `--partition`, for at most `--time-limit` minutes; Ray and submitit too are
 imported only then.
+
+Each executor is one entry of `EXECUTORS` (a `pipeline.study.executors.SweepExecutor`: its name, its help,
+its options and the function that runs the runs); `--executor`'s choices and help, the executors' options and
+the refusal of an option given with another executor all come from there. A new executor is its file in
+pipeline/study/, its registration below (`EXECUTORS.register(...)`), and its extra in pyproject.toml if it
+needs a package.
 """
 
 from __future__ import annotations
@@ -20,13 +26,15 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from ..record.results import TrainConfig
+from ..study.executors import ExecutorOption, SweepExecutor, SweepExecutors
 from .common import (
     EXIT_INTERRUPTED,
     EXIT_MISMATCH,
@@ -40,7 +48,7 @@ from .common import (
 from .push import add_push_arguments
 
 if TYPE_CHECKING:
-    from ..study.sweep import RunOutcome, SweepSettings
+    from ..study.plan import RunOutcome, SweepRun, SweepSettings
 
 DESCRIPTION = (
     "Run every (row, seed) of a matrix file (cards/matrix.yaml: rows of model, module, task, steps and "
@@ -58,13 +66,6 @@ DEFAULT_RETRIES = 2
 # A Slurm job's time limit, in minutes (pipeline.study.sweep_slurm.DEFAULT_TIME_LIMIT_MINUTES, not imported
 # here).
 DEFAULT_TIME_LIMIT_MINUTES = 240
-# The options of one executor only: given with another, they are an error.
-EXECUTOR_OPTIONS = {
-    "--address": ("ray",),
-    "--retries": ("ray", "slurm"),
-    "--partition": ("slurm",),
-    "--time-limit": ("slurm",),
-}
 
 
 def hub_owner(text: str) -> str:
@@ -81,6 +82,120 @@ def slurm_partition(text: str) -> str:
             f"'{text}' is not a Slurm partition name; write e.g. --partition gpu"
         )
     return text
+
+
+# --- the executors -----------------------------------------------------------------------------------------
+
+
+def _run_local(
+    runs: list[SweepRun], settings: SweepSettings, options: dict[str, Any]
+) -> Iterable[RunOutcome]:
+    from ..study.sweep import run_sweep
+
+    return run_sweep(runs, settings)
+
+
+def _run_ray(runs: list[SweepRun], settings: SweepSettings, options: dict[str, Any]) -> Iterable[RunOutcome]:
+    from ..study.sweep_ray import run_sweep_ray
+
+    # Ray starts (or connects) now: without Ray, or without a cluster there, one line and exit 2.
+    return run_sweep_ray(runs, settings, address=options["address"], retries=options["retries"])
+
+
+def _run_slurm(
+    runs: list[SweepRun], settings: SweepSettings, options: dict[str, Any]
+) -> Iterable[RunOutcome]:
+    from ..study.sweep_slurm import run_sweep_slurm
+
+    # Slurm is asked now whether it takes every job (sbatch --test-only): if not, one line and exit 2.
+    return run_sweep_slurm(
+        runs,
+        settings,
+        partition=options["partition"],
+        time_limit_minutes=options["time_limit"],
+        retries=options["retries"],
+    )
+
+
+RETRIES = ExecutorOption(
+    "--retries",
+    "start a run lost with its worker, node or job (killed, timed out, cancelled) again up to N times, then "
+    f"report it failed (default: {DEFAULT_RETRIES})",
+    metavar="N",
+    type=non_negative_int,
+    default=DEFAULT_RETRIES,
+)
+EXECUTORS = SweepExecutors()
+EXECUTORS.register(
+    SweepExecutor("local", "one run after the other in this process (default)", run=_run_local)
+)
+EXECUTORS.register(
+    SweepExecutor(
+        "ray",
+        "each run a Ray task with the resources the matrix asks for, the module runs waiting on their dense "
+        "runs (pip install 'attncard[ray]')",
+        run=_run_ray,
+        options=(
+            ExecutorOption(
+                "--address",
+                "the Ray cluster's address (HOST:PORT, as `ray start --head` prints it, or auto); every node "
+                "must see --output and the current folder at the same path (default: start Ray on this "
+                "machine, with its CPUs)",
+                metavar="ADDR",
+            ),
+            RETRIES,
+        ),
+    )
+)
+EXECUTORS.register(
+    SweepExecutor(
+        "slurm",
+        "each run a Slurm job with those resources, submitted from this node, the module runs depending on "
+        "their dense runs' jobs (pip install 'attncard[slurm]')",
+        run=_run_slurm,
+        options=(
+            RETRIES,
+            ExecutorOption(
+                "--partition",
+                "the partition of every job (default: the cluster's default partition)",
+                metavar="NAME",
+                type=slurm_partition,
+            ),
+            ExecutorOption(
+                "--time-limit",
+                "each job's time limit in minutes; a job past it is submitted again as --retries allows "
+                f"(default: {DEFAULT_TIME_LIMIT_MINUTES})",
+                metavar="MINUTES",
+                type=positive_int,
+                default=DEFAULT_TIME_LIMIT_MINUTES,
+            ),
+        ),
+    )
+)
+
+
+def executor_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options of the executor `args.executor`, by `dest`: each given value, else its default.
+
+    Raises:
+        [`AttncardError`]: an option of other executors only was given; the message says which to add or drop.
+    """
+    from ..record.errors import AttncardError
+
+    for flag, (option, executors) in EXECUTORS.options().items():
+        if getattr(args, option.dest) is not None and args.executor not in executors:
+            named = " or ".join(f"--executor {executor}" for executor in executors)
+            raise AttncardError(
+                f"{flag} only applies with {named}; add --executor {executors[-1]}, or drop {flag}"
+            )
+    options = {}
+    for option in EXECUTORS[args.executor].options:
+        value = getattr(args, option.dest)
+        options[option.dest] = option.default if value is None else value
+    return options
+
+
+# --- the command -------------------------------------------------------------------------------------------
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -108,44 +223,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("executor")
     group.add_argument(
         "--executor",
-        choices=("local", "ray", "slurm"),
+        choices=tuple(EXECUTORS),
         default="local",
-        help="local: one run after the other in this process (default); ray: each run a Ray task with the "
-        "resources the matrix asks for, the module runs waiting on their dense runs (pip install "
-        "'attncard[ray]'); slurm: each run a Slurm job with those resources, submitted from this node, the "
-        "module runs depending on their dense runs' jobs (pip install 'attncard[slurm]')",
+        help="; ".join(f"{name}: {executor.help}" for name, executor in EXECUTORS.items()),
     )
-    group.add_argument(
-        "--address",
-        default=None,
-        metavar="ADDR",
-        help="with --executor ray: the Ray cluster's address (HOST:PORT, as `ray start --head` prints it, or "
-        "auto); every node must see --output and the current folder at the same path (default: start Ray on "
-        "this machine, with its CPUs)",
-    )
-    group.add_argument(
-        "--retries",
-        type=non_negative_int,
-        default=None,
-        metavar="N",
-        help="with --executor ray or slurm: start a run lost with its worker, node or job (killed, timed "
-        f"out, cancelled) again up to N times, then report it failed (default: {DEFAULT_RETRIES})",
-    )
-    group.add_argument(
-        "--partition",
-        type=slurm_partition,
-        default=None,
-        metavar="NAME",
-        help="with --executor slurm: the partition of every job (default: the cluster's default partition)",
-    )
-    group.add_argument(
-        "--time-limit",
-        type=positive_int,
-        default=None,
-        metavar="MINUTES",
-        help="with --executor slurm: each job's time limit in minutes; a job past it is submitted again as "
-        f"--retries allows (default: {DEFAULT_TIME_LIMIT_MINUTES})",
-    )
+    for flag, (option, executors) in EXECUTORS.options().items():
+        # None when not given: given with another executor, it is refused (`executor_options`).
+        group.add_argument(
+            flag,
+            type=option.type,
+            default=None,
+            metavar=option.metavar,
+            help=f"with --executor {' or '.join(executors)}: {option.help}",
+        )
     group = parser.add_argument_group("training (every run)")
     add_batch_arguments(group)
     group = parser.add_argument_group("input and output")
@@ -182,7 +272,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> SweepSettings:
     """The settings of every run, from the command line."""
-    from ..study.sweep import SweepSettings
+    from ..study.plan import SweepSettings
 
     return SweepSettings(
         output=args.output,
@@ -216,15 +306,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from ..record.errors import AttncardError, visible
-    from ..study.sweep import check_sweep, plan_sweep, read_matrix, run_sweep, unpaired_warnings
+    from ..record.errors import visible
+    from ..study.matrix import read_matrix
+    from ..study.plan import check_sweep, plan_sweep, unpaired_warnings
 
-    for option, executors in EXECUTOR_OPTIONS.items():
-        if getattr(args, option[2:].replace("-", "_")) is not None and args.executor not in executors:
-            named = " or ".join(f"--executor {executor}" for executor in executors)
-            raise AttncardError(
-                f"{option} only applies with {named}; add --executor {executors[-1]}, or drop {option}"
-            )
+    options = executor_options(args)
     matrix = read_matrix(args.matrix)
     runs = plan_sweep(matrix, seeds=args.seeds, only=args.only)
     settings = settings_from_args(args)
@@ -232,22 +318,7 @@ def _sweep(args: argparse.Namespace) -> int:
     # Legal, yet mostly a slip of the matrix: said before the first run, not found in the cards hours later.
     for warning in unpaired_warnings(runs, settings, planned=plan_sweep(matrix, seeds=args.seeds)):
         print(f"warning: {visible(warning)}", file=sys.stderr)
-    retries = DEFAULT_RETRIES if args.retries is None else args.retries
-    if args.executor == "ray":
-        from ..study.sweep_ray import run_sweep_ray
-
-        # Ray starts (or connects) now: without Ray, or without a cluster there, one line and exit 2.
-        executed = run_sweep_ray(runs, settings, address=args.address, retries=retries)
-    elif args.executor == "slurm":
-        from ..study.sweep_slurm import run_sweep_slurm
-
-        # Slurm is asked now whether it takes every job (sbatch --test-only): if not, one line and exit 2.
-        time_limit = DEFAULT_TIME_LIMIT_MINUTES if args.time_limit is None else args.time_limit
-        executed = run_sweep_slurm(
-            runs, settings, partition=args.partition, time_limit_minutes=time_limit, retries=retries
-        )
-    else:
-        executed = run_sweep(runs, settings)
+    executed = EXECUTORS[args.executor].run(runs, settings, options)
     outcomes: list[RunOutcome] = []
     loggers = [logging.getLogger("attncard.pipeline"), logging.getLogger("attncard.pipeline.publish.push")]
     try:

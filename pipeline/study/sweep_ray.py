@@ -31,18 +31,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..record.errors import AttncardError, first_line
-from .sweep import (
-    LOG_SUFFIX,
-    SECRET_VARIABLES,
-    RunOutcome,
-    SweepRun,
-    SweepSettings,
-    cluster_environment,
-    dense_run_of,
-    hub_token_file,
-    run_log,
-    run_on_worker,
-)
+from .cluster import LOG_SUFFIX, SECRET_VARIABLES, cluster_environment, hub_token_file, run_log, run_on_worker
+from .plan import RunOutcome, SweepRun, SweepSettings, dense_run_of
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +115,7 @@ def check_nodes_hold(runs: list[SweepRun], nodes: list[dict[str, float]]) -> Non
             node has.
 
     Example:
-        >>> from attncard.pipeline.study.sweep import RunResources
+        >>> from attncard.pipeline.study.matrix import RunResources
         >>> run = SweepRun("m", "m", "none", "sst2", 2, 0, "m-none-sst2-seed0", RunResources(cpus=32))
         >>> check_nodes_hold([run], [{"CPU": 16.0, "memory": 2**34}])
         Traceback (most recent call last):
@@ -284,8 +274,8 @@ def _run_on_worker(
     return run_on_worker(run, settings, cwd)
 
 
-# dense_run_of, run_log and LOG_SUFFIX are pipeline.study.sweep's, shared with --executor slurm; named here
-# too.
+# dense_run_of (pipeline.study.plan's), run_log and LOG_SUFFIX (pipeline.study.cluster's, shared with
+# --executor slurm): named here too.
 __all__ = [
     "DEFAULT_RETRIES",
     "LOG_SUFFIX",

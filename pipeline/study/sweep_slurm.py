@@ -46,15 +46,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..record.errors import AttncardError, first_line
-from .sweep import (
-    RunOutcome,
-    SweepRun,
-    SweepSettings,
-    cluster_environment,
-    dense_run_of,
-    hub_token_file,
-    run_on_worker,
-)
+from .cluster import cluster_environment, hub_token_file, run_on_worker
+from .plan import RunOutcome, SweepRun, SweepSettings, dense_run_of
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +110,7 @@ def slurm_parameters(
             time limit is not a whole number of at least 1.
 
     Example:
-        >>> from attncard.pipeline.study.sweep import RunResources
+        >>> from attncard.pipeline.study.matrix import RunResources
         >>> run = SweepRun("m", "m", "none", "sst2", 2, 0, "m-none-sst2-seed0", RunResources(cpus=2, gpus=1))
         >>> slurm_parameters(run, partition="gpu", time_limit_minutes=30)
         {'timeout_min': 30, 'cpus_per_task': 2, 'gpus_per_node': 1, 'slurm_partition': 'gpu'}

@@ -15,7 +15,7 @@ from attncard.pipeline.checks.integrity import card_problems
 from attncard.pipeline.checks.lint import lint_folder
 from attncard.pipeline.cli import main
 from attncard.pipeline.record.results import PLOT_STYLE, Results
-from attncard.pipeline.study.sweep import read_matrix
+from attncard.pipeline.study.matrix import read_matrix
 from attncard.pipeline.verify.reverify_predictions import reverify_predictions
 from conftest import REPO_ROOT
 

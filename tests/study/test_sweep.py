@@ -28,7 +28,8 @@ from attncard.pipeline.cli.publish import options_from_args
 from attncard.pipeline.record.results import Results
 from attncard.pipeline.scoring.paired import baseline_record, comparison_from_counts, no_baseline
 from attncard.pipeline.study import sweep as sweep_stage
-from attncard.pipeline.study.sweep import MatrixError, plan_sweep, read_matrix
+from attncard.pipeline.study.matrix import MatrixError, read_matrix
+from attncard.pipeline.study.plan import plan_sweep
 from conftest import quick_scaling, write_sst2_folder
 
 MODULE = "svd_lowrank"  # the module of the study, beside the dense `none` (the quickest to time on a CPU)

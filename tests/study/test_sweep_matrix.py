@@ -15,7 +15,8 @@ import pytest
 
 from attncard.pipeline.cli import main
 from attncard.pipeline.record.errors import AttncardError
-from attncard.pipeline.study.sweep import MatrixError, RunResources, SweepRun, read_matrix
+from attncard.pipeline.study.matrix import MatrixError, RunResources, read_matrix
+from attncard.pipeline.study.plan import SweepRun
 from conftest import write_sst2_folder
 
 DENSE = "model: minilm, module: none, task: sst2, steps: 2"

@@ -14,15 +14,9 @@ from attncard.pipeline.cli import main
 from attncard.pipeline.record.errors import AttncardError
 from attncard.pipeline.record.results import Results
 from attncard.pipeline.study import sweep as sweep_stage
-from attncard.pipeline.study.sweep import (
-    RunResources,
-    SweepRun,
-    SweepSettings,
-    plan_sweep,
-    read_matrix,
-    torch_threads,
-    unpaired_warnings,
-)
+from attncard.pipeline.study.matrix import RunResources, read_matrix
+from attncard.pipeline.study.plan import SweepRun, SweepSettings, plan_sweep, unpaired_warnings
+from attncard.pipeline.study.sweep import torch_threads
 from conftest import write_sst2_folder
 
 MODULE = "svd_lowrank"

@@ -27,7 +27,8 @@ import pytest
 from attncard.pipeline.cli import main
 from attncard.pipeline.record.results import Results
 from attncard.pipeline.study import sweep_slurm
-from attncard.pipeline.study.sweep import SweepSettings, plan_sweep, read_matrix
+from attncard.pipeline.study.matrix import read_matrix
+from attncard.pipeline.study.plan import SweepSettings, plan_sweep
 from attncard.pipeline.study.sweep_slurm import run_sweep_slurm
 from conftest import HUB_USER, REPO_ROOT, check_same_predictions, sweep_in_process, write_study_files
 

@@ -19,7 +19,8 @@ from attncard.pipeline.cli import main
 from attncard.pipeline.cli import sweep as cli_sweep
 from attncard.pipeline.record.errors import AttncardError
 from attncard.pipeline.study import sweep_ray, sweep_slurm
-from attncard.pipeline.study.sweep import RunOutcome, RunResources, SweepRun
+from attncard.pipeline.study.matrix import RunResources
+from attncard.pipeline.study.plan import RunOutcome, SweepRun
 from attncard.pipeline.study.sweep_slurm import (
     check_slurm,
     drive_jobs,

@@ -15,8 +15,9 @@ import pytest
 from huggingface_hub import get_token
 
 from attncard.pipeline.record.errors import AttncardError
-from attncard.pipeline.study import sweep as sweep_stage
-from attncard.pipeline.study.sweep import RunOutcome, SweepRun, SweepSettings, run_on_worker
+from attncard.pipeline.study import cluster
+from attncard.pipeline.study.cluster import run_on_worker
+from attncard.pipeline.study.plan import RunOutcome, SweepRun, SweepSettings
 
 TOKEN = "hf_not_a_real_token_0123456789"
 
@@ -36,7 +37,7 @@ def _mode(path: Path) -> int:
 def test_the_token_file_is_the_users_alone_only_its_path_is_in_the_environment_and_it_is_removed(
     tmp_path, monkeypatch, variable
 ):
-    from attncard.pipeline.study.sweep import TOKEN_FILE_VARIABLE, hub_token_file
+    from attncard.pipeline.study.cluster import TOKEN_FILE_VARIABLE, hub_token_file
 
     monkeypatch.setenv(variable, TOKEN)
     previous = os.umask(0o000)  # whatever the umask, the modes below
@@ -55,7 +56,7 @@ def test_the_token_file_is_the_users_alone_only_its_path_is_in_the_environment_a
 
 
 def test_the_token_file_is_removed_when_the_sweep_ends_by_an_error(tmp_path, monkeypatch):
-    from attncard.pipeline.study.sweep import hub_token_file
+    from attncard.pipeline.study.cluster import hub_token_file
 
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     with pytest.raises(KeyboardInterrupt), hub_token_file(tmp_path) as environment:
@@ -65,14 +66,14 @@ def test_the_token_file_is_removed_when_the_sweep_ends_by_an_error(tmp_path, mon
 
 
 def test_without_a_token_there_is_no_file(tmp_path):
-    from attncard.pipeline.study.sweep import hub_token_file
+    from attncard.pipeline.study.cluster import hub_token_file
 
     with hub_token_file(tmp_path) as environment:
         assert environment == {} and list(tmp_path.iterdir()) == []
 
 
 def test_what_the_cluster_is_started_with_lacks_the_token_and_names_its_file(monkeypatch):
-    from attncard.pipeline.study.sweep import TOKEN_FILE_VARIABLE, cluster_environment
+    from attncard.pipeline.study.cluster import TOKEN_FILE_VARIABLE, cluster_environment
 
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     monkeypatch.setenv("HUGGING_FACE_HUB_TOKEN", TOKEN)
@@ -86,7 +87,7 @@ def test_what_the_cluster_is_started_with_lacks_the_token_and_names_its_file(mon
 
 
 def test_the_ray_tasks_environment_lacks_the_token_and_names_its_file(monkeypatch):
-    from attncard.pipeline.study.sweep import TOKEN_FILE_VARIABLE
+    from attncard.pipeline.study.cluster import TOKEN_FILE_VARIABLE
     from attncard.pipeline.study.sweep_ray import task_environment
 
     monkeypatch.setenv("HF_TOKEN", TOKEN)
@@ -105,7 +106,7 @@ def _run() -> SweepRun:
 
 
 def test_a_worker_has_the_token_from_its_file_while_the_run_runs(tmp_path, monkeypatch):
-    from attncard.pipeline.study.sweep import TOKEN_FILE_VARIABLE, hub_token_file
+    from attncard.pipeline.study.cluster import TOKEN_FILE_VARIABLE, hub_token_file
 
     seen: list[str | None] = []
 
@@ -113,7 +114,7 @@ def test_a_worker_has_the_token_from_its_file_while_the_run_runs(tmp_path, monke
         seen.append(get_token())  # as huggingface_hub finds it when the run pushes
         yield RunOutcome(run=runs[0], state="ran")
 
-    monkeypatch.setattr(sweep_stage, "run_sweep", run_sweep)
+    monkeypatch.setattr(cluster, "run_sweep", run_sweep)
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     with hub_token_file(tmp_path / "runs") as environment:
         monkeypatch.delenv("HF_TOKEN")  # a worker's environment: the file's path, not the token
@@ -127,9 +128,9 @@ def test_a_worker_has_the_token_from_its_file_while_the_run_runs(tmp_path, monke
 
 
 def test_a_worker_that_cannot_read_the_token_file_says_so_in_one_line(tmp_path, monkeypatch):
-    from attncard.pipeline.study.sweep import TOKEN_FILE_VARIABLE
+    from attncard.pipeline.study.cluster import TOKEN_FILE_VARIABLE
 
-    monkeypatch.setattr(sweep_stage, "run_sweep", lambda runs, settings: pytest.fail("the run started"))
+    monkeypatch.setattr(cluster, "run_sweep", lambda runs, settings: pytest.fail("the run started"))
     monkeypatch.setenv(TOKEN_FILE_VARIABLE, str(tmp_path / "gone" / "token"))
     with pytest.raises(AttncardError) as raised:
         run_on_worker(_run(), SweepSettings(output=tmp_path / "runs"), str(tmp_path))
