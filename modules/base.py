@@ -199,18 +199,55 @@ def implementation_name(module_name: str) -> str:
     return f"attncard_{module_name}"
 
 
-def install_attention(model: nn.Module, module_name: str, attention_function: Callable) -> None:
-    """Registers `attention_function` (and `sdpa_mask` for its masks) and switches the model to it."""
+# The attribute of each attention layer holding the configuration its module was installed with.
+CONFIG_ATTRIBUTE = "attncard_config"
+
+
+@dataclass(frozen=True)
+class ConfiguredAttention:
+    """An attention function as [`install_attention`] registers it: each call is given the configuration the
+    module was installed with, as the keyword `config`, read from the layer it is called for (two models in
+    one process may run one module under two configurations).
+
+    Example:
+        >>> from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+        >>> from attncard.modules import get_module
+        >>> model = get_module("none").apply(model, get_module("none").config_class())
+        >>> ALL_ATTENTION_FUNCTIONS["attncard_none"].function.__name__
+        'none_attention'
+    """
+
+    function: Callable
+
+    def __call__(self, module: nn.Module, query, key, value, attention_mask, **kwargs):
+        kwargs.setdefault("config", getattr(module, CONFIG_ATTRIBUTE, None))
+        return self.function(module, query, key, value, attention_mask, **kwargs)
+
+
+def install_attention(
+    model: nn.Module, module_name: str, attention_function: Callable, config: object = None
+) -> None:
+    """Registers `attention_function` (and `sdpa_mask` for its masks) and switches the model to it; every call
+    of the function is given `config` as the keyword `config` ([`ConfiguredAttention`]).
+
+    Args:
+        model: a loaded transformers model of a family in [`FAMILIES`], peft-wrapped or not.
+        module_name: the module's name; the function is registered as `attncard_<name>`.
+        attention_function: transformers' signature, `(module, query, key, value, attention_mask, *, scaling,
+            dropout, **kwargs) -> (output, None)`.
+        config: the module's configuration, which each layer keeps (default None).
+    """
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
     name = implementation_name(module_name)
-    AttentionInterface.register(name, attention_function)
+    AttentionInterface.register(name, ConfiguredAttention(attention_function))
     # Without a registered mask function a padded batch reaches the function with attention_mask=None.
     AttentionMaskInterface.register(name, sdpa_mask)
     model.set_attn_implementation(name)
     for layer in attention_layers(model):
         layer.module.attncard_layer_index = layer.index  # for the tensor trace and per-layer statistics
+        setattr(layer.module, CONFIG_ATTRIBUTE, config)
 
 
 def padding_and_causality(
@@ -381,7 +418,8 @@ def call_attention(
     Returns:
         The attention output (B, N, H, D).
     """
-    output, _ = attention(module, query, key, value, None, scaling=module.scaling, dropout=0.0)
+    config = getattr(module, CONFIG_ATTRIBUTE, None)
+    output, _ = attention(module, query, key, value, None, scaling=module.scaling, dropout=0.0, config=config)
     return output
 
 
@@ -511,13 +549,17 @@ class Measurement:
 
 @dataclass(frozen=True)
 class InstallFunction:
-    """The default `AttentionModule.apply`: installs `function` under `name` ([`install_attention`])."""
+    """The default `AttentionModule.apply`: runs the module's `prepare`, if any, then installs `function`
+    under `name` with the config ([`install_attention`])."""
 
     name: str
     function: Callable
+    prepare: Callable[[nn.Module, object], None] | None = None
 
     def __call__(self, model: nn.Module, config: object) -> nn.Module:
-        install_attention(model, self.name, self.function)
+        if self.prepare is not None:
+            self.prepare(model, config)
+        install_attention(model, self.name, self.function, config)
         return model
 
 
@@ -555,14 +597,17 @@ class AttentionModule:
         function: the attention function, transformers' `AttentionInterface` signature
             `(module, query, key, value, attention_mask, *, scaling, dropout, **kwargs) -> (output, None)`.
         apply: `(model, config) -> model`: installs the module into a loaded transformers model, in place,
-            before peft wraps it (default: [`install_attention`] of `function`). A module that hands the
-            config to its function (an attribute on each layer) or adds submodules gives its own.
+            before peft wraps it (default: `prepare`, then [`install_attention`] of `function` with the
+            config, which every call of the function is given as the keyword `config`). Give your own only
+            to install something else than `function`.
         folder: the module's folder, holding `spec.md` and `attention.py` (printed in the card); the sha256
             of each of its `*.py` files is recorded (default: the folder of the file defining `function`).
         claims: [`Claims`], checked by the contract suite (default: everything supported).
         paper: [`Paper`], the paper it implements (default None: the card cites none).
         training: [`Training`] (default: LoRA on the family's query and value projections, nothing else).
         measurement: [`Measurement`] (default: dense attention's FLOPs, a copy on sdpa as the reference).
+        prepare: `(model, config) -> None`: what the module adds to the model before its function is
+            installed: its submodules on each layer, projections it replaces, state (default None: nothing).
 
     Example:
         >>> import attncard_sliding_window as plugin  # with examples/sliding_window installed
@@ -585,11 +630,12 @@ class AttentionModule:
     paper: Paper | None = None
     training: Training = field(default_factory=Training)
     measurement: Measurement = field(default_factory=Measurement)
+    prepare: Callable[[nn.Module, object], None] | None = None
 
     def __post_init__(self) -> None:
         # A default `apply` is rebuilt, so that `dataclasses.replace(module, name=...)` installs the new name.
         if self.apply is None or isinstance(self.apply, InstallFunction):
-            object.__setattr__(self, "apply", InstallFunction(self.name, self.function))
+            object.__setattr__(self, "apply", InstallFunction(self.name, self.function, self.prepare))
         if self.folder is None:
             object.__setattr__(self, "folder", defining_folder(self.function))
         elif isinstance(self.folder, str):
@@ -637,3 +683,28 @@ def imported_on_call(module: str, function: str) -> Callable:
     call.__module__ = module  # where `AttentionModule` finds the module's folder, without importing the file
     call.__doc__ = f"`{module}.{function}`, imported when first called."
     return call
+
+
+def imported_on_read(package: str, names: dict[str, str]) -> Callable[[str], object]:
+    """A `__getattr__` for a module's `__init__.py`: each of `names` is imported from its file when first
+    read, so that the folder exports names of files importing torch and still imports without it.
+
+    Args:
+        package: the folder's `__name__`.
+        names: `{name: file}`, e.g. `{"module_stats": "model"}` for `model.py`'s `module_stats`.
+
+    Returns:
+        The `__getattr__` function (PEP 562).
+
+    Example:
+        >>> __getattr__ = imported_on_read("attncard.modules.none", {"none_attention": "attention"})
+        >>> __getattr__("none_attention").__module__
+        'attncard.modules.none.attention'
+    """
+
+    def __getattr__(name: str) -> object:
+        if name in names:
+            return getattr(importlib.import_module(f"{package}.{names[name]}"), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__

@@ -2,21 +2,18 @@
 L_span earlier positions, empty for single sentences) plus the parallel low-rank HyLoRA branch X·A·B added
 before the output projection."""
 
-import importlib
-
-from ..base import AttentionModule, Measurement, Paper, Training, imported_on_call
+from ..base import AttentionModule, Measurement, Paper, Training, imported_on_call, imported_on_read
 from .config import SpanExpandedConfig
 
 # model.py and attention.py import torch: the hooks import them when first called, so that this folder (and
 # `MODULE`, which the registry and the card read) imports without torch.
-_TORCH_NAMES = {"apply": "model", "module_stats": "model", "segment_memory": "model"}
 _module_stats = imported_on_call(f"{__name__}.model", "module_stats")
 
 MODULE = AttentionModule(
-    name="span_expanded",
+    name=__name__.rpartition(".")[2],  # the folder's name
     config_class=SpanExpandedConfig,
     function=imported_on_call(f"{__name__}.attention", "span_expanded_attention"),
-    apply=imported_on_call(f"{__name__}.model", "apply"),
+    prepare=imported_on_call(f"{__name__}.model", "prepare"),
     paper=Paper(
         citation=(
             "Dai et al., Transformer-XL: Attentive Language Models beyond a Fixed-Length Context, ACL 2019, "
@@ -52,9 +49,10 @@ MODULE = AttentionModule(
 
 __all__ = ["MODULE", "SpanExpandedConfig", "apply", "module_stats", "segment_memory"]
 
+__getattr__ = imported_on_read(
+    __name__, {"apply": "model", "module_stats": "model", "segment_memory": "model"}
+)
 
-def __getattr__(name: str) -> object:
-    """A name of `_TORCH_NAMES`, imported from its file when first read."""
-    if name in _TORCH_NAMES:
-        return getattr(importlib.import_module(f"{__name__}.{_TORCH_NAMES[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# How the module contract (`attncard.testing`, tests/modules/test_module_contract.py) runs it: `config`
+# changes attention on rows of 4 to 50 tokens; `dense_config` computes the model's own attention.
+CONTRACT_CASE = dict(dense_config={})  # the branch's B starts at zero; no memory for one row
