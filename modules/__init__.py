@@ -257,6 +257,8 @@ def contract_problems(module: object) -> list[str]:
         )
     if not callable(module.apply):
         problems.append("its apply is not callable; give apply(model, config) -> model, or leave it out")
+    if module.prepare is not None and not callable(module.prepare):
+        problems.append("its prepare is not callable; give prepare(model, config), or leave it out")
     for group, kind in (("claims", Claims), ("training", Training), ("measurement", Measurement)):
         if not isinstance(getattr(module, group), kind):
             problems.append(

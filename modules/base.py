@@ -6,16 +6,19 @@ Each module is a folder `modules/<name>/` of the same shape:
     attention.py   the attention function, `(module, query, key, value, attention_mask, *, scaling, dropout,
                    **kwargs) -> (output, None)` like transformers' `sdpa_attention_forward`, and the small
                    `nn.Module` holding a layer's learnable parameters, if any
-    model.py       where the module needs them: its own `apply(model, config)`, which installs it in place
-                   and returns the model, and its answers to what the pipeline asks (statistics, FLOPs,
-                   dense reference, plots, …), where it does not take [`AttentionModule`]'s defaults
+    model.py       where the module needs them: its `prepare(model, config)`, which adds its submodules or
+                   state to each layer before the function is installed, and its answers to what the
+                   pipeline asks (statistics, FLOPs, dense reference, plots, …), where it does not take
+                   [`AttentionModule`]'s defaults
     spec.md        the module's specification, printed in the card
-    __init__.py    `MODULE`, an [`AttentionModule`]
+    __init__.py    `MODULE`, an [`AttentionModule`] named as the folder, and `CONTRACT_CASE`, the
+                   configurations the module contract (`attncard.testing.builtin_cases`) runs it with
 
 Installing goes through transformers' `AttentionInterface`: the function is registered under
 `attncard_<name>`, with `sdpa_mask` registered for the same name in `AttentionMaskInterface` (without it a
 padded batch reaches the function with `attention_mask=None`), and the model is switched to it with
-`set_attn_implementation`. The pretrained q/k/v/o projections stay where they are.
+`set_attn_implementation`. Each layer keeps the module's configuration, which every call of the function
+is given as `config` ([`ConfiguredAttention`]). The pretrained q/k/v/o projections stay where they are.
 
 The pipeline knows a module only through its [`AttentionModule`]: every hook there has a default here
 (dense FLOPs, a copy of the model on sdpa as the dense reference, the family's LoRA targets, …), so that a
@@ -248,6 +251,19 @@ def install_attention(
     for layer in attention_layers(model):
         layer.module.attncard_layer_index = layer.index  # for the tensor trace and per-layer statistics
         setattr(layer.module, CONFIG_ATTRIBUTE, config)
+
+
+def installed_config(model: nn.Module) -> object:
+    """The configuration the model's module was installed with, as its attention function is given it: for
+    hooks called with the model only (`measurement.flops`, `stats`).
+
+    Example:
+        >>> from attncard.modules import get_module
+        >>> module = get_module("adaptive_sparse")
+        >>> installed_config(module.apply(model, module.config_class(top_k=4)))
+        AdaptiveSparseConfig(top_k=4, warmup_steps=0)
+    """
+    return getattr(attention_layers(model)[0].module, CONFIG_ATTRIBUTE)
 
 
 def padding_and_causality(
@@ -583,11 +599,12 @@ class AttentionModule:
     """An attention module: everything the pipeline knows about it, and the only way it knows it.
 
     A module that only changes the attention function gives three fields: `name`, `config_class` and
-    `function`. Everything else has a default under which it works with the whole pipeline (train,
-    evaluate, render, publish, download), in four typed groups: `claims` (what it supports), `paper` (what
-    the card cites), `training` and `measurement` (hooks for a module that trains or costs something dense
-    attention does not). A hook is a plain function. What the pipeline can measure (the parameter count as
-    installed and after training), it measures: nothing declares it.
+    `function` (each call of which is given the run's configuration as `config`). Everything else has a
+    default under which it works with the whole pipeline (train, evaluate, render, publish, download), in
+    four typed groups: `claims` (what it supports), `paper` (what the card cites), `training` and
+    `measurement` (hooks for a module that trains or costs something dense attention does not), and
+    `prepare` for a module that adds submodules to each layer. A hook is a plain function. What the pipeline
+    can measure (the parameter count as installed and after training), it measures: nothing declares it.
 
     Attributes:
         name: the name given to `publish --module`; the attention function is registered as
@@ -613,7 +630,7 @@ class AttentionModule:
         >>> import attncard_sliding_window as plugin  # with examples/sliding_window installed
         >>> from attncard.modules import contract_problems
         >>> module = AttentionModule(
-        ...     "sliding_window", plugin.SlidingWindowConfig, plugin.sliding_window_attention, plugin.apply
+        ...     "sliding_window", plugin.SlidingWindowConfig, plugin.sliding_window_attention
         ... )
         >>> module.folder.name, contract_problems(module)
         ('attncard_sliding_window', [])
