@@ -2,7 +2,15 @@
 L_span earlier positions, empty for single sentences) plus the parallel low-rank HyLoRA branch X·A·B added
 before the output projection."""
 
-from ..base import AttentionModule, Measurement, Paper, Training, imported_on_call, imported_on_read
+from ..base import (
+    LORA_BIBTEX,
+    AttentionModule,
+    Measurement,
+    Paper,
+    Training,
+    imported_on_call,
+    imported_on_read,
+)
 from .config import SpanExpandedConfig
 
 # model.py and attention.py import torch: the hooks import them when first called, so that this folder (and
@@ -29,14 +37,8 @@ MODULE = AttentionModule(
   year = {2019},
   url = {https://arxiv.org/abs/1901.02860}
 }
-@inproceedings{hu2022lora,
-  title = "{LoRA}: Low-Rank Adaptation of Large Language Models",
-  author = {Hu, Edward J. and Shen, Yelong and Wallis, Phillip and Allen-Zhu, Zeyuan and Li, Yuanzhi
-    and Wang, Shean and Wang, Lu and Chen, Weizhu},
-  booktitle = {International Conference on Learning Representations},
-  year = {2022},
-  url = {https://arxiv.org/abs/2106.09685}
-}""",
+"""
+        + LORA_BIBTEX,
     ),
     training=Training(trainable_modules=("span_expanded",)),
     measurement=Measurement(
