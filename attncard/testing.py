@@ -49,6 +49,7 @@ Example:
 from __future__ import annotations
 
 import copy
+import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,7 +60,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from torch import nn
 
-from .modules import AttentionModule, contract_problems, get_module
+from .modules import BUILTIN_MODULE_NAMES, AttentionModule, contract_problems, get_module
 from .modules.base import attention_layers, attention_shape, family_layout, implementation_name
 from .modules.checks import traced_text_problems
 from .modules.trace import PROJECTION_STAGES, record_trace
@@ -302,6 +303,20 @@ class ContractCase:
         if values is None:
             raise ValueError(f"the module '{self.name}' claims no configuration equal to dense attention")
         return self.attention_module().config_class(**values)
+
+
+def builtin_cases() -> list[ContractCase]:
+    """One case per built-in module, from the `CONTRACT_CASE` beside it: its folder's `__init__.py` holds the
+    case's `config` and `dense_config`, so that a new module folder brings its case with it.
+
+    Example:
+        >>> [(case.name, dict(case.config)) for case in builtin_cases()][:2]
+        [('adaptive_span', {'max_span': 4, 'ramp': 2}), ('adaptive_sparse', {'top_k': 2})]
+    """
+    return [
+        ContractCase(name, **importlib.import_module(f"attncard.modules.{name}").CONTRACT_CASE)
+        for name in BUILTIN_MODULE_NAMES
+    ]
 
 
 def supports(module: AttentionModule, family: str) -> bool:

@@ -51,9 +51,10 @@ UNKNOWN_VERSION = "unknown"  # the version of a package whose metadata is not in
 # A module name results.json accepts (`module.name`): it is also part of the attention function's name.
 MODULE_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
-# The built-in modules, one folder each, named as their module; a folder is imported (and with it torch) only
-# when its module is first asked for: `module_names()` and `publish --help` import none.
-BUILTIN_MODULE_NAMES = ("none", "adaptive_span", "span_expanded", "adaptive_sparse", "svd_lowrank")
+# The built-in modules: each folder here holding a spec.md, named as its module (a new folder, a new module).
+# A folder is imported (and with it torch) only when its module is first asked for: `module_names()` and
+# `publish --help` import none.
+BUILTIN_MODULE_NAMES = tuple(sorted(spec.parent.name for spec in Path(__file__).parent.glob("*/spec.md")))
 
 logger = logging.getLogger(__name__)
 
@@ -256,6 +257,8 @@ def contract_problems(module: object) -> list[str]:
         )
     if not callable(module.apply):
         problems.append("its apply is not callable; give apply(model, config) -> model, or leave it out")
+    if module.prepare is not None and not callable(module.prepare):
+        problems.append("its prepare is not callable; give prepare(model, config), or leave it out")
     for group, kind in (("claims", Claims), ("training", Training), ("measurement", Measurement)):
         if not isinstance(getattr(module, group), kind):
             problems.append(

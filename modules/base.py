@@ -6,16 +6,19 @@ Each module is a folder `modules/<name>/` of the same shape:
     attention.py   the attention function, `(module, query, key, value, attention_mask, *, scaling, dropout,
                    **kwargs) -> (output, None)` like transformers' `sdpa_attention_forward`, and the small
                    `nn.Module` holding a layer's learnable parameters, if any
-    model.py       where the module needs them: its own `apply(model, config)`, which installs it in place
-                   and returns the model, and its answers to what the pipeline asks (statistics, FLOPs,
-                   dense reference, plots, …), where it does not take [`AttentionModule`]'s defaults
+    model.py       where the module needs them: its `prepare(model, config)`, which adds its submodules or
+                   state to each layer before the function is installed, and its answers to what the
+                   pipeline asks (statistics, FLOPs, dense reference, plots, …), where it does not take
+                   [`AttentionModule`]'s defaults
     spec.md        the module's specification, printed in the card
-    __init__.py    `MODULE`, an [`AttentionModule`]
+    __init__.py    `MODULE`, an [`AttentionModule`] named as the folder, and `CONTRACT_CASE`, the
+                   configurations the module contract (`attncard.testing.builtin_cases`) runs it with
 
 Installing goes through transformers' `AttentionInterface`: the function is registered under
 `attncard_<name>`, with `sdpa_mask` registered for the same name in `AttentionMaskInterface` (without it a
 padded batch reaches the function with `attention_mask=None`), and the model is switched to it with
-`set_attn_implementation`. The pretrained q/k/v/o projections stay where they are.
+`set_attn_implementation`. Each layer keeps the module's configuration, which every call of the function
+is given as `config` ([`ConfiguredAttention`]). The pretrained q/k/v/o projections stay where they are.
 
 The pipeline knows a module only through its [`AttentionModule`]: every hook there has a default here
 (dense FLOPs, a copy of the model on sdpa as the dense reference, the family's LoRA targets, …), so that a
@@ -199,18 +202,68 @@ def implementation_name(module_name: str) -> str:
     return f"attncard_{module_name}"
 
 
-def install_attention(model: nn.Module, module_name: str, attention_function: Callable) -> None:
-    """Registers `attention_function` (and `sdpa_mask` for its masks) and switches the model to it."""
+# The attribute of each attention layer holding the configuration its module was installed with.
+CONFIG_ATTRIBUTE = "attncard_config"
+
+
+@dataclass(frozen=True)
+class ConfiguredAttention:
+    """An attention function as [`install_attention`] registers it: each call is given the configuration the
+    module was installed with, as the keyword `config`, read from the layer it is called for (two models in
+    one process may run one module under two configurations).
+
+    Example:
+        >>> from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+        >>> from attncard.modules import get_module
+        >>> model = get_module("none").apply(model, get_module("none").config_class())
+        >>> ALL_ATTENTION_FUNCTIONS["attncard_none"].function.__name__
+        'none_attention'
+    """
+
+    function: Callable
+
+    def __call__(self, module: nn.Module, query, key, value, attention_mask, **kwargs):
+        kwargs.setdefault("config", getattr(module, CONFIG_ATTRIBUTE, None))
+        return self.function(module, query, key, value, attention_mask, **kwargs)
+
+
+def install_attention(
+    model: nn.Module, module_name: str, attention_function: Callable, config: object = None
+) -> None:
+    """Registers `attention_function` (and `sdpa_mask` for its masks) and switches the model to it; every call
+    of the function is given `config` as the keyword `config` ([`ConfiguredAttention`]).
+
+    Args:
+        model: a loaded transformers model of a family in [`FAMILIES`], peft-wrapped or not.
+        module_name: the module's name; the function is registered as `attncard_<name>`.
+        attention_function: transformers' signature, `(module, query, key, value, attention_mask, *, scaling,
+            dropout, **kwargs) -> (output, None)`.
+        config: the module's configuration, which each layer keeps (default None).
+    """
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
     name = implementation_name(module_name)
-    AttentionInterface.register(name, attention_function)
+    AttentionInterface.register(name, ConfiguredAttention(attention_function))
     # Without a registered mask function a padded batch reaches the function with attention_mask=None.
     AttentionMaskInterface.register(name, sdpa_mask)
     model.set_attn_implementation(name)
     for layer in attention_layers(model):
         layer.module.attncard_layer_index = layer.index  # for the tensor trace and per-layer statistics
+        setattr(layer.module, CONFIG_ATTRIBUTE, config)
+
+
+def installed_config(model: nn.Module) -> object:
+    """The configuration the model's module was installed with, as its attention function is given it: for
+    hooks called with the model only (`measurement.flops`, `stats`).
+
+    Example:
+        >>> from attncard.modules import get_module
+        >>> module = get_module("adaptive_sparse")
+        >>> installed_config(module.apply(model, module.config_class(top_k=4)))
+        AdaptiveSparseConfig(top_k=4, warmup_steps=0)
+    """
+    return getattr(attention_layers(model)[0].module, CONFIG_ATTRIBUTE)
 
 
 def padding_and_causality(
@@ -381,7 +434,8 @@ def call_attention(
     Returns:
         The attention output (B, N, H, D).
     """
-    output, _ = attention(module, query, key, value, None, scaling=module.scaling, dropout=0.0)
+    config = getattr(module, CONFIG_ATTRIBUTE, None)
+    output, _ = attention(module, query, key, value, None, scaling=module.scaling, dropout=0.0, config=config)
     return output
 
 
@@ -416,6 +470,18 @@ class Claims:
     bidirectional: bool = True
     gqa: bool = True
     changes_attention: bool = True
+
+
+# LoRA (Hu et al., 2022), with which every module's run is trained: the card cites it, and so does a module
+# built on it (span_expanded's branch).
+LORA_BIBTEX = """@inproceedings{hu2022lora,
+  title = "{LoRA}: Low-Rank Adaptation of Large Language Models",
+  author = {Hu, Edward J. and Shen, Yelong and Wallis, Phillip and Allen-Zhu, Zeyuan and Li, Yuanzhi
+    and Wang, Shean and Wang, Lu and Chen, Weizhu},
+  booktitle = {International Conference on Learning Representations},
+  year = {2022},
+  url = {https://arxiv.org/abs/2106.09685}
+}"""
 
 
 @dataclass(frozen=True)
@@ -511,13 +577,17 @@ class Measurement:
 
 @dataclass(frozen=True)
 class InstallFunction:
-    """The default `AttentionModule.apply`: installs `function` under `name` ([`install_attention`])."""
+    """The default `AttentionModule.apply`: runs the module's `prepare`, if any, then installs `function`
+    under `name` with the config ([`install_attention`])."""
 
     name: str
     function: Callable
+    prepare: Callable[[nn.Module, object], None] | None = None
 
     def __call__(self, model: nn.Module, config: object) -> nn.Module:
-        install_attention(model, self.name, self.function)
+        if self.prepare is not None:
+            self.prepare(model, config)
+        install_attention(model, self.name, self.function, config)
         return model
 
 
@@ -541,11 +611,12 @@ class AttentionModule:
     """An attention module: everything the pipeline knows about it, and the only way it knows it.
 
     A module that only changes the attention function gives three fields: `name`, `config_class` and
-    `function`. Everything else has a default under which it works with the whole pipeline (train,
-    evaluate, render, publish, download), in four typed groups: `claims` (what it supports), `paper` (what
-    the card cites), `training` and `measurement` (hooks for a module that trains or costs something dense
-    attention does not). A hook is a plain function. What the pipeline can measure (the parameter count as
-    installed and after training), it measures: nothing declares it.
+    `function` (each call of which is given the run's configuration as `config`). Everything else has a
+    default under which it works with the whole pipeline (train, evaluate, render, publish, download), in
+    four typed groups: `claims` (what it supports), `paper` (what the card cites), `training` and
+    `measurement` (hooks for a module that trains or costs something dense attention does not), and
+    `prepare` for a module that adds submodules to each layer. A hook is a plain function. What the pipeline
+    can measure (the parameter count as installed and after training), it measures: nothing declares it.
 
     Attributes:
         name: the name given to `publish --module`; the attention function is registered as
@@ -555,20 +626,23 @@ class AttentionModule:
         function: the attention function, transformers' `AttentionInterface` signature
             `(module, query, key, value, attention_mask, *, scaling, dropout, **kwargs) -> (output, None)`.
         apply: `(model, config) -> model`: installs the module into a loaded transformers model, in place,
-            before peft wraps it (default: [`install_attention`] of `function`). A module that hands the
-            config to its function (an attribute on each layer) or adds submodules gives its own.
+            before peft wraps it (default: `prepare`, then [`install_attention`] of `function` with the
+            config, which every call of the function is given as the keyword `config`). Give your own only
+            to install something else than `function`.
         folder: the module's folder, holding `spec.md` and `attention.py` (printed in the card); the sha256
             of each of its `*.py` files is recorded (default: the folder of the file defining `function`).
         claims: [`Claims`], checked by the contract suite (default: everything supported).
         paper: [`Paper`], the paper it implements (default None: the card cites none).
         training: [`Training`] (default: LoRA on the family's query and value projections, nothing else).
         measurement: [`Measurement`] (default: dense attention's FLOPs, a copy on sdpa as the reference).
+        prepare: `(model, config) -> None`: what the module adds to the model before its function is
+            installed: its submodules on each layer, projections it replaces, state (default None: nothing).
 
     Example:
         >>> import attncard_sliding_window as plugin  # with examples/sliding_window installed
         >>> from attncard.modules import contract_problems
         >>> module = AttentionModule(
-        ...     "sliding_window", plugin.SlidingWindowConfig, plugin.sliding_window_attention, plugin.apply
+        ...     "sliding_window", plugin.SlidingWindowConfig, plugin.sliding_window_attention
         ... )
         >>> module.folder.name, contract_problems(module)
         ('attncard_sliding_window', [])
@@ -585,11 +659,12 @@ class AttentionModule:
     paper: Paper | None = None
     training: Training = field(default_factory=Training)
     measurement: Measurement = field(default_factory=Measurement)
+    prepare: Callable[[nn.Module, object], None] | None = None
 
     def __post_init__(self) -> None:
         # A default `apply` is rebuilt, so that `dataclasses.replace(module, name=...)` installs the new name.
         if self.apply is None or isinstance(self.apply, InstallFunction):
-            object.__setattr__(self, "apply", InstallFunction(self.name, self.function))
+            object.__setattr__(self, "apply", InstallFunction(self.name, self.function, self.prepare))
         if self.folder is None:
             object.__setattr__(self, "folder", defining_folder(self.function))
         elif isinstance(self.folder, str):
@@ -637,3 +712,28 @@ def imported_on_call(module: str, function: str) -> Callable:
     call.__module__ = module  # where `AttentionModule` finds the module's folder, without importing the file
     call.__doc__ = f"`{module}.{function}`, imported when first called."
     return call
+
+
+def imported_on_read(package: str, names: dict[str, str]) -> Callable[[str], object]:
+    """A `__getattr__` for a module's `__init__.py`: each of `names` is imported from its file when first
+    read, so that the folder exports names of files importing torch and still imports without it.
+
+    Args:
+        package: the folder's `__name__`.
+        names: `{name: file}`, e.g. `{"module_stats": "model"}` for `model.py`'s `module_stats`.
+
+    Returns:
+        The `__getattr__` function (PEP 562).
+
+    Example:
+        >>> __getattr__ = imported_on_read("attncard.modules.none", {"none_attention": "attention"})
+        >>> __getattr__("none_attention").__module__
+        'attncard.modules.none.attention'
+    """
+
+    def __getattr__(name: str) -> object:
+        if name in names:
+            return getattr(importlib.import_module(f"{package}.{names[name]}"), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__

@@ -165,7 +165,7 @@ def plugin_installed(site: Path, import_name: str = PLUGIN_IMPORT) -> Iterator[N
 
 
 # What `pip install .` builds attncard from: its metadata and the folders packaged under `attncard`.
-PACKAGE_SOURCES = ("pyproject.toml", "README.md", "attncard", "pipeline", "modules", "templates")
+PACKAGE_SOURCES = ("pyproject.toml", "setup.py", "README.md", "attncard", "pipeline", "modules", "templates")
 
 
 def install_attncard(target: Path) -> Path:

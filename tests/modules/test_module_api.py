@@ -5,6 +5,7 @@ for the tiny models (L = 2 layers, H = 4 heads, d = 8, hidden 32)."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import re
@@ -24,7 +25,9 @@ from attncard.modules.base import (
     Training,
     attention_layers,
     imported_on_call,
+    imported_on_read,
     install_attention,
+    installed_config,
 )
 from attncard.pipeline.record.errors import UnsupportedModelError
 from attncard.pipeline.record.results import TrainConfig
@@ -75,6 +78,63 @@ def test_the_defaults_of_a_minimal_module():
     # A replaced name installs under the new name: the default apply follows the module.
     renamed = dataclasses.replace(MINIMAL, name="minimal_api_renamed")
     assert renamed.apply == InstallFunction("minimal_api_renamed", sdpa_attention_forward)
+
+
+@dataclasses.dataclass
+class ScaledConfig:
+    factor: float = dataclasses.field(default=1.0, metadata={"help": "multiplies the scores' scaling"})
+
+
+def _scaled_attention(
+    module, query, key, value, attention_mask, *, scaling=None, dropout=0.0, config, **kwargs
+):
+    """sdpa with its scaling multiplied by `config.factor`: reads the config it is given, and nothing else."""
+    scaling = (query.shape[-1] ** -0.5 if scaling is None else scaling) * config.factor
+    return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout)
+
+
+SCALED = AttentionModule("minimal_api_scaled", ScaledConfig, _scaled_attention, folder=Path(__file__).parent)
+
+
+def test_the_function_is_given_the_config_of_its_model_with_no_apply_of_its_own(tiny_model_dir):
+    """Two models of one module in one process, installed under two configs: each call reads its own model's
+    config (the function is registered once, under one name); a factor of 1 is the model's own attention."""
+    batch = {"input_ids": torch.tensor([[5, 9, 11, 7, 3, 2]])}
+    plain = load_model(str(tiny_model_dir("bert")), LABELS).model.eval()
+    with torch.no_grad():
+        expected = plain(**batch).logits
+    models = {factor: SCALED.apply(copy.deepcopy(plain), ScaledConfig(factor)) for factor in (1.0, 4.0)}
+    assert installed_config(models[4.0]) == ScaledConfig(4.0)
+    with torch.no_grad():
+        same, scaled = models[1.0](**batch).logits, models[4.0](**batch).logits
+    torch.testing.assert_close(same, expected)
+    assert not torch.allclose(scaled, expected)
+
+
+def test_prepare_runs_before_the_function_is_installed(tiny_model_dir):
+    seen = []
+
+    def prepare(model, config):
+        seen.append((model.config._attn_implementation, config))
+        for layer in attention_layers(model):
+            layer.module.minimal_gate = torch.nn.Linear(1, 1)
+
+    module = dataclasses.replace(SCALED, name="minimal_api_prepared", prepare=prepare)
+    assert module.apply == InstallFunction("minimal_api_prepared", _scaled_attention, prepare)
+    model = module.apply(load_model(str(tiny_model_dir("bert")), LABELS).model, ScaledConfig(2.0))
+    assert seen == [("sdpa", ScaledConfig(2.0))]
+    assert model.config._attn_implementation == "attncard_minimal_api_prepared"
+    assert all(hasattr(layer.module, "minimal_gate") for layer in attention_layers(model))
+    assert contract_problems(dataclasses.replace(module, prepare="prepare"))[0] == (
+        "its prepare is not callable; give prepare(model, config), or leave it out"
+    )
+
+
+def test_names_are_imported_from_their_file_when_first_read():
+    read = imported_on_read("attncard.modules.adaptive_sparse", {"kept_bias": "attention"})
+    assert read("kept_bias").__module__ == "attncard.modules.adaptive_sparse.attention"
+    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
+        read("nothing")
 
 
 def test_the_folder_is_found_from_the_function():

@@ -15,25 +15,17 @@ import pytest
 
 from attncard.modules import BUILTIN_MODULE_NAMES, Measurement, get_module
 from attncard.modules.base import dense_flops
-from attncard.testing import ContractCase, ModuleContract, check_card_texts
+from attncard.testing import ContractCase, ModuleContract, builtin_cases, check_card_texts
 from conftest import plugin_installed
 
 # Modules of other packages in the table, installed for their tests (the `plugin_site` fixture).
 PLUGINS = ("sliding_window",)
 
-# `config`: how each module runs in the checks, small enough to change attention on rows of 4 to 50 tokens
-# (the checks move the module's own parameters off their initial values, so span_expanded's branch, which
-# starts at zero, adds to attention); `dense_config`: where it claims the model's own attention.
+# Each built-in module's case is beside it (`CONTRACT_CASE` in its folder's `__init__.py`); `config`: how the
+# plugin runs in the checks, small enough to change attention on rows of 4 to 50 tokens; `dense_config`: where
+# it claims the model's own attention.
 CASES = [
-    ContractCase("none", dense_config={}),
-    ContractCase(
-        "adaptive_span",
-        config={"max_span": 4, "ramp": 2},
-        dense_config={"max_span": 512},  # every span far beyond the longest row
-    ),
-    ContractCase("adaptive_sparse", config={"top_k": 2}, dense_config={"top_k": 512}),  # k beyond every row
-    ContractCase("span_expanded", dense_config={}),  # the branch's B starts at zero; no memory for one row
-    ContractCase("svd_lowrank", config={"rank": 4}, dense_config={"rank": 4096}),  # capped at full rank
+    *builtin_cases(),
     ContractCase("sliding_window", config={"window": 2}, dense_config={"window": 512}),
 ]
 

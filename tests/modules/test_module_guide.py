@@ -96,8 +96,11 @@ def test_the_function_is_its_n_by_n_form(guide_module, causal: bool):
     if causal:
         mask = mask & torch.ones(length, length, dtype=torch.bool).tril()
     layer = torch.nn.Module()
-    layer.is_causal, layer.attncard_eps = causal, 1e-6
-    output, weights = attention.linear_elu_attention(layer, query, key, value, mask, scaling=0.3, dropout=0.0)
+    layer.is_causal = causal
+    config = importlib.import_module(IMPORT).LinearEluConfig(eps=1e-6)  # as attncard gives it to every call
+    output, weights = attention.linear_elu_attention(
+        layer, query, key, value, mask, scaling=0.3, dropout=0.0, config=config
+    )
     assert weights is None and output.shape == (batch, length, heads, dim)
     expected = _dense_form(
         query, key.repeat_interleave(2, dim=1), value.repeat_interleave(2, dim=1), padding, causal, 1e-6

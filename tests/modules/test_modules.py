@@ -40,6 +40,20 @@ def test_the_builtin_names_are_the_module_folders_and_name_their_modules():
     }
 
 
+def test_each_builtin_folder_brings_its_contract_case():
+    """A new module folder is all a built-in module needs: its `CONTRACT_CASE` puts it in the contract table
+    (tests/modules/test_module_contract.py), with configurations its config class takes."""
+    from attncard.modules import BUILTIN_MODULE_NAMES
+    from attncard.testing import builtin_cases
+
+    cases = builtin_cases()
+    assert [case.name for case in cases] == list(BUILTIN_MODULE_NAMES)
+    for case in cases:
+        case.module_config()
+        if case.dense_config is not None:
+            case.module_config(dense=True)
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_attention_layers_found_with_projections(tiny_model_dir, family):
     loaded, _ = load_with_padded_batch(tiny_model_dir(family))

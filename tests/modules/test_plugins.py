@@ -92,9 +92,9 @@ def subprocess_env(**extra: str) -> dict[str, str]:
 class _Layer(nn.Module):
     """What the attention function reads of a transformers attention module."""
 
-    def __init__(self, window: int, causal: bool, groups: int):
+    def __init__(self, causal: bool, groups: int):
         super().__init__()
-        self.attncard_window, self.is_causal, self.num_key_value_groups = window, causal, groups
+        self.is_causal, self.num_key_value_groups = causal, groups
 
 
 def _band_reference(query, key, value, padding, window: int, causal: bool) -> torch.Tensor:
@@ -121,8 +121,9 @@ def test_the_window_is_dense_attention_under_a_band_mask(plugin, window: int, ca
     mask = padding[:, None, None, :].expand(batch, 1, length, length)  # as transformers' sdpa_mask gives it
     if causal:
         mask = mask & torch.ones(length, length, dtype=torch.bool).tril()
-    layer = _Layer(window, causal, heads // kv_heads)
-    output, weights = attention(layer, query, key, value, mask, scaling=dim**-0.5, dropout=0.0)
+    layer = _Layer(causal, heads // kv_heads)
+    config = plugin.SlidingWindowConfig(window=window)  # as attncard gives it to every call
+    output, weights = attention(layer, query, key, value, mask, scaling=dim**-0.5, dropout=0.0, config=config)
     assert weights is None and output.shape == (batch, length, heads, dim)
     expected = _band_reference(
         query, key.repeat_interleave(2, dim=1), value.repeat_interleave(2, dim=1), padding, window, causal

@@ -8,13 +8,12 @@ from attncard.modules.base import AttentionModule, Measurement, Paper
 
 from .attention import sliding_window_attention
 from .config import SlidingWindowConfig
-from .model import apply, attention_flops
+from .model import attention_flops
 
 MODULE = AttentionModule(
     name="sliding_window",
     config_class=SlidingWindowConfig,
-    function=sliding_window_attention,
-    apply=apply,  # its own: it gives every layer its window before installing the function
+    function=sliding_window_attention,  # given the config as `config` at every call
     paper=Paper(
         "Beltagy, Peters and Cohan, Longformer: The Long-Document Transformer, 2020, "
         "https://arxiv.org/abs/2004.05150"
@@ -22,4 +21,4 @@ MODULE = AttentionModule(
     measurement=Measurement(flops=attention_flops),
 )
 
-__all__ = ["MODULE", "SlidingWindowConfig", "apply", "attention_flops", "sliding_window_attention"]
+__all__ = ["MODULE", "SlidingWindowConfig", "attention_flops", "sliding_window_attention"]

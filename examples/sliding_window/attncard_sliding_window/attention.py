@@ -18,8 +18,7 @@ from transformers.integrations.sdpa_attention import repeat_kv
 from attncard.modules.base import padding_and_causality
 from attncard.modules.trace import trace_step
 
-# The attribute `apply` sets on every attention module: its window w, read by the attention function.
-WINDOW_ATTRIBUTE = "attncard_window"
+from .config import SlidingWindowConfig
 
 
 def masked_softmax(scores: torch.Tensor, allowed: torch.Tensor, dropout: float) -> torch.Tensor:
@@ -96,13 +95,14 @@ def sliding_window_attention(
     *,
     scaling: float | None = None,
     dropout: float = 0.0,
+    config: SlidingWindowConfig,
     **kwargs,
 ) -> tuple[torch.Tensor, None]:
     """Attention over a window of w keys on each side (encoders) or before (decoders).
 
     Shapes: query (B, H, N, D), key and value (B, H_kv, N, D), attention_mask sdpa's boolean (B, 1, N, N)
-    or None; returns (B, N, H, D) like transformers' `sdpa_attention_forward`. The window is the module's
-    `attncard_window` (set by `apply`).
+    or None; returns (B, N, H, D) like transformers' `sdpa_attention_forward`. The window is `config.window`:
+    attncard gives every call the configuration the module was installed with.
     """
     if hasattr(module, "num_key_value_groups"):  # grouped-query attention: each key/value head serves a group
         key = repeat_kv(key, module.num_key_value_groups)
@@ -110,7 +110,7 @@ def sliding_window_attention(
     length, head_dim = query.shape[-2], query.shape[-1]
     scaling = head_dim**-0.5 if scaling is None else scaling
     key_padding_mask, causal = padding_and_causality(module, query, attention_mask)
-    window = min(int(getattr(module, WINDOW_ATTRIBUTE)), length - 1)
+    window = min(config.window, length - 1)
     width = window + 1 if causal else 2 * window + 1
     attend = band_attention if width < length else dense_band_attention
     output = attend(

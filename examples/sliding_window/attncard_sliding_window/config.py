@@ -12,3 +12,7 @@ class SlidingWindowConfig:
             "in encoders, itself and the w keys before it in decoders."
         },
     )
+
+    def __post_init__(self) -> None:
+        if self.window < 0:
+            raise ValueError(f"window must be 0 or more, not {self.window}")

@@ -1,30 +1,10 @@
-"""Installing `sliding_window`, and its FLOPs: the band, not the N×N square."""
+"""The FLOPs of `sliding_window`: the band, not the N×N square."""
 
 from __future__ import annotations
 
 from torch import nn
 
-from attncard.modules.base import attention_layers, attention_shape, install_attention, unwrap_peft
-
-from .attention import WINDOW_ATTRIBUTE, sliding_window_attention
-from .config import SlidingWindowConfig
-
-
-def apply(model: nn.Module, config: SlidingWindowConfig) -> nn.Module:
-    """Gives every attention layer its window and routes attention through [`sliding_window_attention`].
-    Nothing is added to the model's parameters; the projections are untouched.
-
-    Example:
-        >>> model = apply(model, SlidingWindowConfig(window=8))
-        >>> model.config._attn_implementation
-        'attncard_sliding_window'
-    """
-    if config.window < 0:
-        raise ValueError(f"window must be 0 or more, not {config.window}")
-    for layer in attention_layers(model):
-        setattr(layer.module, WINDOW_ATTRIBUTE, config.window)
-    install_attention(model, "sliding_window", sliding_window_attention)
-    return model
+from attncard.modules.base import attention_layers, attention_shape, installed_config, unwrap_peft
 
 
 def attention_flops(model: nn.Module, n: int) -> tuple[float, str]:
@@ -48,7 +28,7 @@ def attention_flops(model: nn.Module, n: int) -> tuple[float, str]:
     layers = attention_layers(model)
     heads, _, head_dim = attention_shape(unwrap_peft(model).config)
     causal = bool(getattr(layers[0].module, "is_causal", False))
-    window = min(int(getattr(layers[0].module, WINDOW_ATTRIBUTE)), max(n - 1, 0))
+    window = min(installed_config(model).window, max(n - 1, 0))
     width = window + 1 if causal else 2 * window + 1
     flops = len(layers) * heads * 4 * head_dim * n * min(n, width)
     side = "w′ + 1" if causal else "2·w′ + 1"
