@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..hub.hub_io import hub_endpoint
+from ..hub.endpoint import hub_endpoint
 from ..record.errors import DataError
 from ..record.results import SampleRow, SplitStatistics, TokenLengths, sha256_file
 from ..scoring.tasks import HUB_DATASET_ID, TaskSpec, get_task

@@ -26,7 +26,7 @@ from huggingface_hub.errors import EntryNotFoundError
 from huggingface_hub.repocard import metadata_load
 
 from ...modules.base import family_layout
-from ..hub.hub_io import hub_endpoint
+from ..hub.endpoint import hub_endpoint
 from ..record.errors import ModelLoadError, UnknownNameError, UnsupportedModelError
 from ..record.results import hash_file
 

@@ -7,7 +7,7 @@ filter="attncard")`), and for each:
 1. takes the run tag (`run-<started_at>-<results.json sha256[:32]>`, [`pipeline.publish.push.push_tag`]) that
 names
    the commit `main` is at: a `main` no run tag names changed after its push;
-2. fetches that commit without its weights ([`pipeline.hub.hub_io.fetch_run`] with `without_weights`: the same
+2. fetches that commit without its weights ([`pipeline.hub.fetch.fetch_run`] with `without_weights`: the same
    caps, checks and per-endpoint cache as `attncard download`), and runs the checks of
    [`pipeline.checks.registry`] with the profile [`pipeline.checks.registry.SUMMARY_HUB`] up to the figures
    from predictions: results.json against the tag, field by field and against its own counts, every file
@@ -57,18 +57,9 @@ from ..card.leaderboard import (
 )
 from ..checks.integrity import SHA_PREFIX
 from ..checks.registry import SUMMARY_HUB, CheckedRun, run_checks
-from ..hub.hub_io import (
-    DEFAULT_DEADLINE_S,
-    DEFAULT_TIMEOUT_S,
-    Deadline,
-    HubOptions,
-    check_options,
-    fetch_run,
-    hub_client_timeout,
-    hub_endpoint,
-    hub_options,
-    redacted,
-)
+from ..hub.endpoint import hub_endpoint, redacted
+from ..hub.fetch import HubOptions, check_options, fetch_run, hub_options
+from ..hub.http import DEFAULT_DEADLINE_S, DEFAULT_TIMEOUT_S, Deadline, hub_client_timeout
 from ..hub.signing import SignerOptions, check_signer_identity, key_fingerprint, signer_options
 from ..record.errors import (
     AttncardError,
@@ -85,7 +76,7 @@ MAX_LISTED_RUNS = 1000  # more models than any study publishes: a longer listing
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 DEFAULT_SUMMARY_DEADLINE_S = 2 * 60 * 60.0  # the whole command: a study of hundreds of runs, at a fair pace
 # Runs fetched at once, each in a process of its own: huggingface_hub's calls block, and its shared client
-# (with the timeouts and deadline `hub_io.hub_client_timeout` gives it) is one per process.
+# (with the timeouts and deadline `hub.http.hub_client_timeout` gives it) is one per process.
 FETCHING_RUNS = 4
 # The check of pipeline.checks.registry.CHECKS that needs every run's copy: a paired verdict reads its dense
 # run's.

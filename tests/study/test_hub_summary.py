@@ -211,7 +211,7 @@ def test_the_output_must_be_a_new_folder_and_a_cards_folder_excludes_hub(
 def test_a_fetch_without_weights_never_serves_one_that_wants_them(
     hub: LoopbackHub, tiny_gpt2_run, fresh_cache
 ) -> None:
-    from attncard.pipeline.hub.hub_io import fetch_run
+    from attncard.pipeline.hub.fetch import fetch_run
 
     run_dir, _ = tiny_gpt2_run
     repo_id = f"{HUB_USER}/{run_dir.name}"

@@ -123,7 +123,7 @@ def test_an_error_quoting_a_hostile_server_is_one_visible_line(
 def test_progress_lines_show_control_characters_as_escapes(capsys: pytest.CaptureFixture) -> None:
     """What the library logs may quote a server too: the progress lines on stderr are made visible."""
     with progress_on_stderr():
-        logging.getLogger("attncard.pipeline.hub.hub_io").info("server says \x1b[2J\u202eevil\nforged line")
+        logging.getLogger("attncard.pipeline.hub.fetch").info("server says \x1b[2J\u202eevil\nforged line")
 
     err = capsys.readouterr().err
     assert err == "server says \\x1b[2J\\u202eevil\\nforged line\n", ascii(err)

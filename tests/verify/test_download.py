@@ -349,7 +349,7 @@ def test_download_command(gpt2_base, hub, published: str, tiny_gpt2_run, tmp_pat
 def test_the_download_family_shares_one_options_type_and_refuses_a_misspelt_key(tiny_gpt2_run) -> None:
     """download_verified, load_verified and reverify take the keys of DownloadOptions, fetch_run those of
     HubOptions; a misspelt one is a TypeError, as for any keyword argument, before anything is fetched."""
-    from attncard.pipeline.hub.hub_io import HubOptions, fetch_run
+    from attncard.pipeline.hub.fetch import HubOptions, fetch_run
     from attncard.pipeline.verify.reverify import reverify
 
     assert set(typing.get_type_hints(HubOptions)) < set(typing.get_type_hints(DownloadOptions))
