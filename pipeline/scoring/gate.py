@@ -18,15 +18,31 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import asdict, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from scipy.stats import binomtest
 
-from ..record.results import Metrics, Status, Verification
+from ..record.results import Efficiency, Metrics, Parameters, Status, Verification
+
 
 # The arithmetic imports no torch: `attncard verify --predictions` recomputes the verification without it.
-if TYPE_CHECKING:
-    from ..run.evaluate import EvalResult
+# What the gate reads of an evaluation is stated here, so that scoring names no type of the run above it.
+class SplitScores(Protocol):
+    """An evaluated split as the gate reads it: gold labels and predictions in split order, and its
+    metrics."""
+
+    labels: list[int]
+    predictions: list[int]
+    metrics: Metrics
+
+
+class EvalResult(SplitScores, Protocol):
+    """An evaluation as the gate reads it ([`pipeline.run.evaluate.EvalResult`] is one): the first split's
+    scores, the efficiency and parameters it measured, and the task's second split, if it has one."""
+
+    efficiency: Efficiency
+    parameters: Parameters
+    second: SplitScores | None
 
 
 def majority_threshold(class_counts: list[int]) -> tuple[float, float, float]:
