@@ -16,7 +16,8 @@ Loading a run:
    Hub revision, a signature), in their order: results.json against a run tag's 128-bit digest or an
    expected sha256, when given, and field by field; no pickle files, every file against the manifest, only
    files publish writes, no remote code, a known model type; the recorded module installed, an
-   `adapter_config.json` that is the LoRA config publish writes ([`pipeline.checks.registry.lora_config`]);
+   `adapter_config.json` that is the LoRA config publish writes
+   ([`pipeline.checks.module_and_adapter.lora_config`]);
    the verification and metrics recomputed from the recorded counts; `predictions.csv` read line by line when
    the manifest lists it; the card and plots rendered again; the signature when one is there (against a
    required key or identity, if given); and the (recomputed) status, a FAIL run refused unless asked to
@@ -77,8 +78,9 @@ from ..checks.integrity import (
     check_files,
     read_json_object,
 )
+from ..checks.module_and_adapter import lora_config, module_and_config
 from ..checks.predictions import Predictions
-from ..checks.registry import DOWNLOAD, UNSIGNED, CheckedRun, lora_config, module_and_config, run_checks
+from ..checks.registry import DOWNLOAD, UNSIGNED, CheckedRun, run_checks
 from ..hub.hub_io import HubOptions, check_options, fetch_run, hub_endpoint, hub_options
 from ..hub.signing import SignatureReport, SignerOptions, check_signer_identity, signer_options
 from ..record.errors import (

@@ -23,7 +23,7 @@ import torch
 
 from ..checks.integrity import Figure, evaluated_figures, figures, official_metric_of
 from ..checks.predictions import Predictions
-from ..checks.registry import Reverification, check_recorded_data, recorded_data_dir, reverification
+from ..checks.reverification import Reverification, check_recorded_data, recorded_data_dir, reverification
 from ..hub.hub_io import check_options
 from ..record.errors import DataError
 from ..record.results import Metrics, Results, Verification
@@ -258,8 +258,8 @@ def _data_figures(results: Results, data: TaskData, tokenizer) -> list[Figure]:
 
 
 def recorded_task(results: Results, data_dir: str | os.PathLike | None, where: str) -> TaskData:
-    """The recorded task's data ([`pipeline.checks.registry.recorded_data_dir`]), when they are the
-    recorded data ([`pipeline.checks.registry.check_recorded_data`])."""
+    """The recorded task's data ([`pipeline.checks.reverification.recorded_data_dir`]), when they are the
+    recorded data ([`pipeline.checks.reverification.check_recorded_data`])."""
     data_dir = recorded_data_dir(results, data_dir, where)
     if data_dir:
         data = load_task(results.dataset.task, data_dir)
