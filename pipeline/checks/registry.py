@@ -21,7 +21,7 @@ the checks after it; each refuses with one line (an [`AttncardError`]) or return
     module                   TORCH               x . .  an attention module not installed here, or another
     adapter config           TORCH               x . .  an adapter_config.json publish does not write
     figures                  -                   x x x  results.json's figures against its own counts
-    stock record             TORCH               x . .  a stock-loader record that contradicts the module
+    stock load record        TORCH               x . .  a stock-load record that contradicts the module
     predictions listed       PREDICTIONS         . x x  a run whose manifest lists no predictions.csv
     predictions              -                   x x x  a predictions.csv that contradicts results.json
     figures from predictions RECOMPUTE           . x x  (records the recomputed figures: a difference is a
@@ -56,16 +56,9 @@ from ...modules import AttentionModule
 from ..hub.signing import SignatureReport, SignerOptions, verify_run_signature
 from ..record.errors import FailedCheckpointError, IntegrityError
 from ..record.results import PREDICTIONS_FILE, RESULTS_FILE, WEIGHTS_SUFFIX, Results, Status
-from .integrity import (
-    SHA_PREFIX,
-    OtherMatplotlibProblem,
-    card_problems,
-    check_run_tag,
-    read_checked_files,
-    recorded_figure_problems,
-    refuse_contradictions,
-    stock_problems,
-)
+from .card_render import OtherMatplotlibProblem, card_problems
+from .figures import recorded_figure_problems, stock_load_problems
+from .integrity import SHA_PREFIX, check_run_tag, read_checked_files, refuse_contradictions
 from .module_and_adapter import lora_config, module_and_config
 from .predictions import Predictions, read_predictions
 from .reverification import Reverification, predictions_reverification, shown
@@ -213,9 +206,9 @@ def _figures(run: CheckedRun, profile: Profile) -> None:
     refuse_contradictions(recorded_figure_problems(run.read()), run.where)
 
 
-def _stock_record(run: CheckedRun, profile: Profile) -> None:
+def _stock_load_record(run: CheckedRun, profile: Profile) -> None:
     module = _checked_module(run)
-    refuse_contradictions(stock_problems(run.read(), module.claims.changes_attention), run.where)
+    refuse_contradictions(stock_load_problems(run.read(), module.claims.changes_attention), run.where)
 
 
 def _predictions_listed(run: CheckedRun, profile: Profile) -> None:
@@ -332,10 +325,10 @@ CHECKS: list[Check] = [
         "results.json's verification and metrics agree with their recomputation from its counts",
     ),
     _check(
-        "stock record",
-        _stock_record,
+        "stock load record",
+        _stock_load_record,
         {Need.TORCH},
-        "the stock-loader record agrees with itself and the module",
+        "the stock-load record (peft on the base model, its own attention) agrees with itself and the module",
     ),
     _check(
         "predictions listed",
@@ -384,8 +377,8 @@ def checks_of(profile: Profile) -> list[Check]:
 
     Example:
         >>> [check.name for check in checks_of(DOWNLOAD)]  # doctest: +NORMALIZE_WHITESPACE
-        ['run tag', 'files', 'module', 'adapter config', 'figures', 'stock record', 'predictions', 'card',
-         'signature', 'status']
+        ['run tag', 'files', 'module', 'adapter config', 'figures', 'stock load record', 'predictions',
+         'card', 'signature', 'status']
     """
     return [check for check in CHECKS if check.needs <= profile.has]
 

@@ -28,7 +28,8 @@ from ..run.data import HUB_DATASET_ID, DataSource, ValidationSplit, load_validat
 from ..scoring.metrics import mcc_difference, predictions_sha256
 from ..scoring.paired import paired_comparison
 from ..scoring.tolerances import difference_note
-from .integrity import SHA_PREFIX, Figure, evaluated_figures, figures, read_results
+from .figures import Figure, evaluated_figures, figures
+from .integrity import SHA_PREFIX, read_results
 from .predictions import Predictions, baseline_predictions, prediction_figures, recompute
 
 

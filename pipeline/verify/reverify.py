@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..checks.integrity import Figure, evaluated_figures, figures, official_metric_of
+from ..checks.figures import Figure, evaluated_figures, figures, official_metric_of
 from ..checks.predictions import Predictions
 from ..checks.reverification import Reverification, check_recorded_data, recorded_data_dir, reverification
 from ..hub.hub_io import check_options
