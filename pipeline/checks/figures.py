@@ -370,27 +370,28 @@ def stock_load_problems(results: Results, changes_attention: bool) -> list[str]:
         >>> stock_load_problems(results, changes_attention=True)
         ["stock.same_model is True but the module 'none' changes attention"]
     """
-    stock = results.stock
-    if stock is None:
+    stock_load = results.stock
+    if stock_load is None:
         return []
     problems = []
-    if stock.same_model == changes_attention:
+    if stock_load.same_model == changes_attention:
         what = "changes attention" if changes_attention else "keeps the model's own attention"
         problems.append(
-            f"stock.same_model is {stock.same_model!r} but the module '{results.module.name}' {what}"
+            f"stock.same_model is {stock_load.same_model!r} but the module '{results.module.name}' {what}"
         )
-    measured = not stock.same_model and not stock.error
-    if (stock.accuracy is not None) != measured or bool(stock.predictions_sha256) != measured:
-        recorded = f"{stock.accuracy!r} with predictions_sha256 {stock.predictions_sha256[:12]!r}"
+    measured = not stock_load.same_model and not stock_load.error
+    if (stock_load.accuracy is not None) != measured or bool(stock_load.predictions_sha256) != measured:
+        recorded = f"{stock_load.accuracy!r} with predictions_sha256 {stock_load.predictions_sha256[:12]!r}"
         expected = "a stock load that ran has both" if measured else "nothing was measured"
         problems.append(f"stock.accuracy is {recorded}, but {expected}")
     n = results.verification.n
-    share = stock.accuracy
+    share = stock_load.accuracy
     if share is not None and not (0 <= share <= 1 and n > 0 and round(share * n) / n == share):
-        problems.append(f"stock.accuracy is {stock.accuracy!r}, which is no share of {n} rows")
-    if not 0 <= stock.ignored_weights <= stock.adapter_weights:
+        problems.append(f"stock.accuracy is {stock_load.accuracy!r}, which is no share of {n} rows")
+    if not 0 <= stock_load.ignored_weights <= stock_load.adapter_weights:
         problems.append(
-            f"stock.ignored_weights is {stock.ignored_weights} of {stock.adapter_weights} adapter weights"
+            f"stock.ignored_weights is {stock_load.ignored_weights} of {stock_load.adapter_weights} adapter "
+            "weights"
         )
     return problems
 

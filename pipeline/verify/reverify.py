@@ -110,7 +110,7 @@ def reverify(
         verified = load_files(files, base_model)
         results = verified.results
         # The stock-loader line of the card: the adapter with the model's own attention, measured again.
-        stock = (
+        stock_load = (
             None
             if results.stock is None
             else stock_load_files(files, data, base_model, batch_size=results.efficiency.batch_size)
@@ -145,7 +145,7 @@ def reverify(
             *evaluated_figures(results, metrics, verification),
             Figure("parameters.compression_factor", results.parameters.compression_factor, compression),
             Figure("dataset.revision", results.dataset.revision, data.source.revision),
-            *(figures("stock", results.stock, stock) if stock is not None else []),
+            *(figures("stock", results.stock, stock_load) if stock_load is not None else []),
             *_data_figures(results, data, verified.tokenizer),
             *second_figures,
         ],
