@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from attncard.pipeline.checks.integrity import Figure, recorded_figure_problems
+from attncard.pipeline.checks.figures import Figure, recorded_figure_problems
 from attncard.pipeline.checks.reverification import settled
 from attncard.pipeline.record.errors import IntegrityError
 from attncard.pipeline.record.results import Results, Verdict
