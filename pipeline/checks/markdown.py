@@ -103,6 +103,7 @@ def tables(card: CardText) -> Iterator[tuple[str, list[str], list[tuple[int, lis
 
 
 def split_row(line: str) -> list[str]:
+    """The cells of a table row, split at `|` but not at an escaped `\\|`, stripped."""
     text = line.strip()
     text = text.removeprefix("|")
     if text.endswith("|") and not text.endswith("\\|"):
@@ -146,6 +147,7 @@ def local_target(target: str) -> str | None:
 
 
 def plain(text: str) -> str:
+    """A header or label without its emphasis or code marks (`**Accuracy**` is `Accuracy`)."""
     return text.strip().strip("*`_").strip()
 
 

@@ -5,7 +5,9 @@ A run reaches attncard as a hostile folder: fetched from the Hub by a download o
 over as a local folder or its `cards/` copy. Every command reads it through the same [`CHECKS`], in their
 order; a [`Profile`] says what a command has (the weights, torch, predictions.csv, a Hub revision, …), and
 a command runs every check whose `needs` its profile has, in registry order ([`run_checks`]). Adding a check
-is one entry in `CHECKS`: every command whose profile has its needs runs it, and only those.
+is one entry in `CHECKS`: every command whose profile has its needs runs it, and only those. Its row goes in
+docs/downloading.md's table and its name in tests/checks/test_checks.py's pinned order, which both tests hold
+to this list.
 
 Each check reads a [`CheckedRun`] (the folder, where it came from, what the caller asked of it) and records
 what it read there (results.json, the module, predictions.csv, the recomputed figures, the signature) for
