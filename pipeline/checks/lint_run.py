@@ -364,11 +364,11 @@ def _check_eval_results(run_dir: Path) -> list[Finding]:
         if not isinstance(data, list):
             findings.append(Finding(name, None, f"must hold a list of results, not {type(data).__name__}"))
             continue
-        findings += [Finding(name, None, problem) for problem in eval_results_problems(data)]
+        findings += [Finding(name, None, problem) for problem in hub_eval_results_problems(data)]
     return findings
 
 
-def eval_results_problems(data: list) -> list[str]:
+def hub_eval_results_problems(data: list) -> list[str]:
     """What the Hub would not show of a `.eval_results/*.yaml` list (hub-docs `eval-results.md`).
 
     Every entry must parse with huggingface_hub's `parse_eval_result_entries` (dataset `id` and `task_id`, a
@@ -376,9 +376,9 @@ def eval_results_problems(data: list) -> list[str]:
     sha, and `notes` as a short setup label (`MAX_EVAL_NOTES` characters at most), not a sentence.
 
     Example:
-        >>> eval_results_problems([{"dataset": {"id": "nyu-mll/glue", "task_id": "sst2"}, "value": 0.9}])
+        >>> hub_eval_results_problems([{"dataset": {"id": "nyu-mll/glue", "task_id": "sst2"}, "value": 0.9}])
         []
-        >>> eval_results_problems([{"dataset": {"id": "nyu-mll/glue"}, "value": 0.9}])
+        >>> hub_eval_results_problems([{"dataset": {"id": "nyu-mll/glue"}, "value": 0.9}])
         ["entry 1 does not parse: 'task_id'"]
     """
     problems = []
@@ -698,7 +698,7 @@ def _card_filters() -> dict[str, Any]:
 __all__ = [
     "FIXED_DECIMALS",
     "Finding",
-    "eval_results_problems",
+    "hub_eval_results_problems",
     "is_cards_copy",
     "lint_run_folder",
     "renderings",
