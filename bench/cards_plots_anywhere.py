@@ -28,7 +28,7 @@ from pathlib import Path
 from attncard.pipeline.card.leaderboard import draw_leaderboard, read_cards
 from attncard.pipeline.card.plots import plot_difference
 from attncard.pipeline.card.render import render_card, write_plots
-from attncard.pipeline.checks.integrity import OtherMatplotlibProblem, card_problems
+from attncard.pipeline.checks.card_render import OtherMatplotlibProblem, card_problems
 from attncard.pipeline.record.results import CARD_FILE, RESULTS_FILE, Results, sha256_file
 
 CARDS = Path(__file__).resolve().parent.parent / "cards"

@@ -1,4 +1,4 @@
-"""What a downloaded run folder must be before anything in it is loaded, and what its figures must agree on.
+"""What a downloaded run folder's files must be before anything in it is loaded or read further.
 
 A run folder from a Hub, a mirror or a disk is hostile until checked. This module checks its files and what
 they *say*, and imports no torch, transformers or peft: `attncard verify --predictions` runs without them.
@@ -9,40 +9,22 @@ they *say*, and imports no torch, transformers or peft: `attncard verify --predi
   `config.json` / `tokenizer_config.json` name no remote code (`auto_map`) and a model family attncard
   loads. No code from a repository ever runs. ([`pipeline.verify.download`] checks `adapter_config.json` with
   peft's `LoraConfig` before it loads the weights.)
-- [`recorded_figure_problems`]: the verification is recomputed from the recorded class counts, correct rows
-  and parameter counts (p0, SE, threshold, p-value, Wilson interval, status, reasons), and the metrics from
-  the recorded confusion matrix. A recorded figure is never taken on trust: the status gate uses the
-  recomputed status.
-- [`card_problems`]: the card and its plots are rendered again from results.json; any other README.md or
-  plot is refused, so the card cannot show a figure results.json does not hold.
+- [`check_run_tag`]: results.json is the file the run tag asked for names (its 128-bit digest).
+
+What the files *say* is checked next: the record's figures ([`pipeline.checks.figures`]), the card and its
+plots ([`pipeline.checks.card_render`]).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from ...modules.base import FAMILIES
-from ..card.plots import (
-    PLOT_RMS_BEYOND_ANY_RELEASE,
-    PLOT_TILE,
-    PLOT_TILE_RMS_TOLERANCE,
-    draw_alike,
-    plot_difference,
-)
 from ..card.render import (
-    EVAL_RESULTS_DIR,
     LICENSE_FILE,
-    eval_results_file,
-    render_card,
-    render_eval_results,
-    render_license,
-    rendered_card_problems,
-    write_plots,
 )
 from ..record.errors import (
     DownloadError,
@@ -54,10 +36,7 @@ from ..record.errors import (
 )
 from ..record.results import (
     CARD_FILE,
-    MAX_CARD_BYTES,
     MAX_CONFIG_BYTES,
-    MAX_PLOT_BYTES,
-    OFFICIAL_METRIC_SCHEMA,
     PREDICTIONS_FILE,
     RESULTS_FILE,
     RUN_TAG_DIGEST_HEX,
@@ -65,21 +44,13 @@ from ..record.results import (
     SECOND_PREDICTIONS_FILE,
     SIGNATURE_FILE,
     WEIGHTS_SUFFIX,
-    Metrics,
     Results,
-    SplitResult,
-    Verification,
     check_manifest,
     is_transport_path,
     run_tag,
     sha256_file,
-    training_log,
 )
-from ..scoring.gate import all_finite, both_gates, verification_from_counts
-from ..scoring.metrics import BOOTSTRAP_RESAMPLES, get_official_metric, label_metrics
-from ..scoring.paired import DEFAULT_CONFIDENCE, comparison_problems
 from ..scoring.tasks import TASKS
-from ..scoring.tolerances import difference_note, same_figure, tolerance_of
 
 ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
 ADAPTER_CONFIG_FILE = "adapter_config.json"
@@ -121,8 +92,6 @@ SHA_PREFIX = 12  # characters of a sha256 shown in messages
 _EXPECTED_SHA256_RE = re.compile(rf"^[0-9a-f]{{{RUN_TAG_DIGEST_HEX},64}}$")
 # Keys that make transformers import code named by the repository.
 REMOTE_CODE_KEYS = ("auto_map", "custom_pipelines")
-# More rows than any GLUE validation split has by far: a larger count is a forged record, not a run.
-MAX_ROWS = 10_000_000
 
 
 def check_run_files(folder: Path, names: list[str], where: str) -> None:
@@ -374,502 +343,16 @@ def check_results_sha256(folder: Path, expected: str | None, where: str) -> None
         )
 
 
-# --- the figures --------------------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Figure:
-    """One figure of a run, as recorded and as recomputed.
-
-    Attributes:
-        name: where it is in results.json, e.g. `verification.p_value`, `metrics.per_class[0].f1`; it names
-            the figure's tolerance in [`pipeline.scoring.tolerances.FIGURE_TOLERANCES`].
-        recorded: the value results.json holds.
-        recomputed: the value computed again.
-    """
-
-    name: str
-    recorded: Any
-    recomputed: Any
-
-    @property
-    def rel_tol(self) -> float:
-        """How far, relatively, a recomputed float may be from the recorded one: 0, bit for bit, for every
-        figure [`pipeline.scoring.tolerances.FIGURE_TOLERANCES`] does not name."""
-        return tolerance_of(self.name).rtol
-
-    def equal(self) -> bool:
-        """Whether the two agree ([`pipeline.scoring.tolerances.same_figure`]): floats within what another
-        honest environment can give, everything else exactly."""
-        return same_figure(self.name, self.recorded, self.recomputed)
-
-    def problem(self) -> str:
-        """The figure as a problem message names it: recorded, recomputed, and for floats by how much they
-        differ and whether another environment could give that."""
-        note = difference_note(self.name, self.recorded, self.recomputed)
-        return f"{self.name} is {self.recorded!r} but {self.recomputed!r} when recomputed" + (
-            f" ({note})" if note else ""
-        )
-
-
-def figures(prefix: str, recorded: Any, recomputed: Any) -> list[Figure]:
-    """Pairs every leaf of two records of the same type (dataclasses, lists, dicts), by its path. A field of
-    a dataclass whose default is None and that is None on both sides is no figure (a record the run's
-    schema or task does not have, such as the official metric before schema 4) and is left out.
-
-    Example:
-        >>> [f.name for f in figures("m", {"a": 1, "b": [2.0]}, {"a": 1, "b": [2.5]})]
-        ['m.a', 'm.b[0]']
-    """
-    if dataclasses.is_dataclass(recorded) and dataclasses.is_dataclass(recomputed):
-        return [
-            pair
-            for f in dataclasses.fields(recorded)
-            if f.default is not None
-            or getattr(recorded, f.name) is not None
-            or getattr(recomputed, f.name) is not None
-            for pair in figures(f"{prefix}.{f.name}", getattr(recorded, f.name), getattr(recomputed, f.name))
-        ]
-    if isinstance(recorded, list) and isinstance(recomputed, list) and len(recorded) == len(recomputed):
-        return [
-            pair
-            for i, (old, new) in enumerate(zip(recorded, recomputed, strict=True))
-            for pair in figures(f"{prefix}[{i}]", old, new)
-        ]
-    if isinstance(recorded, dict) and isinstance(recomputed, dict) and list(recorded) == list(recomputed):
-        return [
-            pair for key in recorded for pair in figures(f"{prefix}.{key}", recorded[key], recomputed[key])
-        ]
-    if hasattr(recorded, "value") and hasattr(recomputed, "value"):  # Status
-        return [Figure(prefix, recorded.value, recomputed.value)]
-    return [Figure(prefix, recorded, recomputed)]
-
-
-def metrics_figures(recorded: Metrics, recomputed: Metrics, prefix: str = "metrics") -> list[Figure]:
-    """Every quality figure of a run, recorded against recomputed ([`figures`]): bit for bit, but the loss
-    within [`pipeline.scoring.metrics.LOSS_REL_TOL`] (it may have been recorded in float32), as
-    [`pipeline.scoring.tolerances.FIGURE_TOLERANCES`] has it.
-
-    Example:
-        >>> [f.rel_tol for f in metrics_figures(results.metrics, results.metrics) if f.name == "metrics.loss"]
-        [1e-06]
-    """
-    return figures(prefix, recorded, recomputed)
-
-
-def evaluated_figures(
-    record: Results | SplitResult, metrics: Metrics, verification: Verification
-) -> list[Figure]:
-    """An evaluated split's recorded metrics and verification (the run's, or its second split's, named
-    `second_split.…`) against the same figures recomputed ([`metrics_figures`], [`figures`]).
-
-    Example:
-        >>> [f.name for f in evaluated_figures(results, results.metrics, results.verification)][:2]
-        ['metrics.accuracy', 'metrics.f1_macro']
-    """
-    prefix = "second_split." if isinstance(record, SplitResult) else ""
-    return [
-        *metrics_figures(record.metrics, metrics, f"{prefix}metrics"),
-        *figures(f"{prefix}verification", record.verification, verification),
-    ]
-
-
-def recomputed_verification(results: Results, split: SplitResult | None = None) -> Verification:
-    """The verification computed again from results.json's class counts, correct rows and parameter counts:
-    the run's (both gates, [`pipeline.scoring.gate.both_gates`], when its task has a second evaluated split),
-    or, given `split`, that split's own.
-
-    Raises:
-        [`IntegrityError`]: the counts are impossible (labels that are not the task's, more correct rows
-        than rows, no parameters).
-    """
-    labels = list(results.dataset.label_names)
-    recorded, metrics = (split or results).verification, (split or results).metrics
-    where = f"{'second_split.' if split else ''}verification"
-    if list(recorded.class_counts) != labels:
-        raise IntegrityError(
-            f"{RESULTS_FILE}: {where}.class_counts names {list(recorded.class_counts)}, the labels are "
-            f"{labels}"
-        )
-    parameters = results.parameters
-    if parameters.after < 1 or parameters.before < 1:
-        raise IntegrityError(
-            f"{RESULTS_FILE}: parameters before/after {parameters.before}/{parameters.after}"
-        )
-    finite = all_finite(dataclasses.asdict(metrics)) and all_finite(dataclasses.asdict(results.efficiency))
-    try:
-        verification = verification_from_counts(
-            [recorded.class_counts[name] for name in labels],
-            recorded.correct,
-            labels,
-            parameters.before / parameters.after,
-            finite,
-        )
-    except ValueError as error:
-        raise IntegrityError(f"{RESULTS_FILE}: {where}: {error}") from None
-    if split is not None or results.second_split is None:
-        return verification
-    second = results.second_split
-    return both_gates(verification, recomputed_verification(results, second), second.split)
-
-
-def official_metric_of(results: Results) -> tuple[str | None, int]:
-    """The official metric a run must record, as [`pipeline.scoring.metrics.label_metrics`] takes it: its
-    task's (`TaskSpec.official_metric` and `positive_label`) from schema 4 on, None in earlier schemas. The
-    task's, never the one results.json names, so a run that names another metric is caught recomputing it.
-
-    Example:
-        >>> official_metric_of(Results.load("runs/tiny-gpt2-none-sst2"))
-        ('accuracy', 1)
-    """
-    if results.schema_version < OFFICIAL_METRIC_SCHEMA:
-        return None, 1
-    if results.dataset.task not in TASKS:
-        raise IntegrityError(
-            f"{RESULTS_FILE}: dataset.task is {results.dataset.task!r}, which is no GLUE task this attncard "
-            "knows"
-        )
-    spec = TASKS[results.dataset.task]
-    return spec.official_metric, spec.positive_label
-
-
-def metrics_from_confusion(results: Results, split: SplitResult | None = None) -> Metrics:
-    """The label metrics computed again from the recorded confusion matrix (its rows are the true labels): the
-    run's, or, given `split`, that evaluated split's.
-
-    The loss and the predictions hash need the predictions themselves; they are carried over as recorded
-    (`attncard verify` recomputes them from the model).
-    """
-    labels = list(results.dataset.label_names)
-    recorded, verification = (split or results).metrics, (split or results).verification
-    prefix = "second_split." if split else ""
-    matrix = recorded.confusion_matrix
-    size = len(labels)
-    if len(matrix) != size or any(len(row) != size or min(row) < 0 for row in matrix):
-        raise IntegrityError(
-            f"{RESULTS_FILE}: {prefix}metrics.confusion_matrix is not a {size}×{size} table of counts"
-        )
-    total = sum(map(sum, matrix))
-    if not 0 < total <= MAX_ROWS or total != verification.n:
-        raise IntegrityError(
-            f"{RESULTS_FILE}: {prefix}metrics.confusion_matrix counts {total} rows, {prefix}verification.n "
-            f"is {verification.n}"
-        )
-    y_true = [t for t in range(size) for p in range(size) for _ in range(matrix[t][p])]
-    y_pred = [p for t in range(size) for p in range(size) for _ in range(matrix[t][p])]
-    metrics = label_metrics(y_true, y_pred, labels, *official_metric_of(results))
-    return dataclasses.replace(metrics, loss=recorded.loss, predictions_sha256=recorded.predictions_sha256)
-
-
-def recorded_figure_problems(results: Results) -> list[str]:
-    """Every way results.json's verification and metrics disagree with the same figures recomputed from its
-    counts; empty when they agree.
-
-    Example:
-        >>> recorded_figure_problems(Results.load("runs/tiny-gpt2-none-sst2"))
-        []
-    """
-    recorded = results.verification
-    problems = [
-        figure.problem()
-        for figure in [
-            *figures("verification", recorded, recomputed_verification(results)),
-            *figures("metrics", results.metrics, metrics_from_confusion(results)),
-            Figure(
-                "metrics.accuracy (against verification.accuracy)",
-                results.metrics.accuracy,
-                recorded.accuracy,
-            ),
-            Figure(
-                "parameters.compression_factor",
-                results.parameters.compression_factor,
-                results.parameters.before / results.parameters.after,
-            ),
-            Figure("dataset.validation_rows", results.dataset.validation_rows, recorded.n),
-            *figures("training.log", results.training.log, training_log(results.training.losses)),
-            *_statistics_figures(results),
-        ]
-        if not figure.equal()
-    ]
-    problems += second_split_problems(results)
-    # The paired verdict against the dense model is recomputed from its counts (pipeline.scoring.paired).
-    problems += [f"comparison: {problem}" for problem in comparison_problems(results)]
-    problems += mcc_difference_problems(results)
-    # The status first: it is what a forger is after.
-    return sorted(problems, key=lambda problem: not problem.startswith("verification.status "))
-
-
-def second_split_problems(results: Results) -> list[str]:
-    """Every way results.json's second evaluated split (MNLI's mismatched) disagrees with its task or with
-    its own figures recomputed from its counts; empty when it agrees, or when the task has one split."""
-    recorded = results.second_split
-    expected = TASKS[results.dataset.task].second_split if results.dataset.task in TASKS else ""
-    if results.schema_version < OFFICIAL_METRIC_SCHEMA:
-        expected = ""  # schema 3 evaluated the first split alone
-    if (recorded.split if recorded is not None else "") != expected:
-        shown = recorded.split if recorded is not None else None
-        return [
-            f"second_split is {shown!r}, but the task {results.dataset.task} evaluates {expected or 'none'}"
-        ]
-    if recorded is None:
-        return []
-    return [
-        figure.problem()
-        for figure in [
-            *figures(
-                "second_split.verification", recorded.verification, recomputed_verification(results, recorded)
-            ),
-            *figures("second_split.metrics", recorded.metrics, metrics_from_confusion(results, recorded)),
-            Figure(
-                "second_split.metrics.accuracy (against its verification.accuracy)",
-                recorded.metrics.accuracy,
-                recorded.verification.accuracy,
-            ),
-        ]
-        if not figure.equal()
-    ]
-
-
-def mcc_difference_problems(results: Results) -> list[str]:
-    """Every way results.json's MCC difference (`comparison.mcc_difference`) is not what a CoLA run records:
-    missing from a run whose official metric is MCC and that has a dense baseline, present in any other run,
-    or resampled with another seed (the run's training seed), count (`BOOTSTRAP_RESAMPLES`) or confidence
-    (`DEFAULT_CONFIDENCE`: publish has one of each). The figures themselves need both runs' predictions:
-    `attncard verify --predictions` recomputes them.
-
-    Example:
-        >>> mcc_difference_problems(Results.load("runs/tiny-gpt2-none-sst2"))
-        []
-    """
-    comparison, official = results.comparison, results.metrics.official
-    recorded = comparison.mcc_difference if comparison is not None else None
-    wanted = (
-        comparison is not None
-        and bool(comparison.baselines)
-        and official is not None
-        and get_official_metric(official.name).records_mcc_difference
-    )
-    if recorded is None:
-        missing = "comparison.mcc_difference is missing: a run scored by MCC records it against its dense run"
-        return [missing] if wanted else []
-    if not wanted:
-        return [
-            "comparison.mcc_difference is recorded, but only a run scored by MCC with a dense run has one"
-        ]
-    expected = {
-        "seed": results.training.hyperparameters.seed,
-        "resamples": BOOTSTRAP_RESAMPLES,
-        "confidence": DEFAULT_CONFIDENCE,
-    }
-    problems = [
-        f"comparison.mcc_difference.{name} is {getattr(recorded, name)!r}, not {value!r}"
-        for name, value in expected.items()
-        if getattr(recorded, name) != value
-    ]
-    if not -2 <= recorded.ci_low <= recorded.ci_high <= 2 or not -2 <= recorded.difference <= 2:
-        problems.append(
-            f"comparison.mcc_difference is {recorded.difference!r} in [{recorded.ci_low!r}, "
-            f"{recorded.ci_high!r}]: no difference of two correlations and its interval"
-        )
-    return problems
-
-
-def _statistics_figures(results: Results) -> list[Figure]:
-    """The dataset statistics against the figures they must agree with: rows of each split, and the evaluated
-    split's rows per label against the verification's class counts."""
-    statistics = results.dataset.statistics
-    pairs = []
-    splits = (("train", results.dataset.train_rows), (results.dataset.split, results.verification.n))
-    for split, rows in splits:
-        if split in statistics:
-            pairs.append(Figure(f"dataset.statistics.{split}.rows", statistics[split].rows, rows))
-    if results.dataset.split in statistics:
-        pairs += figures(
-            f"dataset.statistics.{results.dataset.split}.label_counts",
-            statistics[results.dataset.split].label_counts,
-            results.verification.class_counts,
-        )
-    return pairs
-
-
-def stock_problems(results: Results, changes_attention: bool) -> list[str]:
-    """Every way results.json's stock-loader record (`stock`) contradicts itself or the run's module; empty
-    when it agrees, or when the run records none (written before it was measured).
-
-    Args:
-        results: the run.
-        changes_attention: whether the run's module changes attention
-            (`AttentionModule.claims.changes_attention`): only then is the stock model another model, and
-            measured.
-
-    Example:
-        >>> results = Results.load("runs/tiny-gpt2-none-sst2")  # `none`: stock tools build the same model
-        >>> stock_problems(results, changes_attention=False)
-        []
-        >>> stock_problems(results, changes_attention=True)
-        ["stock.same_model is True but the module 'none' changes attention"]
-    """
-    stock = results.stock
-    if stock is None:
-        return []
-    problems = []
-    if stock.same_model == changes_attention:
-        what = "changes attention" if changes_attention else "keeps the model's own attention"
-        problems.append(
-            f"stock.same_model is {stock.same_model!r} but the module '{results.module.name}' {what}"
-        )
-    measured = not stock.same_model and not stock.error
-    if (stock.accuracy is not None) != measured or bool(stock.predictions_sha256) != measured:
-        recorded = f"{stock.accuracy!r} with predictions_sha256 {stock.predictions_sha256[:12]!r}"
-        expected = "a stock load that ran has both" if measured else "nothing was measured"
-        problems.append(f"stock.accuracy is {recorded}, but {expected}")
-    n = results.verification.n
-    share = stock.accuracy
-    if share is not None and not (0 <= share <= 1 and n > 0 and round(share * n) / n == share):
-        problems.append(f"stock.accuracy is {stock.accuracy!r}, which is no share of {n} rows")
-    if not 0 <= stock.ignored_weights <= stock.adapter_weights:
-        problems.append(
-            f"stock.ignored_weights is {stock.ignored_weights} of {stock.adapter_weights} adapter weights"
-        )
-    return problems
-
-
-def card_problems(results: Results, folder: Path) -> list[str]:
-    """Every way the run's card and plots differ from the ones results.json renders; empty when equal.
-
-    publish renders the card from results.json before the card itself is in the manifest, so the card is
-    rendered again from results.json with the manifest it had then (all files but the card).
-    """
-    with (folder / CARD_FILE).open("rb") as handle:
-        shipped = handle.read(MAX_CARD_BYTES + 1).decode("utf-8", errors="replace")
-    if len(shipped) > MAX_CARD_BYTES:
-        return [f"{CARD_FILE} is larger than {MAX_CARD_BYTES >> 20} MiB, which no card attncard renders is"]
-    # The usage snippet and the command are attncard's, built again from the recorded names; one status line.
-    problems = rendered_card_problems(results, shipped)
-    if problems:
-        return problems
-    problems = eval_results_problems(results, folder)
-    with tempfile.TemporaryDirectory(prefix="attncard-card-") as scratch:
-        plots = write_plots(results, Path(scratch))
-        recorded = results.environment.packages.get("matplotlib")
-        for plot in plots:
-            drawn, shipped_plot = Path(scratch) / plot["file"], folder / plot["file"]
-            if not _same_bytes(shipped_plot, drawn.read_bytes()):  # the same bytes: the fast path
-                problem = _plot_problem(
-                    plot["file"], shipped_plot, drawn.read_bytes(), recorded, results.plot_style
-                )
-                if problem is not None:
-                    problems.append(problem)
-    licence = render_license(results)
-    shipped_licence = folder / LICENSE_FILE
-    if licence is None and shipped_licence.exists():
-        problems.append(
-            f"{LICENSE_FILE} is there, but results.json names the licence '{results.model.license}'"
-        )
-    elif licence is not None and not _same_bytes(shipped_licence, licence.encode("utf-8")):
-        problems.append(f"{LICENSE_FILE} is not the licence file results.json renders")
-    as_rendered = dataclasses.replace(
-        results, manifest={name: digest for name, digest in results.manifest.items() if name != CARD_FILE}
-    )
-    expected, actual = render_card(as_rendered, plots).splitlines(), shipped.splitlines()
-    for number, (shown, rendered) in enumerate(zip(actual, expected, strict=False), start=1):
-        if shown != rendered:
-            problems.append(
-                f"{CARD_FILE} line {number} reads {shown[:80]!r}, results.json renders {rendered[:80]!r}"
-            )
-            break
-    else:
-        if len(actual) != len(expected):
-            problems.append(f"{CARD_FILE} has {len(actual)} lines, results.json renders {len(expected)}")
-    return problems
-
-
-def _same_bytes(path: Path, expected: bytes) -> bool:
-    """Whether the file holds exactly `expected`, reading no more of it than that (a shipped file may be
-    huge)."""
-    if not path.is_file() or path.stat().st_size != len(expected):
-        return False
-    with path.open("rb") as handle:
-        return handle.read(len(expected) + 1) == expected
-
-
-class OtherMatplotlibProblem(str):
-    """A card problem that another matplotlib can explain: a plot differs from the one drawn here beyond
-    PLOT_TILE_RMS_TOLERANCE, but results.json names another matplotlib than this one, or none. It is still a
-    problem (the plot is not checked), never proof that the plot was edited."""
-
-
-def _plot_problem(
-    name: str, shipped: Path, drawn: bytes, recorded: str | None, style: int | None = None
-) -> str | None:
-    """What is wrong with the shipped plot `name` that differs in bytes from the `drawn` one; None when it
-    shows the same pixels within PLOT_TILE_RMS_TOLERANCE. `recorded` is the matplotlib results.json says drew
-    it (None for a run published before attncard recorded it), `style` the plot style it records: where both
-    releases draw that style alike (plots.PLOT_STYLE_RELEASES), no release explains a difference."""
-    from importlib import metadata
-
-    with shipped.open("rb") as handle:
-        difference = plot_difference(handle.read(MAX_PLOT_BYTES + 1), drawn)
-    if difference is None:
-        return f"{name} is not the plot results.json draws (no PNG of its size as matplotlib writes it)"
-    if difference.worst_tile_rms <= PLOT_TILE_RMS_TOLERANCE:
-        return None
-    mine = metadata.version("matplotlib")
-    measured = (
-        f"a {PLOT_TILE}-pixel tile of it is {difference.worst_tile_rms:.1f} RMS of 255 from the plot "
-        f"matplotlib {mine} draws here (the whole image {difference.rms:.1f}; the tolerance is "
-        f"{PLOT_TILE_RMS_TOLERANCE})"
-    )
-    if recorded == mine or difference.rms > PLOT_RMS_BEYOND_ANY_RELEASE or draw_alike(style, recorded, mine):
-        return f"{name} is not the plot results.json draws: {measured}"
-    drew, where = f"results.json says matplotlib {recorded} drew it", f"with matplotlib=={recorded}"
-    if recorded is None:
-        drew = "results.json does not say which matplotlib drew it (published before attncard recorded it)"
-        where = "with the matplotlib the run was published with"
-    return OtherMatplotlibProblem(
-        f"{name} differs from the plot results.json draws: {measured}, and {drew}; another matplotlib "
-        "release draws other pixels, so this one cannot tell whether the plot is results.json's: check it "
-        f"{where}"
-    )
-
-
-def eval_results_problems(results: Results, folder: Path) -> list[str]:
-    """Every way the run's `.eval_results/` differs from the one entry results.json renders (its accuracy is
-    results.json's); empty when equal."""
-    expected = eval_results_file(results)
-    listed = sorted(name for name in results.manifest if name.startswith(f"{EVAL_RESULTS_DIR}/"))
-    problems = [f"{name} is not the run's entry {expected}" for name in listed if name != expected]
-    path = folder / expected
-    if expected in listed and not _same_bytes(path, render_eval_results(results).encode("utf-8")):
-        problems.append(
-            f"{expected} is not the entry results.json renders (accuracy {results.metrics.accuracy})"
-        )
-    return problems
-
-
 __all__ = [
     "RUN_FILES",
     "WEIGHTS_SUFFIX",
-    "Figure",
-    "OtherMatplotlibProblem",
-    "card_problems",
     "check_expected_sha256",
     "check_files",
     "check_run_files",
     "check_run_tag",
     "check_safe_formats",
-    "eval_results_problems",
-    "evaluated_figures",
-    "figures",
-    "mcc_difference_problems",
-    "metrics_figures",
-    "metrics_from_confusion",
-    "official_metric_of",
     "read_checked_files",
     "read_json_object",
     "read_results",
-    "recomputed_verification",
-    "recorded_figure_problems",
     "refuse_contradictions",
-    "stock_problems",
 ]

@@ -46,7 +46,7 @@ from ..record.results import (
 )
 from ..scoring.gate import all_finite, both_gates, verification_from_counts
 from ..scoring.metrics import predictions_sha256, quality_metrics
-from .integrity import Figure, evaluated_figures, official_metric_of, recomputed_verification
+from .figures import Figure, evaluated_figures, official_metric_of, recomputed_verification
 
 # Bytes one line may take: three whole numbers of at most 20 digits and their commas, then per label a comma
 # and a logit; Python writes a float in at most 24 characters (`-1.1754943508222875e-38`).
@@ -378,7 +378,7 @@ def recompute(
 
     A run whose task has a second evaluated split fails when either gate fails: the run's verification takes
     the second split's gate as recomputed from its recorded counts
-    ([`pipeline.checks.integrity.recomputed_verification`]; `attncard verify --predictions` recomputes that
+    ([`pipeline.checks.figures.recomputed_verification`]; `attncard verify --predictions` recomputes that
     one from its own predictions too).
 
     The metrics are [`pipeline.scoring.metrics.quality_metrics`] of the logits and gold labels, as evaluation

@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     # The stages are imported when the command runs: --help and argument errors need no torch, and neither
     # does --predictions (pipeline.verify.reverify_predictions imports none).
-    from ..checks.registry import shown
+    from ..checks.reverification import shown
     from ..verify.reverify_predictions import reverify_predictions
 
     if args.baseline and not args.predictions:

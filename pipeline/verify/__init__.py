@@ -1,3 +1,4 @@
-"""Verifying a published run: the verified download (check, then load), `attncard verify` with the model, and
-`attncard verify --predictions` without it.
+"""Verifying a published run: the verified download (check, then load: `download.py`, with the base model it
+loads in `base_model.py`), `attncard verify` with the model (`reverify.py`), and `attncard verify
+--predictions` without it (`reverify_predictions.py`).
 """

@@ -7,7 +7,7 @@ signature `model.sig`. See SECURITY.md for what each check defends against.
 
 Loading a run:
 
-1. fetches it: a local folder is used as is; a Hub repository goes through [`pipeline.hub.hub_io.fetch_run`],
+1. fetches it: a local folder is used as is; a Hub repository goes through [`pipeline.hub.fetch.fetch_run`],
    which pins the revision to a commit, writes only under names it checked into a folder attncard owns,
    checks every file against the commit's tree, and holds every request to a timeout and the whole download
    to a deadline;
@@ -16,7 +16,8 @@ Loading a run:
    Hub revision, a signature), in their order: results.json against a run tag's 128-bit digest or an
    expected sha256, when given, and field by field; no pickle files, every file against the manifest, only
    files publish writes, no remote code, a known model type; the recorded module installed, an
-   `adapter_config.json` that is the LoRA config publish writes ([`pipeline.checks.registry.lora_config`]);
+   `adapter_config.json` that is the LoRA config publish writes
+   ([`pipeline.checks.module_and_adapter.lora_config`]);
    the verification and metrics recomputed from the recorded counts; `predictions.csv` read line by line when
    the manifest lists it; the card and plots rendered again; the signature when one is there (against a
    required key or identity, if given); and the (recomputed) status, a FAIL run refused unless asked to
@@ -25,10 +26,10 @@ Loading a run:
    `tokenizer_config.json` is one line) and the run's `config.json` compared with the base model's config,
    every field but those publish sets (labels, architecture, dtype, a missing pad token), so that no field
    sizes a weight before it is checked; then the recorded base weights (a Hub commit, the packaged MiniLM,
-   or a local folder passed as `base_model` with the recorded sha256) with the run's `config.json`, the
-   recorded attention module with its recorded config, then the LoRA adapter and the trained head and
-   module parameters (`modules_to_save`) from the safetensors file. transformers and peft run with
-   `trust_remote_code=False`.
+   or a local folder passed as `base_model` with the recorded sha256; [`pipeline.verify.base_model`]) with
+   the run's `config.json`, the recorded attention module with its recorded config, then the LoRA adapter
+   and the trained head and module parameters (`modules_to_save`) from the safetensors file. transformers
+   and peft run with `trust_remote_code=False`.
 
 Loading seeds nothing and is deterministic: every weight that is initialised at random on the way (the new
 classification head, LoRA's factors) is overwritten from the adapter file, which is checked to hold every
@@ -60,9 +61,7 @@ from tokenizers import Tokenizer
 from transformers import (
     CONFIG_MAPPING,
     AutoConfig,
-    AutoModelForSequenceClassification,
     AutoTokenizer,
-    PretrainedConfig,
     PreTrainedTokenizerBase,
 )
 from transformers import __version__ as transformers_version
@@ -77,45 +76,25 @@ from ..checks.integrity import (
     check_files,
     read_json_object,
 )
+from ..checks.module_and_adapter import lora_config, module_and_config
 from ..checks.predictions import Predictions
-from ..checks.registry import DOWNLOAD, UNSIGNED, CheckedRun, lora_config, module_and_config, run_checks
-from ..hub.hub_io import HubOptions, check_options, fetch_run, hub_endpoint, hub_options
+from ..checks.registry import DOWNLOAD, UNSIGNED, CheckedRun, run_checks
+from ..hub.fetch import HubOptions, check_options, fetch_run, hub_options
 from ..hub.signing import SignatureReport, SignerOptions, check_signer_identity, signer_options
 from ..record.errors import (
     DataError,
     DownloadError,
     IncompatibleRunError,
     IntegrityError,
-    ModelLoadError,
-    UnsafeFormatError,
     first_line,
 )
-from ..record.results import COMMIT_RE, MAX_TOKENIZER_BYTES, RESULTS_FILE, SIGNATURE_FILE, Results, StockLoad
+from ..record.results import MAX_TOKENIZER_BYTES, RESULTS_FILE, SIGNATURE_FILE, Results, StockLoad
 from ..run.data import TaskData
 from ..run.evaluate import classify, evaluate_stock
-from ..run.models import MODEL_ALIASES, folder_revision, minilm_folder, pad_on_the_right
+from ..run.models import pad_on_the_right
+from .base_model import load_base_model
 
 TOKENIZER_FILE = "tokenizer.json"
-# The fields of a run's config.json that publish sets (labels, architecture, dtype, pad token) or that
-# name where and how it was loaded; every other field must be the base model's (check_config_fits_base).
-PUBLISH_SET_CONFIG_FIELDS = frozenset(
-    {
-        "id2label",
-        "label2id",
-        "num_labels",
-        "problem_type",
-        "architectures",
-        "dtype",
-        "torch_dtype",
-        "transformers_version",
-        "_name_or_path",
-        "_commit_hash",
-        "attn_implementation",
-        "_attn_implementation",
-        "_attn_implementation_autoset",
-    }
-)
-EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT = 0, 1, 2
 
 
 @dataclass
@@ -426,7 +405,7 @@ def _rebuild(
             "folder is inconsistent, publish it again"
         )
     tokenizer = load_run_tokenizer(folder, where)  # before any weight: it is cheap, and may be malformed
-    model = _load_base_model(results, config, where, base_model)
+    model = load_base_model(results, config, where, base_model)
     # As pipeline.run.models.load_model counts them: before the module, which may replace projections.
     base_parameters = sum(p.numel() for p in model.parameters())
     module.apply(model, module_config)
@@ -531,148 +510,10 @@ def stock_load_files(
     config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
     with torch.random.fork_rng(devices=[]), _transformers_errors_only():
         tokenizer = load_run_tokenizer(folder, where)
-        base = _load_base_model(results, config, where, base_model)
+        base = load_base_model(results, config, where, base_model)
         pad_on_the_right(tokenizer, base)
         max_length = results.training.hyperparameters.max_length
         return evaluate_stock(base.eval(), folder, tokenizer, data, max_length, batch_size, adapter_config)
-
-
-def _load_base_model(
-    results: Results, config, where: str, base_model: str | os.PathLike | None
-) -> torch.nn.Module:
-    """The recorded base weights with the run's config (labels, pad token), as `load_model` loads them.
-
-    A base model from the Hub is read at its recorded commit; the packaged MiniLM from its package; a base
-    model trained from a local folder (recorded by its name and the sha256 of its weights, never a path) from
-    `base_model`, which must hold those weights.
-    """
-    record = results.model
-    revision: str | None = None
-    if base_model is not None:
-        source = Path(base_model).expanduser()
-        if not source.is_dir():
-            raise IncompatibleRunError(
-                f"base model folder {source} does not exist; pass the folder it was trained on"
-            )
-    elif record.model_id == MODEL_ALIASES["minilm"].hub_id and record.revision.startswith("sha256:"):
-        source = minilm_folder()  # the packaged weights of that Hub repository; their sha256 is checked below
-    elif record.revision.startswith("sha256:"):
-        raise IncompatibleRunError(
-            f"{where}: the run was trained on a local model folder '{record.model_id}' (weights "
-            f"{record.revision[: 7 + SHA_PREFIX]}…); pass that folder as base_model="
-        )
-    else:
-        try:
-            validate_repo_id(record.model_id)
-        except HFValidationError:
-            raise IncompatibleRunError(
-                f"{where}: {RESULTS_FILE} names the base model '{record.model_id}', which is not a Hub id; "
-                "do not use this checkpoint"
-            ) from None
-        if not COMMIT_RE.fullmatch(record.revision):
-            raise IncompatibleRunError(
-                f"{where}: {RESULTS_FILE} pins the base model {record.model_id} to '{record.revision}', "
-                "which is not a commit sha; do not use this checkpoint"
-            )
-        source, revision = record.model_id, record.revision
-        hub_endpoint()  # transformers sends the token to HF_ENDPOINT, not to `endpoint`: refused unless safe
-    if isinstance(source, Path):
-        if not list(source.glob("*.safetensors")):
-            raise UnsafeFormatError(
-                f"{where}: the base model folder {source} has no safetensors weights; attncard loads only "
-                "safetensors: convert it (save_pretrained writes safetensors by default)"
-            )
-        actual = folder_revision(source)
-        if actual != record.revision:
-            raise IncompatibleRunError(
-                f"{where}: the base model {source.name} here has weights {actual[: 7 + SHA_PREFIX]}… but the "
-                f"run was trained on {record.revision[: 7 + SHA_PREFIX]}…; install the versions recorded in "
-                f"{RESULTS_FILE} (environment.packages) or use the same model folder"
-            )
-    check_config_fits_base(config, _base_config(source, revision, record.model_id, where), where)
-    try:
-        model = AutoModelForSequenceClassification.from_pretrained(
-            os.fspath(source),
-            config=config,
-            revision=revision,
-            attn_implementation="sdpa",
-            dtype=torch.float32,
-            use_safetensors=True,
-            trust_remote_code=False,
-        )
-    except OSError as error:
-        raise ModelLoadError(
-            f"{where}: could not load the base model {record.model_id}"
-            + (f" at revision {revision}" if revision else "")
-            + f" ({first_line(error)}); connect to the Hub, or make it available in the local cache"
-        ) from error
-    return model
-
-
-def _base_config(source: str | Path, revision: str | None, model_id: str, where: str) -> PretrainedConfig:
-    """The base model's own config.json (no weights are read)."""
-    try:
-        return AutoConfig.from_pretrained(os.fspath(source), revision=revision, trust_remote_code=False)
-    except OSError as error:
-        raise ModelLoadError(
-            f"{where}: could not read the config of the base model {model_id}"
-            + (f" at revision {revision}" if revision else "")
-            + f" ({first_line(error)}); connect to the Hub, or make it available in the local cache"
-        ) from error
-
-
-def check_config_fits_base(config: PretrainedConfig, base: PretrainedConfig, where: str) -> None:
-    """Refuses a run's config.json that differs from its base model's config in anything publish does not set.
-
-    Publish saves the base model's config with the task's labels (`id2label`, `label2id`, `problem_type`),
-    the classification architecture, the dtype and, for a tokenizer without one, a pad token. Every other
-    field, above all those that size a weight (`vocab_size`, `n_positions`, `max_position_embeddings`,
-    `n_inner`, `intermediate_size`, `hidden_size`, layers, heads, …), must be the base model's: transformers
-    allocates the model from the config before it compares a single weight with the file, so a field like
-    `n_inner=4000000` would take gigabytes before its error. This check reads no weight.
-
-    Args:
-        config: the run's config.json, as `AutoConfig` reads it.
-        base: the recorded base model's config.
-        where: the run, for messages.
-
-    Raises:
-        [`IncompatibleRunError`]: one line naming the first differing field and both values.
-
-    Example:
-        >>> from transformers import GPT2Config
-        >>> check_config_fits_base(GPT2Config(n_inner=4000000), GPT2Config(), "run")
-        Traceback (most recent call last):
-        ...
-        attncard.pipeline.record.errors.IncompatibleRunError: run: config.json sets n_inner to 4000000, but
-        ...
-    """
-    run_fields, base_fields = config.to_dict(), base.to_dict()
-    for name in sorted(set(run_fields) | set(base_fields)):
-        value, expected = run_fields.get(name), base_fields.get(name)
-        if name in PUBLISH_SET_CONFIG_FIELDS or value == expected:
-            continue
-        vocabulary = base_fields.get("vocab_size")
-        if (  # a pad token publish gave a tokenizer without one: any id of the base vocabulary
-            name == "pad_token_id"
-            and expected is None
-            and type(value) is int
-            and type(vocabulary) is int
-            and 0 <= value < vocabulary
-        ):
-            continue
-        raise IncompatibleRunError(
-            f"{where}: {CONFIG_FILE} sets {name} to {_shown_value(value)}, but the base model's config has "
-            f"{_shown_value(expected)}; publish keeps every field of the base model's config but the labels, "
-            "architecture, dtype and pad token, so the file was edited: do not use this checkpoint (nothing "
-            "was loaded)"
-        )
-
-
-def _shown_value(value: object) -> str:
-    """A config value for a one-line message: its repr, cut at 60 characters."""
-    text = repr(value)
-    return text if len(text) <= 60 else f"{text[:57]}..."
 
 
 def _adapter_weight_names(folder: Path, where: str) -> set[str]:

@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..checks.integrity import Figure, evaluated_figures, figures, official_metric_of
+from ..checks.figures import Figure, evaluated_figures, figures, official_metric_of
 from ..checks.predictions import Predictions
-from ..checks.registry import Reverification, check_recorded_data, recorded_data_dir, reverification
-from ..hub.hub_io import check_options
+from ..checks.reverification import Reverification, check_recorded_data, recorded_data_dir, reverification
+from ..hub.fetch import check_options
 from ..record.errors import DataError
 from ..record.results import Metrics, Results, Verification
 from ..run.data import TaskData, load_task, load_task_from_hub, sample_rows, task_statistics
@@ -111,7 +111,7 @@ def reverify(
         verified = load_files(files, base_model)
         results = verified.results
         # The stock-loader line of the card: the adapter with the model's own attention, measured again.
-        stock = (
+        stock_load = (
             None
             if results.stock is None
             else stock_load_files(files, data, base_model, batch_size=results.efficiency.batch_size)
@@ -146,7 +146,7 @@ def reverify(
             *evaluated_figures(results, metrics, verification),
             Figure("parameters.compression_factor", results.parameters.compression_factor, compression),
             Figure("dataset.revision", results.dataset.revision, data.source.revision),
-            *(figures("stock", results.stock, stock) if stock is not None else []),
+            *(figures("stock", results.stock, stock_load) if stock_load is not None else []),
             *_data_figures(results, data, verified.tokenizer),
             *second_figures,
         ],
@@ -259,8 +259,8 @@ def _data_figures(results: Results, data: TaskData, tokenizer) -> list[Figure]:
 
 
 def recorded_task(results: Results, data_dir: str | os.PathLike | None, where: str) -> TaskData:
-    """The recorded task's data ([`pipeline.checks.registry.recorded_data_dir`]), when they are the
-    recorded data ([`pipeline.checks.registry.check_recorded_data`])."""
+    """The recorded task's data ([`pipeline.checks.reverification.recorded_data_dir`]), when they are the
+    recorded data ([`pipeline.checks.reverification.check_recorded_data`])."""
     data_dir = recorded_data_dir(results, data_dir, where)
     if data_dir:
         data = load_task(results.dataset.task, data_dir)

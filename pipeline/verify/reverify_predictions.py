@@ -6,7 +6,7 @@ its model or weights, and without torch.
 download but for the weights and the module, then the figures its card shows recomputed from predictions.csv
 and the recorded task's data, and the paired verdict from its dense baseline's predictions.csv, then the card
 and plots against their rendering again. [`pipeline.verify.reverify`] evaluates the model again and compares
-the same figures: both give a [`pipeline.checks.registry.Reverification`]. Nothing here imports torch,
+the same figures: both give a [`pipeline.checks.reverification.Reverification`]. Nothing here imports torch,
 transformers, peft or accelerate (an import-linter contract in pyproject.toml says so).
 """
 
@@ -16,7 +16,8 @@ import os
 from pathlib import Path
 
 from ..checks.integrity import check_expected_sha256
-from ..checks.registry import VERIFY_PREDICTIONS, CheckedRun, Reverification, run_checks
+from ..checks.registry import VERIFY_PREDICTIONS, CheckedRun, run_checks
+from ..checks.reverification import Reverification
 from ..record.errors import DownloadError
 
 
@@ -43,9 +44,10 @@ def reverify_predictions(
     reasons), with results.json's parameter counts (the deployed parameters need the model); also the dataset
     revision and sample rows. The paired verdict against the dense model, when the run records one, is
     recomputed from this predictions.csv and the dense run's
-    ([`pipeline.checks.registry.comparison_figures`]). When every figure matches, the card, its plots, its
-    `.eval_results/` entry and LICENSE must be the ones results.json renders, as a download checks them. The
-    checks, in order: [`pipeline.checks.registry.CHECKS`]. It takes a few seconds of CPU and imports no torch.
+    ([`pipeline.checks.reverification.comparison_figures`]). When every figure matches, the card, its plots,
+    its `.eval_results/` entry and LICENSE must be the ones results.json renders, as a download checks them.
+    The checks, in order: [`pipeline.checks.registry.CHECKS`]. It takes a few seconds of CPU and imports no
+    torch.
 
     What it cannot tell: whether the model predicts these logits; [`pipeline.verify.reverify.reverify`]
     evaluates the model again.

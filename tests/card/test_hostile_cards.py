@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from attncard.pipeline.card import render
-from attncard.pipeline.checks.integrity import card_problems
+from attncard.pipeline.checks.card_render import card_problems
 from attncard.pipeline.cli import main
 from attncard.pipeline.record.errors import IncompatibleRunError, IntegrityError, ResultsError
 from attncard.pipeline.record.results import CARD_FILE, RESULTS_FILE, Results

@@ -26,7 +26,8 @@ from matplotlib.figure import Figure
 
 from attncard.pipeline.card.plots import PLOT_TILE_RMS_TOLERANCE, plot_difference
 from attncard.pipeline.card.render import render_card, write_plots
-from attncard.pipeline.checks.integrity import OtherMatplotlibProblem, card_problems, read_results
+from attncard.pipeline.checks.card_render import OtherMatplotlibProblem, card_problems
+from attncard.pipeline.checks.integrity import read_results
 from attncard.pipeline.checks.lint import lint_leaderboard
 from attncard.pipeline.record.errors import IntegrityError, UnknownSchemaError
 from attncard.pipeline.record.results import (

@@ -89,7 +89,7 @@ def test_the_registry_order_and_what_each_profile_runs():
         "module",
         "adapter config",
         "figures",
-        "stock record",
+        "stock load record",
         "predictions listed",
         "predictions",
         "figures from predictions",
@@ -98,8 +98,8 @@ def test_the_registry_order_and_what_each_profile_runs():
         "status",
     ]
     assert names(DOWNLOAD) == [
-        *("run tag", "files", "module", "adapter config", "figures", "stock record", "predictions"),
-        *("card", "signature", "status"),
+        *("run tag", "files", "module", "adapter config", "figures", "stock load record"),
+        *("predictions", "card", "signature", "status"),
     ]
     assert names(VERIFY_PREDICTIONS) == [
         *("files", "figures", "predictions listed", "predictions", "figures from predictions", "card"),

@@ -23,7 +23,7 @@ from transformers import AutoModelForSequenceClassification
 
 from attncard.pipeline.card.render import render_card, write_plots
 from attncard.pipeline.checks import predictions as predictions_module
-from attncard.pipeline.checks.integrity import official_metric_of
+from attncard.pipeline.checks.figures import official_metric_of
 from attncard.pipeline.checks.predictions import read_predictions, write_predictions
 from attncard.pipeline.cli import main
 from attncard.pipeline.hub.signing import sign_run_folder

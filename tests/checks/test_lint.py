@@ -11,13 +11,8 @@ import pytest
 import yaml
 
 from attncard.pipeline.card.render import TASK_TITLES, card_usage_code
-from attncard.pipeline.checks.lint import (
-    Finding,
-    line_placeholders,
-    lint_run_folder,
-    markdown_problems,
-    renderings,
-)
+from attncard.pipeline.checks.lint import Finding, line_placeholders, lint_run_folder, markdown_problems
+from attncard.pipeline.checks.lint_run import renderings
 from attncard.pipeline.cli import main, publish_main
 from attncard.pipeline.record.errors import AttncardError
 from attncard.pipeline.record.results import Results, build_manifest

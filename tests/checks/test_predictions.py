@@ -183,7 +183,7 @@ def test_verify_predictions_matches_without_the_model_in_seconds(
     def no_model(*args, **kwargs):
         raise AssertionError("verify --predictions loaded a model")
 
-    monkeypatch.setattr("attncard.pipeline.verify.download._load_base_model", no_model)
+    monkeypatch.setattr("attncard.pipeline.verify.download.load_base_model", no_model)
     started = time.perf_counter()
     assert verify_predictions(run_dir, glue) == 0
     seconds = time.perf_counter() - started

@@ -391,7 +391,7 @@ def test_plain_http_hf_endpoint_is_refused_for_data_and_base_models_before_any_r
         "a Hub model to train": lambda: load_model(f"{HUB_USER}/base", ["negative", "positive"]),
         "its licence": lambda: base_model_license(f"{HUB_USER}/base", f"{HUB_USER}/base", f"{HUB_USER}/base"),
         # The base model `download --verify` and `verify` load, read from HF_ENDPOINT by transformers.
-        "a run's Hub base model": lambda: download._load_base_model(
+        "a run's Hub base model": lambda: download.load_base_model(
             hub_base, AutoConfig.from_pretrained(run_dir), "the run", None
         ),
     }

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-from attncard.pipeline.checks.integrity import Figure, recorded_figure_problems
-from attncard.pipeline.checks.registry import settled
+from attncard.pipeline.checks.figures import Figure, recorded_figure_problems
+from attncard.pipeline.checks.reverification import settled
 from attncard.pipeline.record.errors import IntegrityError
 from attncard.pipeline.record.results import Results, Verdict
 from attncard.pipeline.scoring.paired import COUNT_FIELDS, comparison_from_counts, comparison_problems

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from attncard.pipeline.card.leaderboard import read_cards, render_leaderboard
-from attncard.pipeline.checks.integrity import recomputed_verification, recorded_figure_problems
+from attncard.pipeline.checks.figures import recomputed_verification, recorded_figure_problems
 from attncard.pipeline.checks.lint import lint_run_folder
 from attncard.pipeline.checks.predictions import read_predictions
 from attncard.pipeline.cli import main, publish_main

@@ -54,7 +54,7 @@ from attncard.pipeline.card.render import (
     write_eval_results,
     write_plots,
 )
-from attncard.pipeline.checks.integrity import card_problems
+from attncard.pipeline.checks.card_render import card_problems
 from attncard.pipeline.cli import main
 from attncard.pipeline.record.results import (
     CARD_FILE,
