@@ -49,7 +49,7 @@ Example:
 from __future__ import annotations
 
 import copy
-import importlib
+import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -306,17 +306,19 @@ class ContractCase:
 
 
 def builtin_cases() -> list[ContractCase]:
-    """One case per built-in module, from the `CONTRACT_CASE` beside it: its folder's `__init__.py` holds the
-    case's `config` and `dense_config`, so that a new module folder brings its case with it.
+    """One case per built-in module, from the `contract.toml` beside it in its folder (its `config` and
+    `dense_config` tables), so that a new module folder brings its case with it. It is data, not code: a
+    module's source sha256, which its runs record, covers only its `*.py` files and `spec.md`.
 
     Example:
         >>> [(case.name, dict(case.config)) for case in builtin_cases()][:2]
         [('adaptive_span', {'max_span': 4, 'ramp': 2}), ('adaptive_sparse', {'top_k': 2})]
     """
-    return [
-        ContractCase(name, **importlib.import_module(f"attncard.modules.{name}").CONTRACT_CASE)
-        for name in BUILTIN_MODULE_NAMES
-    ]
+    cases = []
+    for name in BUILTIN_MODULE_NAMES:
+        with (Path(get_module(name).folder) / "contract.toml").open("rb") as contract:
+            cases.append(ContractCase(name, **tomllib.load(contract)))
+    return cases
 
 
 def supports(module: AttentionModule, family: str) -> bool:

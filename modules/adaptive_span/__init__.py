@@ -1,17 +1,20 @@
 """`adaptive_span`: each head learns its attention span (Sukhbaatar et al., 2019)."""
 
-from ..base import AttentionModule, Measurement, Paper, Training, imported_on_call, imported_on_read
+import importlib
+
+from ..base import AttentionModule, Measurement, Paper, Training, imported_on_call
 from .config import AdaptiveSpanConfig
 from .plots import plot_spans
 
 # model.py and attention.py import torch: the hooks import them when first called, so that this folder (and
 # `MODULE`, which the registry and the card read) imports without torch.
+_TORCH_NAMES = {"mean_span": "model", "module_stats": "model", "span_penalty": "model"}
 
 MODULE = AttentionModule(
-    name=__name__.rpartition(".")[2],  # the folder's name
+    name="adaptive_span",
     config_class=AdaptiveSpanConfig,
     function=imported_on_call(f"{__name__}.attention", "adaptive_span_attention"),
-    prepare=imported_on_call(f"{__name__}.model", "prepare"),
+    apply=imported_on_call(f"{__name__}.model", "apply"),
     paper=Paper(
         citation=(
             "Sukhbaatar, Grave, Bojanowski and Joulin, Adaptive Attention Span in Transformers, ACL 2019, "
@@ -41,13 +44,9 @@ MODULE = AttentionModule(
 
 __all__ = ["MODULE", "AdaptiveSpanConfig", "mean_span", "module_stats", "span_penalty"]
 
-__getattr__ = imported_on_read(
-    __name__, {"mean_span": "model", "module_stats": "model", "span_penalty": "model"}
-)
 
-# How the module contract (`attncard.testing`, tests/modules/test_module_contract.py) runs it: `config`
-# changes attention on rows of 4 to 50 tokens; `dense_config` computes the model's own attention.
-CONTRACT_CASE = dict(
-    config={"max_span": 4, "ramp": 2},
-    dense_config={"max_span": 512},  # every span far beyond the longest row
-)
+def __getattr__(name: str) -> object:
+    """A name of `_TORCH_NAMES`, imported from its file when first read."""
+    if name in _TORCH_NAMES:
+        return getattr(importlib.import_module(f"{__name__}.{_TORCH_NAMES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

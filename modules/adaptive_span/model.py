@@ -9,9 +9,8 @@ import statistics
 import torch
 from torch import nn
 
-from ..base import attention_layers, attention_shape, unwrap_peft
+from ..base import attention_layers, attention_shape, install_attention, unwrap_peft
 from ..measure import peak_memory_mb, wall_seconds
-from . import MODULE
 from .attention import CALIBRATION_LENGTHS, AdaptiveSpan, adaptive_span_attention, fused_path_available
 from .config import AdaptiveSpanConfig
 
@@ -19,9 +18,9 @@ from .config import AdaptiveSpanConfig
 MEMORY_PASSES = 5
 
 
-def prepare(model: nn.Module, config: AdaptiveSpanConfig) -> None:
-    """`MODULE.prepare`: gives every attention layer its learnable spans (`module.adaptive_span`), before
-    `MODULE.apply` routes attention through [`adaptive_span_attention`]. The projections are untouched.
+def apply(model: nn.Module, config: AdaptiveSpanConfig) -> nn.Module:
+    """Gives every attention layer its learnable spans (`module.adaptive_span`) and routes attention through
+    [`adaptive_span_attention`]. The projections are untouched.
 
     Example:
         >>> model = apply(model, AdaptiveSpanConfig(max_span=64))
@@ -34,11 +33,8 @@ def prepare(model: nn.Module, config: AdaptiveSpanConfig) -> None:
         layer.module.adaptive_span = AdaptiveSpan(
             heads, config.max_span, config.ramp, config.init_logit, config.global_token
         ).to(device)
-
-
-# `MODULE.apply`: [`prepare`], then the attention function installed with the config; the examples
-# here install the module with it.
-apply = MODULE.apply
+    install_attention(model, "adaptive_span", adaptive_span_attention)
+    return model
 
 
 def span_modules(model: nn.Module) -> list[AdaptiveSpan]:

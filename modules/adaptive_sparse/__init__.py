@@ -1,17 +1,25 @@
 """`adaptive_sparse`: exact top-k attention, each query attending only to its k highest-scoring keys."""
 
-from ..base import AttentionModule, Measurement, Paper, imported_on_call, imported_on_read
+import importlib
+
+from ..base import AttentionModule, Measurement, Paper, imported_on_call
 from .config import AdaptiveSparseConfig
 
 # model.py and attention.py import torch: the hooks import them when first called, so that this folder (and
 # `MODULE`, which the registry and the card read) imports without torch.
+_TORCH_NAMES = {
+    "AdaptiveSparseState": "attention",
+    "adaptive_sparse_attention": "attention",
+    "kept_bias": "attention",
+    "module_stats": "model",
+}
 _module_stats = imported_on_call(f"{__name__}.model", "module_stats")
 
 MODULE = AttentionModule(
-    name=__name__.rpartition(".")[2],  # the folder's name
+    name="adaptive_sparse",
     config_class=AdaptiveSparseConfig,
     function=imported_on_call(f"{__name__}.attention", "adaptive_sparse_attention"),
-    prepare=imported_on_call(f"{__name__}.model", "prepare"),
+    apply=imported_on_call(f"{__name__}.model", "apply"),
     paper=Paper(
         citation=(
             "Zhao, Lin, Zhang, Ren, Su and Sun, Explicit Sparse Transformer: Concentrated Attention Through "
@@ -41,16 +49,9 @@ __all__ = [
     "module_stats",
 ]
 
-__getattr__ = imported_on_read(
-    __name__,
-    {
-        "AdaptiveSparseState": "attention",
-        "adaptive_sparse_attention": "attention",
-        "kept_bias": "attention",
-        "module_stats": "model",
-    },
-)
 
-# How the module contract (`attncard.testing`, tests/modules/test_module_contract.py) runs it: `config`
-# changes attention on rows of 4 to 50 tokens; `dense_config` computes the model's own attention.
-CONTRACT_CASE = dict(config={"top_k": 2}, dense_config={"top_k": 512})  # k beyond every row
+def __getattr__(name: str) -> object:
+    """A name of `_TORCH_NAMES`, imported from its file when first read."""
+    if name in _TORCH_NAMES:
+        return getattr(importlib.import_module(f"{__name__}.{_TORCH_NAMES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,23 +6,25 @@ import math
 
 from torch import nn
 
-from ..base import attention_layers, attention_shape, unwrap_peft
-from . import MODULE
-from .attention import AdaptiveSparseState
+from ..base import attention_layers, attention_shape, install_attention, unwrap_peft
+from .attention import AdaptiveSparseState, adaptive_sparse_attention
 from .config import AdaptiveSparseConfig
 
 
-def prepare(model: nn.Module, config: AdaptiveSparseConfig) -> None:
-    """`MODULE.prepare`: readies every attention layer for top-k attention, in place.
+def apply(model: nn.Module, config: AdaptiveSparseConfig) -> nn.Module:
+    """Switches every attention layer to top-k attention, in place.
 
     Each attention module gets an [`AdaptiveSparseState`] as `module.adaptive_sparse` (its `top_k` and
-    warm-up counter; no parameters); `MODULE.apply` then makes the model's attention function
+    warm-up counter; no parameters), and the model's attention function becomes
     [`adaptive_sparse_attention`], registered as `attncard_adaptive_sparse`. The projections are untouched,
     so LoRA targets the same q and v projections as for any other module.
 
     Args:
         model: a loaded transformers model of a family in `modules.base.FAMILIES`.
         config: `top_k` and `warmup_steps`.
+
+    Returns:
+        The same model.
 
     Example:
         >>> model = apply(model, AdaptiveSparseConfig(top_k=8))
@@ -32,11 +34,8 @@ def prepare(model: nn.Module, config: AdaptiveSparseConfig) -> None:
     for layer in attention_layers(model):
         device = next(layer.module.parameters()).device  # the counter lives beside the layer's weights
         layer.module.adaptive_sparse = AdaptiveSparseState(config.top_k, config.warmup_steps).to(device)
-
-
-# `MODULE.apply`: [`prepare`], then the attention function installed with the config; the examples
-# here install the module with it.
-apply = MODULE.apply
+    install_attention(model, "adaptive_sparse", adaptive_sparse_attention)
+    return model
 
 
 def module_stats(model: nn.Module) -> dict:

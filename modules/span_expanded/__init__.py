@@ -2,26 +2,21 @@
 L_span earlier positions, empty for single sentences) plus the parallel low-rank HyLoRA branch X·A·B added
 before the output projection."""
 
-from ..base import (
-    LORA_BIBTEX,
-    AttentionModule,
-    Measurement,
-    Paper,
-    Training,
-    imported_on_call,
-    imported_on_read,
-)
+import importlib
+
+from ..base import AttentionModule, Measurement, Paper, Training, imported_on_call
 from .config import SpanExpandedConfig
 
 # model.py and attention.py import torch: the hooks import them when first called, so that this folder (and
 # `MODULE`, which the registry and the card read) imports without torch.
+_TORCH_NAMES = {"apply": "model", "module_stats": "model", "segment_memory": "model"}
 _module_stats = imported_on_call(f"{__name__}.model", "module_stats")
 
 MODULE = AttentionModule(
-    name=__name__.rpartition(".")[2],  # the folder's name
+    name="span_expanded",
     config_class=SpanExpandedConfig,
     function=imported_on_call(f"{__name__}.attention", "span_expanded_attention"),
-    prepare=imported_on_call(f"{__name__}.model", "prepare"),
+    apply=imported_on_call(f"{__name__}.model", "apply"),
     paper=Paper(
         citation=(
             "Dai et al., Transformer-XL: Attentive Language Models beyond a Fixed-Length Context, ACL 2019, "
@@ -37,8 +32,14 @@ MODULE = AttentionModule(
   year = {2019},
   url = {https://arxiv.org/abs/1901.02860}
 }
-"""
-        + LORA_BIBTEX,
+@inproceedings{hu2022lora,
+  title = "{LoRA}: Low-Rank Adaptation of Large Language Models",
+  author = {Hu, Edward J. and Shen, Yelong and Wallis, Phillip and Allen-Zhu, Zeyuan and Li, Yuanzhi
+    and Wang, Shean and Wang, Lu and Chen, Weizhu},
+  booktitle = {International Conference on Learning Representations},
+  year = {2022},
+  url = {https://arxiv.org/abs/2106.09685}
+}""",
     ),
     training=Training(trainable_modules=("span_expanded",)),
     measurement=Measurement(
@@ -51,10 +52,9 @@ MODULE = AttentionModule(
 
 __all__ = ["MODULE", "SpanExpandedConfig", "apply", "module_stats", "segment_memory"]
 
-__getattr__ = imported_on_read(
-    __name__, {"apply": "model", "module_stats": "model", "segment_memory": "model"}
-)
 
-# How the module contract (`attncard.testing`, tests/modules/test_module_contract.py) runs it: `config`
-# changes attention on rows of 4 to 50 tokens; `dense_config` computes the model's own attention.
-CONTRACT_CASE = dict(dense_config={})  # the branch's B starts at zero; no memory for one row
+def __getattr__(name: str) -> object:
+    """A name of `_TORCH_NAMES`, imported from its file when first read."""
+    if name in _TORCH_NAMES:
+        return getattr(importlib.import_module(f"{__name__}.{_TORCH_NAMES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

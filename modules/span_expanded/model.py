@@ -24,12 +24,12 @@ from ..base import (
     attention_layers,
     call_attention,
     dense_attention_flops,
+    install_attention,
     projection_shape,
     sdpa_copy,
     unwrap_peft,
 )
-from . import MODULE
-from .attention import SpanExpandedBranch, SpanExpandedState
+from .attention import SpanExpandedBranch, SpanExpandedState, span_expanded_attention
 from .config import SpanExpandedConfig
 
 BRANCH_ATTRIBUTE = "span_expanded"  # the submodule peft's `modules_to_save` names
@@ -56,9 +56,9 @@ def _installed_layers(model: nn.Module) -> list[nn.Module]:
     return modules
 
 
-def prepare(model: nn.Module, config: SpanExpandedConfig) -> None:
-    """`MODULE.prepare`: gives each layer, in place, a HyLoRA branch and a forward that captures the layer
-    input; `MODULE.apply` then installs the attention function.
+def apply(model: nn.Module, config: SpanExpandedConfig) -> nn.Module:
+    """Installs `span_expanded` in place: the attention function and, per layer, a HyLoRA branch and a
+    forward that captures the layer input.
 
     Each attention module gets `span_expanded` (a [`SpanExpandedBranch`], B = 0, so the model computes
     exactly what it computed before), `span_expanded_state` (the memory, empty) and a `forward` that
@@ -68,6 +68,9 @@ def prepare(model: nn.Module, config: SpanExpandedConfig) -> None:
     Args:
         model: a transformers model of a family in `modules.base.FAMILIES`.
         config: the memory length and HyLoRA settings.
+
+    Returns:
+        The same model.
 
     Raises:
         UnsupportedModelError: the model's family is not supported, or a projection's shape is unknown.
@@ -81,6 +84,7 @@ def prepare(model: nn.Module, config: SpanExpandedConfig) -> None:
     layers = attention_layers(model)
     if any(hasattr(layer.module, STATE_ATTRIBUTE) for layer in layers):
         raise ValueError("span_expanded is already installed in this model")
+    install_attention(model, "span_expanded", span_expanded_attention)
     for layer in layers:
         weight = next(layer.projection("q").parameters())
         branch = SpanExpandedBranch(
@@ -95,11 +99,7 @@ def prepare(model: nn.Module, config: SpanExpandedConfig) -> None:
         setattr(layer.module, STATE_ATTRIBUTE, SpanExpandedState(memory_length=config.memory_length))
         # A partial, not a closure: copies of the model (copy.deepcopy) then capture into their own modules.
         layer.module.forward = functools.partial(_capturing_forward, layer.module, layer.module.forward)
-
-
-# `MODULE.apply`: [`prepare`], then the attention function installed with the config; the examples
-# here install the module with it.
-apply = MODULE.apply
+    return model
 
 
 class SegmentMemory:

@@ -1,17 +1,26 @@
 """`svd_lowrank`: the q/k/v/o projections replaced by their truncated SVD, the factors trained in full."""
 
-from ..base import AttentionModule, Measurement, Paper, Training, imported_on_call, imported_on_read
+import importlib
+
+from ..base import AttentionModule, Measurement, Paper, Training, imported_on_call
 from .config import SvdLowRankConfig
 
 # model.py and attention.py import torch: the hooks import them when first called, so that this folder (and
 # `MODULE`, which the registry and the card read) imports without torch.
+_TORCH_NAMES = {
+    "LowRankLinear": "attention",
+    "factorised_parameter_count": "attention",
+    "rank_for_energy": "attention",
+    "lora_target_modules": "model",
+    "module_stats": "model",
+}
 _module_stats = imported_on_call(f"{__name__}.model", "module_stats")
 
 MODULE = AttentionModule(
-    name=__name__.rpartition(".")[2],  # the folder's name
+    name="svd_lowrank",
     config_class=SvdLowRankConfig,
     function=imported_on_call(f"{__name__}.attention", "svd_lowrank_attention"),
-    prepare=imported_on_call(f"{__name__}.model", "prepare"),
+    apply=imported_on_call(f"{__name__}.model", "apply"),
     paper=Paper(
         citation=(
             "Denton, Zaremba, Bruna, LeCun and Fergus, Exploiting Linear Structure Within Convolutional "
@@ -47,17 +56,9 @@ __all__ = [
     "rank_for_energy",
 ]
 
-__getattr__ = imported_on_read(
-    __name__,
-    {
-        "LowRankLinear": "attention",
-        "factorised_parameter_count": "attention",
-        "rank_for_energy": "attention",
-        "lora_target_modules": "model",
-        "module_stats": "model",
-    },
-)
 
-# How the module contract (`attncard.testing`, tests/modules/test_module_contract.py) runs it: `config`
-# changes attention on rows of 4 to 50 tokens; `dense_config` computes the model's own attention.
-CONTRACT_CASE = dict(config={"rank": 4}, dense_config={"rank": 4096})  # capped at full rank
+def __getattr__(name: str) -> object:
+    """A name of `_TORCH_NAMES`, imported from its file when first read."""
+    if name in _TORCH_NAMES:
+        return getattr(importlib.import_module(f"{__name__}.{_TORCH_NAMES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

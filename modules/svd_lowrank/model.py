@@ -12,12 +12,12 @@ from ..base import (
     attention_layers,
     distinct_projections,
     family_layout,
+    install_attention,
     model_family,
     projection_shape,
     unwrap_peft,
 )
-from . import MODULE
-from .attention import LowRankLinear, factorised_parameter_count
+from .attention import LowRankLinear, factorised_parameter_count, svd_lowrank_attention
 from .config import SvdLowRankConfig
 
 
@@ -25,9 +25,8 @@ def _parameter_count(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def prepare(model: nn.Module, config: SvdLowRankConfig) -> None:
-    """`MODULE.prepare`: replaces the chosen projections of every attention layer by their truncated SVD, in
-    place, before `MODULE.apply` installs the attention function.
+def apply(model: nn.Module, config: SvdLowRankConfig) -> nn.Module:
+    """Replaces the chosen projections of every attention layer by their truncated SVD, in place.
 
     Each chosen `nn.Linear` (or GPT-2 `Conv1D`) becomes a [`LowRankLinear`] whose factors `svd_down` and
     `svd_up` come from the SVD of the pretrained weight. GPT-2's fused `c_attn` is factorised once, as one
@@ -38,7 +37,8 @@ def prepare(model: nn.Module, config: SvdLowRankConfig) -> None:
         model: a loaded transformers model of a family in `modules.base.FAMILIES`, not yet wrapped by peft.
         config: the rank (or energy) and the projections to factorise.
 
-    Its parameter counts before and after are kept for [`module_stats`].
+    Returns:
+        The same model. Its parameter counts before and after are kept for [`module_stats`].
 
     Raises:
         ValueError: a projection is already factorised (the module was applied twice).
@@ -63,12 +63,9 @@ def prepare(model: nn.Module, config: SvdLowRankConfig) -> None:
                 low = LowRankLinear.from_projection(projection, rank=config.rank)
             layer.replace_projection(which, low)
             replaced.add(id(low))
+    install_attention(model, "svd_lowrank", svd_lowrank_attention)
     model.attncard_svd_lowrank_parameters = {"before": before, "after": _parameter_count(model)}
-
-
-# `MODULE.apply`: [`prepare`], then the attention function installed with the config; the examples
-# here install the module with it.
-apply = MODULE.apply
+    return model
 
 
 def lora_target_modules(family: str, config: SvdLowRankConfig) -> list[str] | str:

@@ -21,7 +21,7 @@ from conftest import plugin_installed
 # Modules of other packages in the table, installed for their tests (the `plugin_site` fixture).
 PLUGINS = ("sliding_window",)
 
-# Each built-in module's case is beside it (`CONTRACT_CASE` in its folder's `__init__.py`); `config`: how the
+# Each built-in module's case is beside it (its folder's `contract.toml`); `config`: how the
 # plugin runs in the checks, small enough to change attention on rows of 4 to 50 tokens; `dense_config`: where
 # it claims the model's own attention.
 CASES = [

@@ -41,7 +41,7 @@ def test_the_builtin_names_are_the_module_folders_and_name_their_modules():
 
 
 def test_each_builtin_folder_brings_its_contract_case():
-    """A new module folder is all a built-in module needs: its `CONTRACT_CASE` puts it in the contract table
+    """A new module folder is all a built-in module needs: its `contract.toml` puts it in the contract table
     (tests/modules/test_module_contract.py), with configurations its config class takes."""
     from attncard.modules import BUILTIN_MODULE_NAMES
     from attncard.testing import builtin_cases
