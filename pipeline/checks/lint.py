@@ -88,8 +88,9 @@ from huggingface_hub.repocard import REGEX_YAML_BLOCK, metadata_load
 from huggingface_hub.utils import validate_repo_id
 
 from ...modules.base import FAMILIES, AttentionModule
+from ..card.model_index import model_index_results
 from ..card.plots import PLOT_TILE, PLOT_TILE_RMS_TOLERANCE, plot_difference
-from ..card.render import model_index_results, template_environment
+from ..card.render import template_environment
 from ..record.errors import AttncardError, NonFiniteNumberError, ResultsError, first_line
 from ..record.placeholders import PYTHON_FENCES, line_placeholders
 from ..record.results import (
@@ -852,13 +853,9 @@ def lint_leaderboard(cards_dir: str | Path) -> list[Finding]:
         README.md:12: column 'Steps' of row 'gpt2, none, sst2' reads '20', the cards give '10'
     """
     # Imported here: the summary imports the statistics of the paired verdict, which lint needs nowhere else.
-    from ..card.leaderboard import (
-        LEADERBOARD_FILE,
-        LEADERBOARD_PLOT,
-        draw_leaderboard,
-        read_cards,
-        render_leaderboard,
-    )
+    from ..card.groups import read_cards
+    from ..card.leaderboard import LEADERBOARD_FILE, LEADERBOARD_PLOT, render_leaderboard
+    from ..card.leaderboard_plot import draw_leaderboard
 
     cards_dir = Path(cards_dir)
     if not cards_dir.is_dir():

@@ -57,7 +57,7 @@ from importlib import metadata
 from pathlib import Path
 
 from ...modules import BUILTIN_PACKAGE, AttentionModule, get_module, module_names, module_provenance
-from ..card.render import install_line, module_install_lines
+from ..card.snippet import install_line, module_install_lines
 from ..hub.signing import SignatureReport, SignerOptions, verify_run_signature
 from ..record.errors import (
     DataError,

@@ -35,16 +35,11 @@ import transformers
 
 from ...modules import BUILTIN_PACKAGE, ModuleProvenance, contract_problems, get_module, module_provenance
 from ...modules.checks import package_index_warning, traced_text_problems, untraced_attention_warning
-from ..card.render import (
-    LICENSE_FILE,
-    REPOSITORY_PLUGINS,
-    render_card,
-    render_license,
-    run_folder_location,
-    usage_snippet,
-    write_eval_results,
-    write_plots,
-)
+from ..card.eval_results import write_eval_results
+from ..card.model_index import LICENSE_FILE
+from ..card.plots import write_plots
+from ..card.render import render_card, render_license
+from ..card.snippet import REPOSITORY_PLUGINS, run_folder_location, usage_snippet
 from ..checks.integrity import WEIGHTS_SUFFIX
 from ..checks.lint import card_text_problems, lint_run_folder
 from ..checks.predictions import baseline_predictions, write_predictions
