@@ -5,6 +5,7 @@ group of the leaderboard (`leaderboard.write_summary` writes it beside the READM
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..record.results import PLOT_STYLE
@@ -13,6 +14,7 @@ from .groups import Group, failing_runs, longest_layer_row, pooled_comparison, s
 from .plots import plot_context
 
 
+@dataclass(frozen=True)
 class LeaderboardPoint:
     """One module's point on leaderboard.png.
 

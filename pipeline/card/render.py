@@ -45,9 +45,10 @@ class CardTemplateFiles:
 # files never change (tests/verify/test_older_runs.py pins their sha256): new wording is a new version with
 # new files, recorded by the runs published with it, and older runs keep rendering with theirs. Each version
 # names a card for every readable schema (a frozen schema's card keeps its own file). The install lines are
-# built per version (`install_commands`). The gap: the other text attncard builds in Python (`status_line`,
-# `comparison_line`, `usage_where`, `rows_seen`, the front matter, TASK_TITLES, the citations and BibTeX here
-# and in data.py) is not versioned; a change to its wording still changes every card that shows it.
+# built per version (`snippet.install_commands`). The gap: the other text attncard builds in Python
+# (context.py's `status_line`, `comparison_line`, `rows_seen` and BibTeX, snippet.py's `usage_where`,
+# model_index.py's front matter and TASK_TITLES, the citations of data.py and record/citations.py) is not
+# versioned; a change to its wording still changes every card that shows it.
 #
 # Version 2 (issue 44): the summary gives the headline speed and memory, the evidence (results, verification,
 # efficiency, training, data) comes before the model's and the module's description, and the module's source
