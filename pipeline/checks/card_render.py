@@ -10,23 +10,17 @@ import dataclasses
 import tempfile
 from pathlib import Path
 
+from ..card.eval_results import EVAL_RESULTS_DIR, eval_results_file, render_eval_results
+from ..card.model_index import LICENSE_FILE
 from ..card.plots import (
     PLOT_RMS_BEYOND_ANY_RELEASE,
     PLOT_TILE,
     PLOT_TILE_RMS_TOLERANCE,
     draw_alike,
     plot_difference,
-)
-from ..card.render import (
-    EVAL_RESULTS_DIR,
-    LICENSE_FILE,
-    eval_results_file,
-    render_card,
-    render_eval_results,
-    render_license,
-    rendered_card_problems,
     write_plots,
 )
+from ..card.render import render_card, render_license, rendered_card_problems
 from ..record.results import CARD_FILE, MAX_CARD_BYTES, MAX_PLOT_BYTES, Results
 
 

@@ -23,9 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ...modules.base import FAMILIES
-from ..card.render import (
-    LICENSE_FILE,
-)
+from ..card.model_index import LICENSE_FILE
 from ..record.errors import (
     DownloadError,
     IncompatibleRunError,

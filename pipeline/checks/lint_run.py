@@ -86,7 +86,9 @@ from huggingface_hub.repocard import REGEX_YAML_BLOCK, metadata_load
 from huggingface_hub.utils import validate_repo_id
 
 from ...modules.base import FAMILIES
-from ..card.render import EVAL_RESULTS_DIR, model_index_results, template_environment
+from ..card.eval_results import EVAL_RESULTS_DIR
+from ..card.model_index import model_index_results
+from ..card.render import template_environment
 from ..hub.fetch import is_weights
 from ..record.errors import AttncardError, NonFiniteNumberError, ResultsError, first_line
 from ..record.placeholders import line_placeholders

@@ -13,7 +13,7 @@ from importlib import metadata
 from pathlib import Path
 
 from ...modules import BUILTIN_PACKAGE, AttentionModule, get_module, module_names, module_provenance
-from ..card.render import install_line, module_install_lines
+from ..card.snippet import install_line, module_install_lines
 from ..record.errors import IncompatibleRunError, ModuleNotInstalledError, UnknownModuleError
 from ..record.results import RESULTS_FILE, Results, sha256_file
 from .integrity import ADAPTER_CONFIG_FILE, SHA_PREFIX, read_json_object

@@ -8,7 +8,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..card.leaderboard import read_cards, write_summary
+from ..card.groups import read_cards
+from ..card.leaderboard import write_summary
 from ..record.errors import AttncardError, visible
 from .common import (
     EXIT_MISMATCH,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import io
 import json
 import logging
@@ -28,23 +29,18 @@ import os
 import shutil
 import warnings
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import torch
 import transformers
 
 from ...modules import BUILTIN_PACKAGE, ModuleProvenance, contract_problems, get_module, module_provenance
 from ...modules.checks import package_index_warning, traced_text_problems, untraced_attention_warning
-from ..card.render import (
-    LICENSE_FILE,
-    REPOSITORY_PLUGINS,
-    render_card,
-    render_license,
-    run_folder_location,
-    usage_snippet,
-    write_eval_results,
-    write_plots,
-)
+from ..card.eval_results import write_eval_results
+from ..card.model_index import LICENSE_FILE
+from ..card.plots import write_plots
+from ..card.render import render_card, render_license
+from ..card.snippet import REPOSITORY_PLUGINS, run_folder_location, usage_snippet
 from ..checks.integrity import WEIGHTS_SUFFIX
 from ..checks.lint import card_text_problems, lint_run_folder
 from ..checks.predictions import baseline_predictions, write_predictions
@@ -190,6 +186,21 @@ def run_usage_snippet(code: str) -> str:
     return output.getvalue()
 
 
+def write_card_and_results(
+    folder: Path, results: Results, plots: list[dict[str, str]], files: dict[str, str]
+) -> None:
+    """Renders the card of `results` into `folder` and saves its results.json. The card's file table lists
+    `files` (the sha256 of every other file of the folder, `build_manifest`'s); results.json's manifest is
+    those and the card's.
+    """
+    card = folder / CARD_FILE
+    card.write_text(render_card(dataclasses.replace(results, manifest=files), plots), encoding="utf-8")
+    manifest = {**files, CARD_FILE: sha256_file(card)}
+    # In the order `build_manifest` lists a folder: by path, part by part.
+    ordered = dict(sorted(manifest.items(), key=lambda entry: PurePosixPath(entry[0])))
+    dataclasses.replace(results, manifest=ordered).save(folder)
+
+
 def write_run_folder(
     evaluation: EvalResult, results: Results, run_dir: str | os.PathLike, overwrite: bool = True
 ) -> Path:
@@ -198,7 +209,7 @@ def write_run_folder(
 
     Args:
         evaluation: holds the trained model and tokenizer to save.
-        results: the run's figures; its `manifest` is filled in here.
+        results: the run's figures; the folder's results.json is these with its `manifest` and `usage`.
         run_dir: the folder to write, e.g. `runs/minilm-none-sst2`.
         overwrite: replace a run already in `run_dir`; when False, a run found there (one that appeared
             while this one trained: publish checks before it trains) is kept and nothing is written.
@@ -239,26 +250,21 @@ def write_run_folder(
         if licence is not None:
             (partial / LICENSE_FILE).write_text(licence, encoding="utf-8")
         plots = write_plots(results, partial)
+        # Every file but the card and results.json, hashed once: the weights are most of the bytes.
+        files = build_manifest(partial)
         # The usage snippet runs on the folder as it will be published, weights, manifest and a card included:
         # the loader renders the card again from results.json and refuses any other, so the card it finds is
         # the one results.json renders before the snippet's output is in it. The published card shows the
         # same code pointed at the Hub repository, or at the run folder by the path publish was given.
-        files_without_card = build_manifest(partial)
-        results.manifest = files_without_card
-        (partial / CARD_FILE).write_text(render_card(results, plots), encoding="utf-8")
-        results.manifest = build_manifest(partial)
-        results.save(partial)
+        write_card_and_results(partial, results, plots, files)
         example = [evaluation.example[column] for column in evaluation.example]
         location = results.repo_id or run_folder_location(run_dir.name)  # never a local path
         # A base model from a local folder is recorded by name only: the snippet run here is given the folder.
         output = run_usage_snippet(
             usage_snippet(results, partial.as_posix(), example, base_model=evaluation.trained.loaded.source)
         )
-        results.usage = UsageRecord(code=usage_snippet(results, location, example), output=output)
-        results.manifest = files_without_card
-        (partial / CARD_FILE).write_text(render_card(results, plots), encoding="utf-8")
-        results.manifest = build_manifest(partial)
-        results.save(partial)
+        usage = UsageRecord(code=usage_snippet(results, location, example), output=output)
+        write_card_and_results(partial, dataclasses.replace(results, usage=usage), plots, files)
         findings = lint_run_folder(partial)
         if findings:
             raise CardLintError(

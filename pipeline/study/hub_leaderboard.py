@@ -48,13 +48,9 @@ from huggingface_hub import HfApi, get_token
 from huggingface_hub.errors import HfHubHTTPError, HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
-from ..card.leaderboard import (
-    LEADERBOARD_FILE,
-    LEADERBOARD_PLOT,
-    draw_leaderboard,
-    read_cards,
-    render_leaderboard,
-)
+from ..card.groups import read_cards
+from ..card.leaderboard import LEADERBOARD_FILE, LEADERBOARD_PLOT, render_leaderboard
+from ..card.leaderboard_plot import draw_leaderboard
 from ..checks.integrity import SHA_PREFIX
 from ..checks.registry import SUMMARY_HUB, CheckedRun, run_checks
 from ..hub.endpoint import hub_endpoint, redacted

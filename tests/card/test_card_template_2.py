@@ -11,14 +11,10 @@ import tomllib
 import pytest
 from packaging.requirements import Requirement
 
-from attncard.pipeline.card.render import (
-    REPOSITORY_PLUGINS,
-    distinct_percentages,
-    headline_scaling,
-    install_commands,
-    render_card,
-    stock_agreement,
-)
+from attncard.pipeline.card.context import headline_scaling, stock_agreement
+from attncard.pipeline.card.formats import distinct_percentages
+from attncard.pipeline.card.render import render_card
+from attncard.pipeline.card.snippet import REPOSITORY_PLUGINS, install_commands
 from attncard.pipeline.record.results import Results, StockLoad
 from conftest import FIXTURES, REPO_ROOT
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from attncard.pipeline.card import render
+from attncard.pipeline.card import context, render
 from attncard.pipeline.checks.card_render import card_problems
 from attncard.pipeline.cli import main
 from attncard.pipeline.record.errors import IncompatibleRunError, IntegrityError, ResultsError
@@ -39,7 +39,7 @@ def reseal(run_dir: Path, edit: Callable[[Results], None], eval_results: bool = 
     edit(results)
     # The forger's renderer: attncard's, without its refusals of a foreign snippet, command or status line.
     with pytest.MonkeyPatch.context() as forger:
-        forger.setattr(render, "card_usage_code", lambda results: results.usage.code)
+        forger.setattr(context, "card_usage_code", lambda results: results.usage.code)
         forger.setattr(render, "rendered_card_problems", lambda results, card: [])
         reseal_run(run_dir, results, eval_results=eval_results, usage=False)
     return results

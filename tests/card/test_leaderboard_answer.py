@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from attncard.pipeline.card.leaderboard import draw_leaderboard, leaderboard_points, no_answer, read_cards
+from attncard.pipeline.card.groups import no_answer, read_cards
+from attncard.pipeline.card.leaderboard_plot import draw_leaderboard, leaderboard_points
 from attncard.pipeline.cli import main
 from attncard.pipeline.record.results import Results, Status
 from attncard.pipeline.scoring.gate import verification_from_counts

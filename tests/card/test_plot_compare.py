@@ -24,8 +24,8 @@ import matplotlib
 import pytest
 from matplotlib.figure import Figure
 
-from attncard.pipeline.card.plots import PLOT_TILE_RMS_TOLERANCE, plot_difference
-from attncard.pipeline.card.render import render_card, write_plots
+from attncard.pipeline.card.plots import PLOT_TILE_RMS_TOLERANCE, plot_difference, write_plots
+from attncard.pipeline.card.render import render_card
 from attncard.pipeline.checks.card_render import OtherMatplotlibProblem, card_problems
 from attncard.pipeline.checks.integrity import read_results
 from attncard.pipeline.checks.lint import lint_leaderboard
@@ -239,6 +239,7 @@ def test_lint_takes_a_leaderboard_plot_of_the_same_pixels_and_names_its_matplotl
 
 def forged_leaderboard(cards: Path) -> bytes:
     """The leaderboard drawn here without one of its groups: a plot of the same size that shows less."""
-    from attncard.pipeline.card.leaderboard import draw_leaderboard, read_cards
+    from attncard.pipeline.card.groups import read_cards
+    from attncard.pipeline.card.leaderboard_plot import draw_leaderboard
 
     return draw_leaderboard(read_cards(cards)[:-1], cards.parent / "forged.png").read_bytes()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from attncard.pipeline.card.render import card_usage_code, usage_location
+from attncard.pipeline.card.snippet import card_usage_code, usage_location
 from attncard.pipeline.checks.card_render import card_problems
 from attncard.pipeline.record.results import CARD_TEMPLATE, PLOT_STYLE, RESULTS_FILE, Results
 from rerender_cards import (

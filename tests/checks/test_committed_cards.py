@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from attncard.pipeline.card.render import usage_location
+from attncard.pipeline.card.snippet import usage_location
 from attncard.pipeline.checks.card_render import card_problems
 from attncard.pipeline.checks.lint import lint_folder
 from attncard.pipeline.cli import main

@@ -21,7 +21,8 @@ import torch
 from huggingface_hub import HfApi
 from transformers import AutoModelForSequenceClassification
 
-from attncard.pipeline.card.render import render_card, write_plots
+from attncard.pipeline.card.plots import write_plots
+from attncard.pipeline.card.render import render_card
 from attncard.pipeline.checks import predictions as predictions_module
 from attncard.pipeline.checks.figures import official_metric_of
 from attncard.pipeline.checks.predictions import read_predictions, write_predictions

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from attncard.pipeline.card.render import TASK_TITLES, card_usage_code
+from attncard.pipeline.card.model_index import TASK_TITLES
+from attncard.pipeline.card.snippet import card_usage_code
 from attncard.pipeline.checks.lint import Finding, line_placeholders, lint_run_folder, markdown_problems
 from attncard.pipeline.checks.lint_run import renderings
 from attncard.pipeline.cli import main, publish_main

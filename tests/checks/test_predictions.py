@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 import torch
 
-from attncard.pipeline.card.render import render_card, write_plots
+from attncard.pipeline.card.plots import write_plots
+from attncard.pipeline.card.render import render_card
 from attncard.pipeline.checks.integrity import check_safe_formats
 from attncard.pipeline.checks.predictions import (
     MAX_PREDICTIONS_BYTES,

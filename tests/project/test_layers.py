@@ -134,7 +134,8 @@ def test_lint_and_each_modules_card_and_plots_run_with_torch_made_to_fail(tmp_pa
     code = (
         "import sys, tempfile\n"
         "from pathlib import Path\n"
-        "from attncard.pipeline.card.render import render_card, write_plots\n"
+        "from attncard.pipeline.card.plots import write_plots\n"
+        "from attncard.pipeline.card.render import render_card\n"
         "from attncard.pipeline.record.results import Results\n"
         "for folder in map(Path, sys.argv[1:]):\n"
         "    results = Results.load(folder)\n"

@@ -22,7 +22,7 @@ from peft import PeftModel
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
 from attncard.modules import get_module, module_names, module_provenance
-from attncard.pipeline.card.render import card_data
+from attncard.pipeline.card.model_index import card_data
 from attncard.pipeline.checks.lint import lint_run_folder
 from attncard.pipeline.cli import publish_main
 from attncard.pipeline.publish import publish as publish_stage

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from attncard.pipeline.card.leaderboard import read_cards, render_leaderboard
+from attncard.pipeline.card.groups import read_cards
+from attncard.pipeline.card.leaderboard import render_leaderboard
 from attncard.pipeline.checks.figures import recomputed_verification, recorded_figure_problems
 from attncard.pipeline.checks.lint import lint_run_folder
 from attncard.pipeline.checks.predictions import read_predictions

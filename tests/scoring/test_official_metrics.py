@@ -19,8 +19,9 @@ import yaml
 from huggingface_hub import ModelCard
 from sklearn.metrics import f1_score, matthews_corrcoef
 
-from attncard.pipeline.card.leaderboard import read_cards, render_leaderboard
-from attncard.pipeline.card.render import eval_results_file
+from attncard.pipeline.card.eval_results import eval_results_file
+from attncard.pipeline.card.groups import read_cards
+from attncard.pipeline.card.leaderboard import render_leaderboard
 from attncard.pipeline.checks.lint import lint_run_folder
 from attncard.pipeline.checks.predictions import read_predictions
 from attncard.pipeline.cli import main, publish_main

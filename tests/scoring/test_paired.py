@@ -18,7 +18,8 @@ import pytest
 from scipy.stats import binom, norm
 
 from attncard.modules import get_module
-from attncard.pipeline.card.render import render_card, render_license, write_plots
+from attncard.pipeline.card.plots import write_plots
+from attncard.pipeline.card.render import render_card, render_license
 from attncard.pipeline.checks.lint import lint_run_folder
 from attncard.pipeline.record.results import (
     CARD_FILE,

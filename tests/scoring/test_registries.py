@@ -18,7 +18,9 @@ import pytest
 import yaml
 from sklearn.metrics import balanced_accuracy_score
 
-from attncard.pipeline.card.render import model_index_metrics, official_figure, render_card
+from attncard.pipeline.card.context import official_figure
+from attncard.pipeline.card.model_index import model_index_metrics
+from attncard.pipeline.card.render import render_card
 from attncard.pipeline.checks.figures import mcc_difference_problems, official_metric_of
 from attncard.pipeline.checks.lint import lint_run_folder
 from attncard.pipeline.cli import main, publish_main

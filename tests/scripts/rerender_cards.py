@@ -46,14 +46,10 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from attncard.modules import get_module, module_provenance
-from attncard.pipeline.card.render import (
-    card_usage_code,
-    render_card,
-    run_folder_location,
-    usage_location,
-    write_eval_results,
-    write_plots,
-)
+from attncard.pipeline.card.eval_results import write_eval_results
+from attncard.pipeline.card.plots import write_plots
+from attncard.pipeline.card.render import render_card
+from attncard.pipeline.card.snippet import card_usage_code, run_folder_location, usage_location
 from attncard.pipeline.checks.card_render import card_problems
 from attncard.pipeline.cli import main
 from attncard.pipeline.record.results import (

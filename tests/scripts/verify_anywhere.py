@@ -335,7 +335,8 @@ def forge_loss_plot(run_dir: Path, forged_dir: Path) -> Path:
     """A copy of the run whose training-loss plot is drawn with one step's loss moved by FORGED_STEP_DELTA,
     resealed: the manifest and the card written again around it, as tests/card/test_plot_compare.py forges
     one."""
-    from attncard.pipeline.card.render import render_card, write_plots
+    from attncard.pipeline.card.plots import write_plots
+    from attncard.pipeline.card.render import render_card
     from attncard.pipeline.record.results import CARD_FILE, Results, build_manifest
 
     shutil.copytree(run_dir, forged_dir)

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 from huggingface_hub import CommitOperationAdd, HfApi
 
-from attncard.pipeline.card.leaderboard import leaderboard_points, read_cards
+from attncard.pipeline.card.groups import read_cards
+from attncard.pipeline.card.leaderboard_plot import leaderboard_points
 from attncard.pipeline.cli import main
 from attncard.pipeline.record.results import run_tag, sha256_file
 from conftest import HUB_TOKEN, HUB_USER, commit_run_folder, quick_scaling, serve, write_sst2_folder

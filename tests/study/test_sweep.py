@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from attncard.pipeline.card.leaderboard import COLUMNS, task_length_row
+from attncard.pipeline.card.groups import task_length_row
+from attncard.pipeline.card.leaderboard import COLUMNS
 from attncard.pipeline.checks.lint import is_cards_copy, lint_leaderboard, lint_run_folder
 from attncard.pipeline.cli import main
 from attncard.pipeline.cli.publish import add_arguments as add_publish_arguments

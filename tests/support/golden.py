@@ -7,7 +7,8 @@ import dataclasses
 import tempfile
 from pathlib import Path
 
-from attncard.pipeline.card.render import render_card, write_plots
+from attncard.pipeline.card.plots import write_plots
+from attncard.pipeline.card.render import render_card
 from attncard.pipeline.record.results import Results
 from conftest import FIXTURES
 

@@ -11,7 +11,10 @@ from pathlib import Path
 
 import torch
 
-from attncard.pipeline.card.render import card_usage_code, render_card, write_eval_results, write_plots
+from attncard.pipeline.card.eval_results import write_eval_results
+from attncard.pipeline.card.plots import write_plots
+from attncard.pipeline.card.render import render_card
+from attncard.pipeline.card.snippet import card_usage_code
 from attncard.pipeline.record.results import (
     CARD_FILE,
     RESULTS_FILE,

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from attncard.pipeline.card import render
-from attncard.pipeline.card.render import CARD_TEMPLATE_FILES, TEMPLATES_DIR, render_card, write_plots
+from attncard.pipeline.card.plots import write_plots
+from attncard.pipeline.card.render import CARD_TEMPLATE_FILES, TEMPLATES_DIR, render_card
 from attncard.pipeline.cli import main
 from attncard.pipeline.publish import publish
 from attncard.pipeline.record import results as results_module

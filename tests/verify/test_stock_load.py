@@ -13,7 +13,8 @@ from peft import PeftModel
 from safetensors import safe_open
 
 import attncard.pipeline.run.evaluate as evaluate_stage
-from attncard.pipeline.card.render import render_card, write_plots
+from attncard.pipeline.card.plots import write_plots
+from attncard.pipeline.card.render import render_card
 from attncard.pipeline.checks.lint import lint_run_folder
 from attncard.pipeline.cli import publish_main
 from attncard.pipeline.record.errors import IntegrityError, ResultsError
