@@ -29,7 +29,8 @@ from attncard.pipeline.card.leaderboard import draw_leaderboard, read_cards
 from attncard.pipeline.card.plots import plot_difference
 from attncard.pipeline.card.render import render_card, write_plots
 from attncard.pipeline.checks.integrity import OtherMatplotlibProblem, card_problems
-from attncard.pipeline.record.results import CARD_FILE, RESULTS_FILE, Results, sha256_file
+from attncard.pipeline.record.manifest import CARD_FILE, RESULTS_FILE, sha256_file
+from attncard.pipeline.record.results import Results
 
 CARDS = Path(__file__).resolve().parent.parent / "cards"
 FORGED_RUN = "minilm-adaptive_span-mrpc-seed0"  # a module run: a card with every kind of plot

@@ -23,17 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..record.errors import AttncardError, markdown_text
-from ..record.results import (
-    PLOT_STYLE,
-    RESULTS_FILE,
-    Comparison,
-    Results,
-    ScalingRow,
-    Status,
-    Verdict,
-    Verification,
-    sha256_file,
-)
+from ..record.manifest import RESULTS_FILE, sha256_file
+from ..record.results import PLOT_STYLE, Comparison, Results, ScalingRow, Status, Verdict, Verification
 from ..scoring.paired import DENSE_MODULE, pool_comparisons
 from .plots import plot_context
 

@@ -20,17 +20,10 @@ import yaml
 from huggingface_hub import EvalResult, EvalResultEntry, ModelCard, ModelCardData, eval_result_entries_to_yaml
 
 from ...modules import get_module
-from ..record.results import (
-    COMMIT_RE,
-    RESULTS_FILE,
-    SECOND_PREDICTIONS_FILE,
-    Results,
-    ScalingRow,
-    SplitResult,
-    Status,
-    TrainConfig,
-    reproduce_command,
-)
+from ..record.manifest import RESULTS_FILE, SECOND_PREDICTIONS_FILE
+from ..record.results import Results, ScalingRow, SplitResult, Status, TrainConfig
+from ..record.run_names import reproduce_command
+from ..record.text import COMMIT_RE
 from ..run.data import GLUE_BIBTEX, GLUE_CITATION, GLUE_LANGUAGE, HUB_DATASET_ID, TASKS
 from ..scoring import paired
 from .plots import plot_context

@@ -52,29 +52,22 @@ from ..record.errors import (
     UnknownSchemaError,
     UnsafeFormatError,
 )
-from ..record.results import (
+from ..record.manifest import (
     CARD_FILE,
     MAX_CARD_BYTES,
     MAX_CONFIG_BYTES,
     MAX_PLOT_BYTES,
-    OFFICIAL_METRIC_SCHEMA,
     PREDICTIONS_FILE,
     RESULTS_FILE,
-    RUN_TAG_DIGEST_HEX,
-    RUN_TAG_RE,
     SECOND_PREDICTIONS_FILE,
     SIGNATURE_FILE,
     WEIGHTS_SUFFIX,
-    Metrics,
-    Results,
-    SplitResult,
-    Verification,
     check_manifest,
     is_transport_path,
-    run_tag,
     sha256_file,
-    training_log,
 )
+from ..record.results import OFFICIAL_METRIC_SCHEMA, Metrics, Results, SplitResult, Verification, training_log
+from ..record.run_names import RUN_TAG_DIGEST_HEX, RUN_TAG_RE, run_tag
 from ..run.data import TASKS
 from ..scoring.gate import all_finite, both_gates, verification_from_counts
 from ..scoring.metrics import BOOTSTRAP_RESAMPLES, label_metrics

@@ -91,17 +91,11 @@ from ...modules.base import FAMILIES, AttentionModule
 from ..card.plots import PLOT_TILE, PLOT_TILE_RMS_TOLERANCE, plot_difference
 from ..card.render import model_index_results, template_environment
 from ..record.errors import AttncardError, NonFiniteNumberError, ResultsError, first_line
+from ..record.json_strict import loads_strict
+from ..record.manifest import MAX_PLOT_BYTES, MAX_RESULTS_BYTES, RESULTS_FILE, WEIGHTS_SUFFIX, check_manifest
 from ..record.placeholders import PYTHON_FENCES, line_placeholders
-from ..record.results import (
-    COMMIT_RE,
-    MAX_PLOT_BYTES,
-    MAX_RESULTS_BYTES,
-    RESULTS_FILE,
-    WEIGHTS_SUFFIX,
-    Results,
-    check_manifest,
-    loads_strict,
-)
+from ..record.results import Results
+from ..record.text import COMMIT_RE
 from ..scoring.paired import comparison_problems
 
 CARD_FILE = "README.md"

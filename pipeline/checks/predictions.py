@@ -33,17 +33,14 @@ from pathlib import Path
 import numpy as np
 
 from ..record.errors import IntegrityError
-from ..record.results import (
+from ..record.manifest import (
     MAX_PREDICTIONS_BYTES,
     PREDICTIONS_FILE,
     RESULTS_FILE,
     SECOND_PREDICTIONS_FILE,
-    Metrics,
-    Results,
-    SplitResult,
-    Verification,
     sha256_file,
 )
+from ..record.results import Metrics, Results, SplitResult, Verification
 from ..scoring.gate import all_finite, both_gates, verification_from_counts
 from ..scoring.metrics import predictions_sha256, quality_metrics
 from .integrity import Figure, evaluated_figures, official_metric_of, recomputed_verification

@@ -67,19 +67,15 @@ from ..record.errors import (
     ModuleNotInstalledError,
     UnknownModuleError,
 )
-from ..record.results import (
-    COMMIT_RE,
+from ..record.manifest import (
     PREDICTIONS_FILE,
     RESULTS_FILE,
     SECOND_PREDICTIONS_FILE,
     WEIGHTS_SUFFIX,
-    Metrics,
-    Results,
-    SplitResult,
-    Status,
-    Verification,
     sha256_file,
 )
+from ..record.results import Metrics, Results, SplitResult, Status, Verification
+from ..record.text import COMMIT_RE
 from ..run.data import HUB_DATASET_ID, DataSource, ValidationSplit, load_validation, sample_rows
 from ..scoring.metrics import mcc_difference, predictions_sha256
 from ..scoring.paired import paired_comparison

@@ -66,7 +66,8 @@ from ..record.errors import (
     RevisionNotFoundError,
     first_line,
 )
-from ..record.results import COMMIT_RE, RESULTS_FILE, WEIGHTS_SUFFIX, hash_file, max_file_bytes
+from ..record.manifest import RESULTS_FILE, WEIGHTS_SUFFIX, hash_file, max_file_bytes
+from ..record.text import COMMIT_RE
 
 DEFAULT_TIMEOUT_S = 60.0  # each network operation: connecting, one read, one write
 # Until a server has answered once: huggingface_hub's own default, and a server that accepts a connection
@@ -698,7 +699,7 @@ def fetch_run(
     2. Lists the files at that commit (`list_repo_tree`) and checks every path: relative, each part a
        plain name (`[A-Za-z0-9._-]+`, not `.` or `..`), bounded in length, depth and count; and every size
        and id (40-hex blob id, 64-hex LFS sha256). The listed sizes must add up to at most `max_bytes`,
-       and each file's be at most what its kind may have (`results.max_file_bytes`: results.json 16 MiB, a
+       and each file's be at most what its kind may have (`manifest.max_file_bytes`: results.json 16 MiB, a
        config 1 MiB, …), before any file is fetched.
     3. Fetches results.json first; then a file its manifest does not list may be at most
        `MAX_UNLISTED_FILE_BYTES` (the signature, .gitattributes), checked before it is fetched.

@@ -48,18 +48,23 @@ from ..card.render import (
 from ..checks.integrity import WEIGHTS_SUFFIX
 from ..checks.lint import card_text_problems, lint_run_folder
 from ..checks.predictions import baseline_predictions, write_predictions
+from ..record.environment import EnvironmentRecord
 from ..record.errors import AttncardError, BaselineError, CardLintError, first_line
-from ..record.results import (
+from ..record.manifest import (
     CARD_FILE,
-    CARD_TEMPLATE,
-    PLOT_STYLE,
     PREDICTIONS_FILE,
     RESULTS_FILE,
-    SCHEMA_VERSION,
     SECOND_PREDICTIONS_FILE,
+    build_manifest,
+    is_transport_path,
+    sha256_file,
+)
+from ..record.results import (
+    CARD_TEMPLATE,
+    PLOT_STYLE,
+    SCHEMA_VERSION,
     Comparison,
     DatasetRecord,
-    EnvironmentRecord,
     ModelRecord,
     ModuleRecord,
     Results,
@@ -68,14 +73,10 @@ from ..record.results import (
     TrainingRecord,
     UsageRecord,
     Verification,
-    build_manifest,
-    default_repo_name,
-    is_transport_path,
-    reproduce_command,
-    sha256_file,
     training_log,
     utc_now,
 )
+from ..record.run_names import default_repo_name, reproduce_command
 from ..run.data import TaskData, load_task, sample_rows, task_statistics
 from ..run.evaluate import EvalResult, evaluate
 from ..run.models import MODEL_ALIASES, load_model, resolve_model_name, tokenize

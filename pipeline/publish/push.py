@@ -38,16 +38,9 @@ from ..record.errors import (
     PushRefusedError,
     first_line,
 )
-from ..record.results import (
-    CARD_FILE,
-    RESULTS_FILE,
-    Results,
-    Status,
-    hash_file,
-    is_transport_path,
-    run_tag,
-    sha256_file,
-)
+from ..record.manifest import CARD_FILE, RESULTS_FILE, hash_file, is_transport_path, sha256_file
+from ..record.results import Results, Status
+from ..record.run_names import run_tag
 
 # Retries of the calls huggingface_hub does not retry itself (the commit POST, create_repo, model_info, refs,
 # tags), on the schedule of its own `http_backoff`, read from its defaults: 5 retries after the first attempt,

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 from ..hub.hub_io import hub_endpoint
 from ..record.errors import DataError, UnknownNameError
-from ..record.results import SampleRow, SplitStatistics, TokenLengths, sha256_file
+from ..record.manifest import sha256_file
+from ..record.results import SampleRow, SplitStatistics, TokenLengths
 from .data_check import task_folder
 
 # datasets (and numpy, pyarrow) is imported when a task is read: `publish --help` lists TASKS without it.

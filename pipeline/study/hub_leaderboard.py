@@ -78,7 +78,8 @@ from ..record.errors import (
     IntegrityError,
     first_line,
 )
-from ..record.results import RESULTS_FILE, RUN_TAG_RE, SIGNATURE_FILE, WEIGHTS_SUFFIX
+from ..record.manifest import RESULTS_FILE, SIGNATURE_FILE, WEIGHTS_SUFFIX
+from ..record.run_names import RUN_TAG_RE
 
 HUB_TAG = "attncard"  # every card attncard renders carries it (pipeline.card.render)
 MAX_LISTED_RUNS = 1000  # more models than any study publishes: a longer listing is refused, not followed

@@ -66,7 +66,8 @@ from ..publish.publish import (
 )
 from ..publish.push import check_push_only_options, check_push_setup, sign_and_push
 from ..record.errors import AttncardError, first_line, visible
-from ..record.results import Results, Status, TrainConfig, default_repo_name
+from ..record.results import Results, Status, TrainConfig
+from ..record.run_names import default_repo_name
 from ..run.data import check_data_dir, get_task
 from ..run.models import MODEL_ALIASES, resolve_model_name
 from ..verify.download import download_verified

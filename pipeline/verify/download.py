@@ -90,7 +90,9 @@ from ..record.errors import (
     UnsafeFormatError,
     first_line,
 )
-from ..record.results import COMMIT_RE, MAX_TOKENIZER_BYTES, RESULTS_FILE, SIGNATURE_FILE, Results, StockLoad
+from ..record.manifest import MAX_TOKENIZER_BYTES, RESULTS_FILE, SIGNATURE_FILE
+from ..record.results import Results, StockLoad
+from ..record.text import COMMIT_RE
 from ..run.data import TaskData
 from ..run.evaluate import classify, evaluate_stock
 from ..run.models import MODEL_ALIASES, folder_revision, minilm_folder, pad_on_the_right

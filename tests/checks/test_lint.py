@@ -20,7 +20,8 @@ from attncard.pipeline.checks.lint import (
 )
 from attncard.pipeline.cli import main, publish_main
 from attncard.pipeline.record.errors import AttncardError
-from attncard.pipeline.record.results import Results, build_manifest
+from attncard.pipeline.record.manifest import build_manifest
+from attncard.pipeline.record.results import Results
 
 
 @pytest.fixture(scope="module")

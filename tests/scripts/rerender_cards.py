@@ -56,16 +56,13 @@ from attncard.pipeline.card.render import (
 )
 from attncard.pipeline.checks.integrity import card_problems
 from attncard.pipeline.cli import main
+from attncard.pipeline.record.manifest import CARD_FILE, RESULTS_FILE, build_manifest, sha256_file
 from attncard.pipeline.record.results import (
-    CARD_FILE,
     CARD_TEMPLATE,
     PLOT_STYLE,
     READABLE_SCHEMA_VERSIONS,
-    RESULTS_FILE,
     Parameters,
     Results,
-    build_manifest,
-    sha256_file,
 )
 
 ROOT = Path(__file__).resolve().parents[2]

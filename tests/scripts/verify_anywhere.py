@@ -336,7 +336,8 @@ def forge_loss_plot(run_dir: Path, forged_dir: Path) -> Path:
     resealed: the manifest and the card written again around it, as tests/card/test_plot_compare.py forges
     one."""
     from attncard.pipeline.card.render import render_card, write_plots
-    from attncard.pipeline.record.results import CARD_FILE, Results, build_manifest
+    from attncard.pipeline.record.manifest import CARD_FILE, build_manifest
+    from attncard.pipeline.record.results import Results
 
     shutil.copytree(run_dir, forged_dir)
     results = Results.load(forged_dir)

@@ -12,13 +12,8 @@ from pathlib import Path
 import torch
 
 from attncard.pipeline.card.render import card_usage_code, render_card, write_eval_results, write_plots
-from attncard.pipeline.record.results import (
-    CARD_FILE,
-    RESULTS_FILE,
-    Results,
-    build_manifest,
-    sha256_file,
-)
+from attncard.pipeline.record.manifest import CARD_FILE, RESULTS_FILE, build_manifest, sha256_file
+from attncard.pipeline.record.results import Results
 from attncard.pipeline.scoring.metrics import label_metrics, predictions_sha256
 from conftest import REPO_ROOT
 
