@@ -68,6 +68,7 @@ from ..record.manifest import (
 )
 from ..record.results import OFFICIAL_METRIC_SCHEMA, Metrics, Results, SplitResult, Verification, training_log
 from ..record.run_names import RUN_TAG_DIGEST_HEX, RUN_TAG_RE, run_tag
+from ..record.text import SHA_PREFIX
 from ..run.data import TASKS
 from ..scoring.gate import all_finite, both_gates, verification_from_counts
 from ..scoring.metrics import BOOTSTRAP_RESAMPLES, label_metrics
@@ -109,7 +110,6 @@ RUN_FILE_PATTERNS = (re.compile(r"^[a-z0-9_]+\.png$"), re.compile(r"^\.eval_resu
 REQUIRED_FILES = (ADAPTER_WEIGHTS_FILE, ADAPTER_CONFIG_FILE, CONFIG_FILE, CARD_FILE)
 # Pickle-based weight formats: torch.load on them can run arbitrary code. They are refused unopened.
 UNSAFE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
-SHA_PREFIX = 12  # characters of a sha256 shown in messages
 # An expected results.json digest: its full sha256, or at least the 128 bits a run tag carries.
 _EXPECTED_SHA256_RE = re.compile(rf"^[0-9a-f]{{{RUN_TAG_DIGEST_HEX},64}}$")
 # Keys that make transformers import code named by the repository.
@@ -713,7 +713,7 @@ def stock_problems(results: Results, changes_attention: bool) -> list[str]:
         )
     measured = not stock.same_model and not stock.error
     if (stock.accuracy is not None) != measured or bool(stock.predictions_sha256) != measured:
-        recorded = f"{stock.accuracy!r} with predictions_sha256 {stock.predictions_sha256[:12]!r}"
+        recorded = f"{stock.accuracy!r} with predictions_sha256 {stock.predictions_sha256[:SHA_PREFIX]!r}"
         expected = "a stock load that ran has both" if measured else "nothing was measured"
         problems.append(f"stock.accuracy is {recorded}, but {expected}")
     n = results.verification.n

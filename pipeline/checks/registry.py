@@ -75,14 +75,13 @@ from ..record.manifest import (
     sha256_file,
 )
 from ..record.results import Metrics, Results, SplitResult, Status, Verification
-from ..record.text import COMMIT_RE
+from ..record.text import COMMIT_RE, SHA_PREFIX
 from ..run.data import HUB_DATASET_ID, DataSource, ValidationSplit, load_validation, sample_rows
 from ..scoring.metrics import mcc_difference, predictions_sha256
 from ..scoring.paired import paired_comparison
 from ..scoring.tolerances import difference_note
 from .integrity import (
     ADAPTER_CONFIG_FILE,
-    SHA_PREFIX,
     Figure,
     OtherMatplotlibProblem,
     card_problems,

@@ -68,6 +68,7 @@ from ..record.errors import (
 )
 from ..record.manifest import RESULTS_FILE, WEIGHTS_SUFFIX, hash_file, max_file_bytes
 from ..record.text import COMMIT_RE
+from ..record.text import SHA_PREFIX as _SHORT_SHA
 
 DEFAULT_TIMEOUT_S = 60.0  # each network operation: connecting, one read, one write
 # Until a server has answered once: huggingface_hub's own default, and a server that accepts a connection
@@ -92,7 +93,6 @@ _WRITE_CHUNK = 1 << 16  # writes are split so that the deadline is checked betwe
 _SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
 _RETRIED_STATUSES = frozenset({408, 429, 500, 502, 503, 504})  # those huggingface_hub's http_backoff retries
-_SHORT_SHA = 12
 
 logger = logging.getLogger(__name__)
 

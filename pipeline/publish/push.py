@@ -41,6 +41,7 @@ from ..record.errors import (
 from ..record.manifest import CARD_FILE, RESULTS_FILE, hash_file, is_transport_path, sha256_file
 from ..record.results import Results, Status
 from ..record.run_names import run_tag
+from ..record.text import SHA_PREFIX as _SHORT_SHA
 
 # Retries of the calls huggingface_hub does not retry itself (the commit POST, create_repo, model_info, refs,
 # tags), on the schedule of its own `http_backoff`, read from its defaults: 5 retries after the first attempt,
@@ -63,7 +64,6 @@ PUSH_DEADLINE_S = 30 * 60.0
 CONFLICT_STATUSES = frozenset({409, 412})
 _TRANSIENT_ERRORS = (httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProtocolError)
 _UPLOAD_FAILED = re.compile(r"Error while uploading '(.*)' to the Hub\.")  # huggingface_hub's RuntimeError
-_SHORT_SHA = 12
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")

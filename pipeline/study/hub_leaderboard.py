@@ -55,7 +55,6 @@ from ..card.leaderboard import (
     read_cards,
     render_leaderboard,
 )
-from ..checks.integrity import SHA_PREFIX
 from ..checks.registry import SUMMARY_HUB, CheckedRun, run_checks
 from ..hub.hub_io import (
     DEFAULT_DEADLINE_S,
@@ -80,6 +79,7 @@ from ..record.errors import (
 )
 from ..record.manifest import RESULTS_FILE, SIGNATURE_FILE, WEIGHTS_SUFFIX
 from ..record.run_names import RUN_TAG_RE
+from ..record.text import SHA_PREFIX
 
 HUB_TAG = "attncard"  # every card attncard renders carries it (pipeline.card.render)
 MAX_LISTED_RUNS = 1000  # more models than any study publishes: a longer listing is refused, not followed

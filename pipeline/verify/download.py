@@ -71,7 +71,6 @@ from transformers.utils import logging as transformers_logging
 from ..checks.integrity import (
     ADAPTER_WEIGHTS_FILE,
     CONFIG_FILE,
-    SHA_PREFIX,
     TOKENIZER_CONFIG_FILE,
     check_expected_sha256,
     check_files,
@@ -92,7 +91,7 @@ from ..record.errors import (
 )
 from ..record.manifest import MAX_TOKENIZER_BYTES, RESULTS_FILE, SIGNATURE_FILE
 from ..record.results import Results, StockLoad
-from ..record.text import COMMIT_RE
+from ..record.text import COMMIT_RE, SHA_PREFIX
 from ..run.data import TaskData
 from ..run.evaluate import classify, evaluate_stock
 from ..run.models import MODEL_ALIASES, folder_revision, minilm_folder, pad_on_the_right
