@@ -6,7 +6,7 @@ Each text field of the schema declares its format where it is defined, as peft d
 fixed shape, such as a module's config). `"text"` may also be a function of the whole record that returns
 the format, for a format that depends on another field or on this install. [`check_text_formats`] walks the
 record and checks every declared text, so that a forger's markup, HTML, link or shell stops there, before
-anything shows it.
+anything shows it; [`check_names`] then checks that the names it holds agree (labels, a module's package).
 
 Not declared: the texts attncard derives again and compares (the usage snippet, the command, the
 verification's reasons, the module's citation, BibTeX and config help, the paired verdict's method), which
