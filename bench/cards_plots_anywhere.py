@@ -30,7 +30,8 @@ from attncard.pipeline.card.leaderboard_plot import draw_leaderboard
 from attncard.pipeline.card.plots import plot_difference, write_plots
 from attncard.pipeline.card.render import render_card
 from attncard.pipeline.checks.card_render import OtherMatplotlibProblem, card_problems
-from attncard.pipeline.record.results import CARD_FILE, RESULTS_FILE, Results, sha256_file
+from attncard.pipeline.record.manifest import CARD_FILE, RESULTS_FILE, sha256_file
+from attncard.pipeline.record.results import Results
 
 CARDS = Path(__file__).resolve().parent.parent / "cards"
 FORGED_RUN = "minilm-adaptive_span-mrpc-seed0"  # a module run: a card with every kind of plot

@@ -42,7 +42,7 @@ from importlib import metadata
 from pathlib import Path
 
 from ..pipeline.record.errors import ModulePluginError, UnknownModuleError, first_line
-from ..pipeline.record.results import sha256_file
+from ..pipeline.record.manifest import sha256_file
 from .base import AttentionModule, Claims, Measurement, Paper, Training
 
 ENTRY_POINT_GROUP = "attncard.modules"

@@ -237,7 +237,8 @@ def check_same_predictions(matrix: Path, glue: Path, tmp_path: Path, name: str, 
     """Run `name` of the matrix with the local executor and with `executor` (its options): the same
     predictions.csv, byte for byte (every logit), both trained on the run's own torch threads (its `cpus`),
     whatever the sweep's process and the worker would have used."""
-    from attncard.pipeline.record.results import PREDICTIONS_FILE, Results
+    from attncard.pipeline.record.manifest import PREDICTIONS_FILE
+    from attncard.pipeline.record.results import Results
 
     with quick_scaling():
         code, _, err = sweep_in_process(matrix, glue, tmp_path / "local", "--only", name)

@@ -9,7 +9,9 @@ from pathlib import Path
 import yaml
 from huggingface_hub import EvalResultEntry, eval_result_entries_to_yaml
 
-from ..record.results import COMMIT_RE, RESULTS_FILE, Results
+from ..record.manifest import RESULTS_FILE
+from ..record.results import Results
+from ..record.text import COMMIT_RE
 from ..run.data import HUB_DATASET_ID
 from .model_index import model_index_metrics
 

@@ -13,16 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..record.errors import AttncardError
-from ..record.results import (
-    RESULTS_FILE,
-    Comparison,
-    Results,
-    ScalingRow,
-    Status,
-    Verdict,
-    Verification,
-    sha256_file,
-)
+from ..record.manifest import RESULTS_FILE, sha256_file
+from ..record.results import Comparison, Results, ScalingRow, Status, Verdict, Verification
 from ..scoring.paired import DENSE_MODULE, pool_comparisons
 
 

@@ -22,7 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from ..record.errors import markdown_text
-from ..record.results import RESULTS_FILE, Results, ScalingRow, Status, Verdict
+from ..record.manifest import RESULTS_FILE
+from ..record.results import Results, ScalingRow, Status, Verdict
 from ..scoring.paired import DENSE_MODULE
 from .groups import (
     Group,

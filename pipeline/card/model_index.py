@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from huggingface_hub import EvalResult, ModelCardData
 
-from ..record.results import COMMIT_RE, Results, SplitResult
+from ..record.results import Results, SplitResult
+from ..record.text import COMMIT_RE
 from ..scoring.metrics import get_official_metric
 from ..scoring.tasks import GLUE_LANGUAGE, HUB_DATASET_ID, TASKS, title_of_task
 from .snippet import base_model_is_local

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 
-from ..record.results import Results, reproduce_command
+from ..record.results import Results
+from ..record.run_names import reproduce_command
 
 
 def base_model_is_local(results: Results) -> bool:

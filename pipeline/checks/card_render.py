@@ -21,7 +21,8 @@ from ..card.plots import (
     write_plots,
 )
 from ..card.render import render_card, render_license, rendered_card_problems
-from ..record.results import CARD_FILE, MAX_CARD_BYTES, MAX_PLOT_BYTES, Results
+from ..record.manifest import CARD_FILE, MAX_CARD_BYTES, MAX_PLOT_BYTES
+from ..record.results import Results
 
 
 def card_problems(results: Results, folder: Path) -> list[str]:

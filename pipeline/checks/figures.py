@@ -19,15 +19,9 @@ import dataclasses
 from typing import Any
 
 from ..record.errors import IntegrityError
-from ..record.results import (
-    OFFICIAL_METRIC_SCHEMA,
-    RESULTS_FILE,
-    Metrics,
-    Results,
-    SplitResult,
-    Verification,
-    training_log,
-)
+from ..record.manifest import RESULTS_FILE
+from ..record.results import OFFICIAL_METRIC_SCHEMA, Metrics, Results, SplitResult, Verification, training_log
+from ..record.text import SHA_PREFIX
 from ..scoring.gate import all_finite, both_gates, verification_from_counts
 from ..scoring.metrics import BOOTSTRAP_RESAMPLES, get_official_metric, label_metrics
 from ..scoring.paired import DEFAULT_CONFIDENCE, comparison_problems
@@ -381,7 +375,9 @@ def stock_load_problems(results: Results, changes_attention: bool) -> list[str]:
         )
     measured = not stock_load.same_model and not stock_load.error
     if (stock_load.accuracy is not None) != measured or bool(stock_load.predictions_sha256) != measured:
-        recorded = f"{stock_load.accuracy!r} with predictions_sha256 {stock_load.predictions_sha256[:12]!r}"
+        recorded = (
+            f"{stock_load.accuracy!r} with predictions_sha256 {stock_load.predictions_sha256[:SHA_PREFIX]!r}"
+        )
         expected = "a stock load that ran has both" if measured else "nothing was measured"
         problems.append(f"stock.accuracy is {recorded}, but {expected}")
     n = results.verification.n

@@ -32,22 +32,21 @@ from ..record.errors import (
     UnknownSchemaError,
     UnsafeFormatError,
 )
-from ..record.results import (
+from ..record.manifest import (
     CARD_FILE,
     MAX_CONFIG_BYTES,
     PREDICTIONS_FILE,
     RESULTS_FILE,
-    RUN_TAG_DIGEST_HEX,
-    RUN_TAG_RE,
     SECOND_PREDICTIONS_FILE,
     SIGNATURE_FILE,
     WEIGHTS_SUFFIX,
-    Results,
     check_manifest,
     is_transport_path,
-    run_tag,
     sha256_file,
 )
+from ..record.results import Results
+from ..record.run_names import RUN_TAG_DIGEST_HEX, RUN_TAG_RE, run_tag
+from ..record.text import SHA_PREFIX
 from ..scoring.tasks import TASKS
 
 ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
@@ -85,7 +84,6 @@ RUN_FILE_PATTERNS = (re.compile(r"^[a-z0-9_]+\.png$"), re.compile(r"^\.eval_resu
 REQUIRED_FILES = (ADAPTER_WEIGHTS_FILE, ADAPTER_CONFIG_FILE, CONFIG_FILE, CARD_FILE)
 # Pickle-based weight formats: torch.load on them can run arbitrary code. They are refused unopened.
 UNSAFE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
-SHA_PREFIX = 12  # characters of a sha256 shown in messages
 # An expected results.json digest: its full sha256, or at least the 128 bits a run tag carries.
 _EXPECTED_SHA256_RE = re.compile(rf"^[0-9a-f]{{{RUN_TAG_DIGEST_HEX},64}}$")
 # Keys that make transformers import code named by the repository.

@@ -29,8 +29,8 @@ from pathlib import Path
 from ...modules.base import AttentionModule
 from ..card.plots import PLOT_TILE, PLOT_TILE_RMS_TOLERANCE, plot_difference
 from ..record.errors import AttncardError, first_line
+from ..record.manifest import MAX_PLOT_BYTES, RESULTS_FILE
 from ..record.placeholders import line_placeholders
-from ..record.results import MAX_PLOT_BYTES, RESULTS_FILE
 from .lint_run import Finding, is_cards_copy, lint_run_folder
 from .markdown import markdown_problems, split_row
 

@@ -91,16 +91,11 @@ from ..card.model_index import model_index_results
 from ..card.render import template_environment
 from ..hub.fetch import is_weights
 from ..record.errors import AttncardError, NonFiniteNumberError, ResultsError, first_line
+from ..record.json_strict import loads_strict
+from ..record.manifest import CARD_FILE, MAX_RESULTS_BYTES, RESULTS_FILE, check_manifest
 from ..record.placeholders import line_placeholders
-from ..record.results import (
-    CARD_FILE,
-    COMMIT_RE,
-    MAX_RESULTS_BYTES,
-    RESULTS_FILE,
-    Results,
-    check_manifest,
-    loads_strict,
-)
+from ..record.results import Results
+from ..record.text import COMMIT_RE
 from ..scoring.paired import comparison_problems
 from .integrity import ADAPTER_CONFIG_FILE, CONFIG_FILE
 from .markdown import (

@@ -15,8 +15,10 @@ from pathlib import Path
 from ...modules import BUILTIN_PACKAGE, AttentionModule, get_module, module_names, module_provenance
 from ..card.snippet import install_line, module_install_lines
 from ..record.errors import IncompatibleRunError, ModuleNotInstalledError, UnknownModuleError
-from ..record.results import RESULTS_FILE, Results, sha256_file
-from .integrity import ADAPTER_CONFIG_FILE, SHA_PREFIX, read_json_object
+from ..record.manifest import RESULTS_FILE, sha256_file
+from ..record.results import Results
+from ..record.text import SHA_PREFIX
+from .integrity import ADAPTER_CONFIG_FILE, read_json_object
 
 if typing.TYPE_CHECKING:  # peft is imported by the one check that needs it (TORCH), inside it
     from peft import LoraConfig

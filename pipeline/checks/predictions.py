@@ -33,17 +33,15 @@ from pathlib import Path
 import numpy as np
 
 from ..record.errors import IntegrityError
-from ..record.results import (
+from ..record.manifest import (
     MAX_PREDICTIONS_BYTES,
     PREDICTIONS_FILE,
     RESULTS_FILE,
     SECOND_PREDICTIONS_FILE,
-    Metrics,
-    Results,
-    SplitResult,
-    Verification,
     sha256_file,
 )
+from ..record.results import Metrics, Results, SplitResult, Verification
+from ..record.text import SHA_PREFIX
 from ..scoring.gate import all_finite, both_gates, verification_from_counts
 from ..scoring.metrics import predictions_sha256, quality_metrics
 from .figures import Figure, evaluated_figures, official_metric_of, recomputed_verification
@@ -251,8 +249,8 @@ def read_predictions(
     digest = predictions_sha256(predicted)
     if digest != metrics.predictions_sha256:
         raise refuse(
-            f"predictions hash to {digest[:12]}…, {RESULTS_FILE} records {prefix}metrics.predictions_sha256 "
-            f"{metrics.predictions_sha256[:12]}…"
+            f"predictions hash to {digest[:SHA_PREFIX]}…, {RESULTS_FILE} records "
+            f"{prefix}metrics.predictions_sha256 {metrics.predictions_sha256[:SHA_PREFIX]}…"
         )
     counted = dict(zip(names, np.bincount(labels, minlength=count).tolist(), strict=True))
     if counted != verification.class_counts:

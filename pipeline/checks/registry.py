@@ -57,10 +57,12 @@ from pathlib import Path
 from ...modules import AttentionModule
 from ..hub.signing import SignatureReport, SignerOptions, verify_run_signature
 from ..record.errors import FailedCheckpointError, IntegrityError
-from ..record.results import PREDICTIONS_FILE, RESULTS_FILE, WEIGHTS_SUFFIX, Results, Status
+from ..record.manifest import PREDICTIONS_FILE, RESULTS_FILE, WEIGHTS_SUFFIX
+from ..record.results import Results, Status
+from ..record.text import SHA_PREFIX
 from .card_render import OtherMatplotlibProblem, card_problems
 from .figures import recorded_figure_problems, stock_load_problems
-from .integrity import SHA_PREFIX, check_run_tag, read_checked_files, refuse_contradictions
+from .integrity import check_run_tag, read_checked_files, refuse_contradictions
 from .module_and_adapter import lora_config, module_and_config
 from .predictions import Predictions, read_predictions
 from .reverification import Reverification, predictions_reverification

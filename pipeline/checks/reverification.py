@@ -12,25 +12,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..record.errors import DataError, IntegrityError
-from ..record.results import (
-    COMMIT_RE,
-    PREDICTIONS_FILE,
-    RESULTS_FILE,
-    SECOND_PREDICTIONS_FILE,
-    Metrics,
-    Results,
-    SplitResult,
-    Status,
-    Verification,
-    sha256_file,
-)
+from ..record.manifest import PREDICTIONS_FILE, RESULTS_FILE, SECOND_PREDICTIONS_FILE, sha256_file
+from ..record.results import Metrics, Results, SplitResult, Status, Verification
+from ..record.text import COMMIT_RE, SHA_PREFIX
 from ..run.data import DataSource, ValidationSplit, load_validation, sample_rows
 from ..scoring.metrics import get_official_metric, mcc_difference, predictions_sha256
 from ..scoring.paired import paired_comparison
 from ..scoring.tasks import HUB_DATASET_ID
 from ..scoring.tolerances import difference_note
 from .figures import Figure, evaluated_figures, figures
-from .integrity import SHA_PREFIX, read_results
+from .integrity import read_results
 from .predictions import Predictions, baseline_predictions, prediction_figures, recompute
 
 

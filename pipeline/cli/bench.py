@@ -9,7 +9,7 @@ import argparse
 import json
 from datetime import UTC, datetime
 
-from ..record.results import EnvironmentRecord
+from ..record.environment import EnvironmentRecord
 from .common import run_command
 
 DESCRIPTION = "Time and peak memory of banded attention against dense attention."

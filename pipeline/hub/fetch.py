@@ -43,7 +43,8 @@ from ..record.errors import (
     RevisionNotFoundError,
     first_line,
 )
-from ..record.results import COMMIT_RE, RESULTS_FILE, WEIGHTS_SUFFIX, hash_file, max_file_bytes
+from ..record.manifest import RESULTS_FILE, WEIGHTS_SUFFIX, hash_file, max_file_bytes
+from ..record.text import COMMIT_RE, SHA_PREFIX
 from .endpoint import endpoint_key, hub_endpoint, origin, redacted
 from .http import (
     DEFAULT_DEADLINE_S,
@@ -68,7 +69,6 @@ MAX_UNLISTED_FILE_BYTES = 1 << 20
 MAX_REDIRECTS = 5
 _SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
-_SHORT_SHA = 12
 
 logger = logging.getLogger(__name__)
 
@@ -164,7 +164,7 @@ def fetch_run(
     2. Lists the files at that commit (`list_repo_tree`) and checks every path: relative, each part a
        plain name (`[A-Za-z0-9._-]+`, not `.` or `..`), bounded in length, depth and count; and every size
        and id (40-hex blob id, 64-hex LFS sha256). The listed sizes must add up to at most `max_bytes`,
-       and each file's be at most what its kind may have (`results.max_file_bytes`: results.json 16 MiB, a
+       and each file's be at most what its kind may have (`manifest.max_file_bytes`: results.json 16 MiB, a
        config 1 MiB, …), before any file is fetched.
     3. Fetches results.json first; then a file its manifest does not list may be at most
        `MAX_UNLISTED_FILE_BYTES` (the signature, .gitattributes), checked before it is fetched.
@@ -283,7 +283,7 @@ def fetch_run(
                 hub,
                 reason,
                 where,
-                cached.commit[:_SHORT_SHA],
+                cached.commit[:SHA_PREFIX],
             )
             return cached
         except HubRevisionNotFoundError:
@@ -350,7 +350,7 @@ def _fetch_online(
         raise DownloadError(f"{hub} answered commit {commit} for the commit {revision}; it cannot be trusted")
     folder = root / commit
     if _complete(root, commit, hub, without_weights) is None:
-        where = f"{repo_id}@{commit[:_SHORT_SHA]} on {hub}"
+        where = f"{repo_id}@{commit[:SHA_PREFIX]} on {hub}"
         files = _listing(api, repo_id, commit, hub)
         weights = {file.path for file in files if is_weights(file.path)}
         if without_weights:
@@ -386,7 +386,7 @@ def _fetch_online(
 
 def _listing(api: HfApi, repo_id: str, commit: str, hub: str) -> list[_File]:
     """The files at `commit`, every path, size and id checked."""
-    where = f"{repo_id}@{commit[:_SHORT_SHA]} on {hub}"
+    where = f"{repo_id}@{commit[:SHA_PREFIX]} on {hub}"
     files: list[_File] = []
     entries = 0
     try:
@@ -551,8 +551,8 @@ def _store(response: httpx2.Response, file: _File, target: Path, hub: str) -> No
             )
         if digest.hexdigest() != file.expected:
             raise IntegrityError(
-                f"{hub} sent bytes for {file.path} whose id {digest.hexdigest()[:_SHORT_SHA]}… is not the "
-                f"{file.expected[:_SHORT_SHA]}… its listing gives; the file was not kept: do not use this "
+                f"{hub} sent bytes for {file.path} whose id {digest.hexdigest()[:SHA_PREFIX]}… is not the "
+                f"{file.expected[:SHA_PREFIX]}… its listing gives; the file was not kept: do not use this "
                 "server",
                 file=file.path,
                 endpoint=hub,

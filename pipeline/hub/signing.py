@@ -38,7 +38,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from ..record.errors import SignatureError, SigningError, first_line, visible
-from ..record.results import (
+from ..record.manifest import (
     RESULTS_FILE,
     SIGNATURE_FILE,
     TRANSPORT_FILES,
@@ -47,7 +47,7 @@ from ..record.results import (
     sha256_file,
 )
 
-# What a transport adds to a run folder, never part of the run (see pipeline.record.results).
+# What a transport adds to a run folder, never part of the run (see pipeline.record.manifest).
 TRANSPORT_PATHS = (*TRANSPORT_FILES, *TRANSPORT_FOLDERS)
 # `require_signer` ending so takes the workflow at any tag: runs published under earlier tags keep verifying.
 ANY_TAG = "@refs/tags/*"

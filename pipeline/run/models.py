@@ -28,7 +28,7 @@ from huggingface_hub.repocard import metadata_load
 from ...modules.base import family_layout
 from ..hub.endpoint import hub_endpoint
 from ..record.errors import ModelLoadError, UnknownNameError, UnsupportedModelError
-from ..record.results import hash_file
+from ..record.manifest import hash_file
 
 # torch and transformers are imported when a model is loaded: `publish --help` lists the aliases without them.
 if TYPE_CHECKING:

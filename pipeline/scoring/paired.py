@@ -24,15 +24,8 @@ from dataclasses import fields
 from pathlib import Path
 
 from ..record.errors import AttncardError, ResultsError
-from ..record.results import (
-    RESULTS_FILE,
-    BaselineRecord,
-    Comparison,
-    Results,
-    TrainConfig,
-    Verdict,
-    sha256_file,
-)
+from ..record.manifest import RESULTS_FILE, sha256_file
+from ..record.results import BaselineRecord, Comparison, Results, TrainConfig, Verdict
 from .tolerances import difference_note, same_figure
 
 DEFAULT_MARGIN = 0.01  # one accuracy point

@@ -51,7 +51,6 @@ from huggingface_hub.utils import validate_repo_id
 from ..card.groups import read_cards
 from ..card.leaderboard import LEADERBOARD_FILE, LEADERBOARD_PLOT, render_leaderboard
 from ..card.leaderboard_plot import draw_leaderboard
-from ..checks.integrity import SHA_PREFIX
 from ..checks.registry import SUMMARY_HUB, CheckedRun, run_checks
 from ..hub.endpoint import hub_endpoint, redacted
 from ..hub.fetch import HubOptions, check_options, fetch_run, hub_options
@@ -65,7 +64,9 @@ from ..record.errors import (
     IntegrityError,
     first_line,
 )
-from ..record.results import RESULTS_FILE, RUN_TAG_RE, SIGNATURE_FILE, WEIGHTS_SUFFIX
+from ..record.manifest import RESULTS_FILE, SIGNATURE_FILE, WEIGHTS_SUFFIX
+from ..record.run_names import RUN_TAG_RE
+from ..record.text import SHA_PREFIX
 
 HUB_TAG = "attncard"  # every card attncard renders carries it (pipeline.card.render)
 MAX_LISTED_RUNS = 1000  # more models than any study publishes: a longer listing is refused, not followed

@@ -40,7 +40,7 @@ import yaml
 
 from ...modules import get_module
 from ..record.errors import AttncardError, first_line, visible
-from ..record.results import default_repo_name
+from ..record.run_names import default_repo_name
 from ..run.models import MODEL_ALIASES, resolve_model_name
 from ..scoring.tasks import get_task
 

@@ -13,10 +13,12 @@ from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 from transformers import AutoConfig, AutoModelForSequenceClassification, PretrainedConfig
 
-from ..checks.integrity import CONFIG_FILE, SHA_PREFIX
+from ..checks.integrity import CONFIG_FILE
 from ..hub.endpoint import hub_endpoint
 from ..record.errors import IncompatibleRunError, ModelLoadError, UnsafeFormatError, first_line
-from ..record.results import COMMIT_RE, RESULTS_FILE, Results
+from ..record.manifest import RESULTS_FILE
+from ..record.results import Results
+from ..record.text import COMMIT_RE, SHA_PREFIX
 from ..run.models import MODEL_ALIASES, folder_revision, minilm_folder
 
 # The fields of a run's config.json that publish sets (labels, architecture, dtype, pad token) or that

@@ -70,7 +70,6 @@ from transformers.utils import logging as transformers_logging
 from ..checks.integrity import (
     ADAPTER_WEIGHTS_FILE,
     CONFIG_FILE,
-    SHA_PREFIX,
     TOKENIZER_CONFIG_FILE,
     check_expected_sha256,
     check_files,
@@ -88,7 +87,9 @@ from ..record.errors import (
     IntegrityError,
     first_line,
 )
-from ..record.results import MAX_TOKENIZER_BYTES, RESULTS_FILE, SIGNATURE_FILE, Results, StockLoad
+from ..record.manifest import MAX_TOKENIZER_BYTES, RESULTS_FILE, SIGNATURE_FILE
+from ..record.results import Results, StockLoad
+from ..record.text import SHA_PREFIX
 from ..run.data import TaskData
 from ..run.evaluate import classify, evaluate_stock
 from ..run.models import pad_on_the_right

@@ -24,7 +24,8 @@ from attncard.pipeline.card import context, render
 from attncard.pipeline.checks.card_render import card_problems
 from attncard.pipeline.cli import main
 from attncard.pipeline.record.errors import IncompatibleRunError, IntegrityError, ResultsError
-from attncard.pipeline.record.results import CARD_FILE, RESULTS_FILE, Results
+from attncard.pipeline.record.manifest import CARD_FILE, RESULTS_FILE
+from attncard.pipeline.record.results import Results
 from attncard.pipeline.verify.download import download_verified
 from run_folders import copy_run, one_line, refresh_manifest
 from run_folders import reseal as reseal_run

@@ -29,15 +29,10 @@ from attncard.pipeline.card.render import render_card
 from attncard.pipeline.checks.card_render import OtherMatplotlibProblem, card_problems
 from attncard.pipeline.checks.integrity import read_results
 from attncard.pipeline.checks.lint import lint_leaderboard
+from attncard.pipeline.record.environment import EnvironmentRecord
 from attncard.pipeline.record.errors import IntegrityError, UnknownSchemaError
-from attncard.pipeline.record.results import (
-    CARD_FILE,
-    PLOT_STYLE,
-    RESULTS_FILE,
-    EnvironmentRecord,
-    Results,
-    build_manifest,
-)
+from attncard.pipeline.record.manifest import CARD_FILE, RESULTS_FILE, build_manifest
+from attncard.pipeline.record.results import PLOT_STYLE, Results
 from attncard.pipeline.verify.download import download_verified
 from conftest import FIXTURES
 from run_folders import LOSS, MINE, RUN, loss_plot, sealed_copy

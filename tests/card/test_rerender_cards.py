@@ -13,7 +13,8 @@ import pytest
 
 from attncard.pipeline.card.snippet import card_usage_code, usage_location
 from attncard.pipeline.checks.card_render import card_problems
-from attncard.pipeline.record.results import CARD_TEMPLATE, PLOT_STYLE, RESULTS_FILE, Results
+from attncard.pipeline.record.manifest import RESULTS_FILE
+from attncard.pipeline.record.results import CARD_TEMPLATE, PLOT_STYLE, Results
 from rerender_cards import (
     CARDS,
     as_recorded,

@@ -32,14 +32,8 @@ from attncard.pipeline.checks.registry import (
 )
 from attncard.pipeline.cli import main
 from attncard.pipeline.record.errors import IntegrityError
-from attncard.pipeline.record.results import (
-    CARD_FILE,
-    PLOT_STYLE,
-    PREDICTIONS_FILE,
-    RESULTS_FILE,
-    Results,
-    sha256_file,
-)
+from attncard.pipeline.record.manifest import CARD_FILE, PREDICTIONS_FILE, RESULTS_FILE, sha256_file
+from attncard.pipeline.record.results import PLOT_STYLE, Results
 from attncard.pipeline.study.hub_leaderboard import write_hub_summary
 from attncard.pipeline.verify.download import download_verified
 from attncard.pipeline.verify.reverify_predictions import reverify_predictions
@@ -241,7 +235,7 @@ def test_a_figure_that_differs_stays_a_mismatch_when_the_card_is_edited_too(glue
 def test_summary_hub_and_download_refuse_an_edited_card_in_the_same_words(tiny_gpt2_run, hub, tmp_path):
     from huggingface_hub import HfApi
 
-    from attncard.pipeline.record.results import run_tag
+    from attncard.pipeline.record.run_names import run_tag
 
     run_dir, glue = tiny_gpt2_run
     folder = tmp_path / "run"

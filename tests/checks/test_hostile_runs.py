@@ -38,16 +38,14 @@ from attncard.pipeline.record.errors import (
     ResultsError,
     SignatureError,
 )
-from attncard.pipeline.record.results import (
+from attncard.pipeline.record.manifest import (
     CARD_FILE,
     PREDICTIONS_FILE,
     RESULTS_FILE,
-    ParametersV2,
-    Results,
-    Status,
     build_manifest,
     sha256_file,
 )
+from attncard.pipeline.record.results import ParametersV2, Results, Status
 from attncard.pipeline.scoring.gate import verification_from_counts
 from attncard.pipeline.scoring.metrics import label_metrics
 from attncard.pipeline.verify.download import download_verified, load_verified

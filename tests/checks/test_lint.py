@@ -16,7 +16,8 @@ from attncard.pipeline.checks.lint import Finding, line_placeholders, lint_run_f
 from attncard.pipeline.checks.lint_run import renderings
 from attncard.pipeline.cli import main, publish_main
 from attncard.pipeline.record.errors import AttncardError
-from attncard.pipeline.record.results import Results, build_manifest
+from attncard.pipeline.record.manifest import build_manifest
+from attncard.pipeline.record.results import Results
 
 
 @pytest.fixture(scope="module")

@@ -35,15 +35,14 @@ from attncard.pipeline.checks.predictions import (
 from attncard.pipeline.cli import main
 from attncard.pipeline.publish.publish import copy_to_cards
 from attncard.pipeline.record.errors import IntegrityError
-from attncard.pipeline.record.results import (
+from attncard.pipeline.record.manifest import (
     CARD_FILE,
     PREDICTIONS_FILE,
     RESULTS_FILE,
-    Results,
-    Status,
     build_manifest,
     sha256_file,
 )
+from attncard.pipeline.record.results import Results, Status
 from attncard.pipeline.run.data import load_task
 from attncard.pipeline.scoring.gate import verification_from_counts
 from attncard.pipeline.scoring.metrics import label_metrics, quality_metrics

@@ -36,13 +36,8 @@ from attncard.pipeline.hub.signing import (
     verify_run_signature,
 )
 from attncard.pipeline.record.errors import AttncardError, DownloadError, SignatureError, SigningError
-from attncard.pipeline.record.results import (
-    RESULTS_FILE,
-    SIGNATURE_FILE,
-    Results,
-    build_manifest,
-    check_manifest,
-)
+from attncard.pipeline.record.manifest import RESULTS_FILE, SIGNATURE_FILE, build_manifest, check_manifest
+from attncard.pipeline.record.results import Results
 from conftest import REPO_ROOT
 from signing_keys import make_key
 

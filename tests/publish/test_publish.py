@@ -27,14 +27,9 @@ from attncard.pipeline.checks.lint import lint_run_folder
 from attncard.pipeline.cli import publish_main
 from attncard.pipeline.publish import publish as publish_stage
 from attncard.pipeline.publish.publish import copy_to_cards
-from attncard.pipeline.record.results import (
-    EnvironmentRecord,
-    Results,
-    Status,
-    TrainConfig,
-    build_manifest,
-    check_manifest,
-)
+from attncard.pipeline.record.environment import EnvironmentRecord
+from attncard.pipeline.record.manifest import build_manifest, check_manifest
+from attncard.pipeline.record.results import Results, Status, TrainConfig
 from attncard.pipeline.run.data import load_task
 from attncard.pipeline.run.models import folder_revision, load_model, minilm_folder, tokenize
 from attncard.pipeline.run.scaling import MODEL_REPEATS, REPEATS

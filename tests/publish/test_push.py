@@ -29,7 +29,8 @@ from attncard.pipeline.hub.http import HUB_BACKOFF
 from attncard.pipeline.publish import push as publish
 from attncard.pipeline.publish.push import PushResult, push_run_folder, push_tag
 from attncard.pipeline.record.errors import IntegrityError, PushConflictError, PushError, PushRefusedError
-from attncard.pipeline.record.results import Results, Status, sha256_file
+from attncard.pipeline.record.manifest import sha256_file
+from attncard.pipeline.record.results import Results, Status
 from attncard.pipeline.verify.download import load_verified
 from attncard.pipeline.verify.reverify import reverify
 from conftest import HUB_USER, point_client_at, write_sst2_folder

@@ -8,13 +8,13 @@ import subprocess
 
 import pytest
 
-from attncard.pipeline.record.results import (
+from attncard.pipeline.record.frozen_schemas import (
     FROZEN_SCHEMA_ATTNCARD_VERSIONS,
     FROZEN_SCHEMA_COMMITS,
     FROZEN_SCHEMA_TASKS,
-    SCHEMA_VERSION,
-    loads_strict,
 )
+from attncard.pipeline.record.json_strict import loads_strict
+from attncard.pipeline.record.results import SCHEMA_VERSION
 from attncard.pipeline.scoring.tasks import TASKS
 from conftest import REPO_ROOT
 

@@ -20,7 +20,8 @@ from attncard.pipeline.checks.predictions import read_predictions
 from attncard.pipeline.cli import main, publish_main
 from attncard.pipeline.publish.publish import copy_to_cards
 from attncard.pipeline.record.errors import IntegrityError, ResultsError
-from attncard.pipeline.record.results import CARD_FILE, RESULTS_FILE, Results, build_manifest
+from attncard.pipeline.record.manifest import CARD_FILE, RESULTS_FILE, build_manifest
+from attncard.pipeline.record.results import Results
 from attncard.pipeline.scoring.gate import both_gates
 from attncard.pipeline.verify.download import download_verified
 from attncard.pipeline.verify.reverify import reverify

@@ -27,7 +27,8 @@ from attncard.pipeline.checks.predictions import read_predictions
 from attncard.pipeline.cli import main, publish_main
 from attncard.pipeline.publish.publish import copy_to_cards
 from attncard.pipeline.record.errors import IntegrityError, ResultsError
-from attncard.pipeline.record.results import CARD_FILE, RESULTS_FILE, OfficialMetric, Results
+from attncard.pipeline.record.manifest import CARD_FILE, RESULTS_FILE
+from attncard.pipeline.record.results import OfficialMetric, Results
 from attncard.pipeline.scoring.metrics import mcc_difference
 from attncard.pipeline.scoring.paired import comparison_from_counts
 from attncard.pipeline.verify.download import download_verified

@@ -25,7 +25,8 @@ from attncard.pipeline.checks.figures import mcc_difference_problems, official_m
 from attncard.pipeline.checks.lint import lint_run_folder
 from attncard.pipeline.cli import main, publish_main
 from attncard.pipeline.record.errors import UnknownNameError
-from attncard.pipeline.record.results import CARD_FILE, OfficialMetric, Results
+from attncard.pipeline.record.manifest import CARD_FILE
+from attncard.pipeline.record.results import OfficialMetric, Results
 from attncard.pipeline.run.data import load_task, load_validation
 from attncard.pipeline.scoring.metrics import (
     OFFICIAL_METRICS,

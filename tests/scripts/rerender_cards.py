@@ -52,16 +52,13 @@ from attncard.pipeline.card.render import render_card
 from attncard.pipeline.card.snippet import card_usage_code, run_folder_location, usage_location
 from attncard.pipeline.checks.card_render import card_problems
 from attncard.pipeline.cli import main
+from attncard.pipeline.record.manifest import CARD_FILE, RESULTS_FILE, build_manifest, sha256_file
 from attncard.pipeline.record.results import (
-    CARD_FILE,
     CARD_TEMPLATE,
     PLOT_STYLE,
     READABLE_SCHEMA_VERSIONS,
-    RESULTS_FILE,
     Parameters,
     Results,
-    build_manifest,
-    sha256_file,
 )
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -337,7 +337,8 @@ def forge_loss_plot(run_dir: Path, forged_dir: Path) -> Path:
     one."""
     from attncard.pipeline.card.plots import write_plots
     from attncard.pipeline.card.render import render_card
-    from attncard.pipeline.record.results import CARD_FILE, Results, build_manifest
+    from attncard.pipeline.record.manifest import CARD_FILE, build_manifest
+    from attncard.pipeline.record.results import Results
 
     shutil.copytree(run_dir, forged_dir)
     results = Results.load(forged_dir)

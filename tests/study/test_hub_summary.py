@@ -26,7 +26,8 @@ from huggingface_hub import CommitOperationAdd, HfApi
 from attncard.pipeline.card.groups import read_cards
 from attncard.pipeline.card.leaderboard_plot import leaderboard_points
 from attncard.pipeline.cli import main
-from attncard.pipeline.record.results import run_tag, sha256_file
+from attncard.pipeline.record.manifest import sha256_file
+from attncard.pipeline.record.run_names import run_tag
 from conftest import HUB_TOKEN, HUB_USER, commit_run_folder, quick_scaling, serve, write_sst2_folder
 from hub_server import LoopbackHub
 from signing_keys import make_key

@@ -23,7 +23,8 @@ from huggingface_hub import CommitOperationAdd, HfApi
 
 from attncard.pipeline.cli import main
 from attncard.pipeline.cli.common import progress_on_stderr
-from attncard.pipeline.record.results import run_tag, sha256_file
+from attncard.pipeline.record.manifest import sha256_file
+from attncard.pipeline.record.run_names import run_tag
 from conftest import HUB_USER, TINY_GPT2_REPO, commit_run_folder, serve
 from hostile_hub import HostileHub
 from signing_keys import make_key

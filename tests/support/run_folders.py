@@ -15,13 +15,8 @@ from attncard.pipeline.card.eval_results import write_eval_results
 from attncard.pipeline.card.plots import write_plots
 from attncard.pipeline.card.render import render_card
 from attncard.pipeline.card.snippet import card_usage_code
-from attncard.pipeline.record.results import (
-    CARD_FILE,
-    RESULTS_FILE,
-    Results,
-    build_manifest,
-    sha256_file,
-)
+from attncard.pipeline.record.manifest import CARD_FILE, RESULTS_FILE, build_manifest, sha256_file
+from attncard.pipeline.record.results import Results
 from attncard.pipeline.scoring.metrics import label_metrics, predictions_sha256
 from conftest import REPO_ROOT
 

@@ -33,7 +33,8 @@ from attncard.pipeline.record.errors import (
     UnknownSchemaError,
     UnsafeFormatError,
 )
-from attncard.pipeline.record.results import Results, sha256_file
+from attncard.pipeline.record.manifest import sha256_file
+from attncard.pipeline.record.results import Results
 from attncard.pipeline.run.data import load_task
 from attncard.pipeline.scoring.metrics import predictions_sha256
 from attncard.pipeline.verify.download import DownloadOptions, download_verified, load_verified, predict

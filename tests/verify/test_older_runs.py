@@ -25,16 +25,13 @@ from attncard.pipeline.cli import main
 from attncard.pipeline.publish import publish
 from attncard.pipeline.record import results as results_module
 from attncard.pipeline.record.errors import IntegrityError, ResultsError, UnknownSchemaError
+from attncard.pipeline.record.manifest import CARD_FILE, RESULTS_FILE, build_manifest, sha256_file
 from attncard.pipeline.record.results import (
-    CARD_FILE,
     CARD_TEMPLATE,
     CARD_TEMPLATES,
     READABLE_SCHEMA_VERSIONS,
-    RESULTS_FILE,
     Results,
     Status,
-    build_manifest,
-    sha256_file,
 )
 from attncard.pipeline.verify.download import download_verified
 from conftest import FIXTURES

@@ -18,7 +18,8 @@ from attncard.pipeline.card.render import render_card
 from attncard.pipeline.checks.lint import lint_run_folder
 from attncard.pipeline.cli import publish_main
 from attncard.pipeline.record.errors import IntegrityError, ResultsError
-from attncard.pipeline.record.results import CARD_FILE, Results, StockLoad, build_manifest
+from attncard.pipeline.record.manifest import CARD_FILE, build_manifest
+from attncard.pipeline.record.results import Results, StockLoad
 from attncard.pipeline.run.data import load_task
 from attncard.pipeline.run.evaluate import classify
 from attncard.pipeline.run.models import load_model
