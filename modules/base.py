@@ -260,7 +260,8 @@ def installed_config(model: nn.Module) -> object:
     Example:
         >>> from attncard.modules import get_module
         >>> module = get_module("adaptive_sparse")
-        >>> installed_config(module.apply(model, module.config_class(top_k=4)))
+        >>> install_attention(model, module.name, module.function, module.config_class(top_k=4))
+        >>> installed_config(model)
         AdaptiveSparseConfig(top_k=4, warmup_steps=0)
     """
     return getattr(attention_layers(model)[0].module, CONFIG_ATTRIBUTE)

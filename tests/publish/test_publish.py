@@ -395,7 +395,7 @@ def test_a_card_with_a_lint_finding_is_not_written(tiny_model_dir, small_glue, t
     # The template itself leaves a marker: the loader (which renders the card again) sees the same card.
     with_marker = lambda results, plots: real_render(results, plots) + "TODO\n"  # noqa: E731
     monkeypatch.setattr(publish_stage, "render_card", with_marker)
-    monkeypatch.setattr("attncard.pipeline.checks.integrity.render_card", with_marker)
+    monkeypatch.setattr("attncard.pipeline.checks.card_render.render_card", with_marker)
     argv = [
         "--model",
         str(tiny_model_dir("gpt2")),
