@@ -104,6 +104,7 @@ INJECTIONS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(INJECTIONS))
 def test_free_text_cannot_inject_into_a_verified_card(tiny_gpt2_run, tmp_path, capsys, case: str) -> None:
     field, value = INJECTIONS[case]

@@ -48,6 +48,7 @@ SAME_FAMILY, OTHER_FAMILY = ("3.11.1", "3.10.9") if MINE.startswith("3.11.") els
 
 
 
+@pytest.mark.slow
 def test_the_same_pixels_in_other_bytes_pass(tmp_path):
     """Another release of this matplotlib's family draws its pixels (3.11.1 the locked 3.11.2's); only the
     PNG's Software chunk differs."""
@@ -68,6 +69,7 @@ def test_a_fresh_run_drawn_by_another_family_passes(tmp_path, release):
     assert card_problems(read_results(folder), folder) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("release", ["3.10.9", "3.8.4"])
 def test_a_fresh_run_drawn_by_another_family_with_a_step_moved_is_refused(tmp_path, release):
     moved = (FIXTURES / f"training_loss_style2_step_moved_matplotlib_{release}.png").read_bytes()
@@ -130,6 +132,7 @@ def test_the_same_matplotlib_with_other_pixels_is_not_the_plot(tmp_path):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("delta", [0.05, -0.05])
 def test_a_step_loss_moved_and_resealed_is_refused(tmp_path, delta):
     forged = loss_plot(tmp_path, delta)
@@ -159,6 +162,7 @@ def test_a_forged_plot_of_a_run_of_another_matplotlib_is_still_a_problem(tmp_pat
     ],
     ids=["trailing-byte", "extra-chunk", "truncated", "bad-crc", "not-png"],
 )
+@pytest.mark.slow
 def test_a_png_as_matplotlib_does_not_write_it_is_not_the_plot(tmp_path, shipped):
     folder = sealed_copy(tmp_path, MINE, shipped(loss_plot(tmp_path)))
     problems = card_problems(read_results(folder), folder)
@@ -215,6 +219,7 @@ def test_download_names_both_matplotlibs_and_says_no_edit(tiny_gpt2_run, tmp_pat
     assert "edited" not in message and message.endswith("until then, do not use this checkpoint"), message
 
 
+@pytest.mark.slow
 def test_lint_takes_a_leaderboard_plot_of_the_same_pixels_and_names_its_matplotlib_otherwise(tmp_path):
     cards = tmp_path / "cards"
     shutil.copytree(ROOT / "cards", cards)

@@ -171,6 +171,7 @@ def test_one_entry_added_runs_in_every_profile_with_its_needs_and_only_those(
 # --- verify --predictions: the card and the plots -----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_verify_predictions_refuses_a_redrawn_loss_plot_in_a_downloads_words(glue, tmp_path):
     """One step's loss moved by 0.05 and the plot drawn again, sealed into the manifest with the card: every
     figure still matches its recomputation, and the plot is refused as a download refuses it."""
@@ -232,6 +233,7 @@ def test_a_figure_that_differs_stays_a_mismatch_when_the_card_is_edited_too(glue
 # --- summary --hub and download: one card problem, one wording ----------------------------------------------
 
 
+@pytest.mark.slow
 def test_summary_hub_and_download_refuse_an_edited_card_in_the_same_words(tiny_gpt2_run, hub, tmp_path):
     from huggingface_hub import HfApi
 

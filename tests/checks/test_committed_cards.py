@@ -61,12 +61,14 @@ def test_cards_holds_a_copy_of_every_run_of_the_matrix_and_no_weights():
     assert list(CARDS.rglob("*.safetensors")) == []
 
 
+@pytest.mark.slow
 def test_the_committed_leaderboard_and_cards_pass_lint(capsys):
     kind, findings = lint_folder(CARDS)
     assert (kind, [str(finding) for finding in findings]) == ("cards folder", [])
     assert main(["lint", str(CARDS)]) == 0
 
 
+@pytest.mark.slow
 def test_no_committed_file_names_a_path_of_the_machine_that_made_it():
     assert machine_paths(CARDS) == []
 

@@ -178,6 +178,7 @@ def test_an_adapter_config_of_a_later_peft_is_told_from_an_injection(tiny_gpt2_r
 # --- row 3: results.json bound to the run with 128 bits --------------------------------------------------
 
 
+@pytest.mark.slow
 def test_run_tag_and_expected_digest_pin_results_json(hub: LoopbackHub, tiny_gpt2_run, tmp_path, fresh_cache):
     run_dir = copy_run(tiny_gpt2_run, tmp_path)
     tag = push_tag(run_dir)
@@ -406,6 +407,7 @@ def test_json_that_readers_disagree_on_is_one_line(
 # --- row 11: signed runs -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_push_signs_and_download_requires_the_signer(
     hub: LoopbackHub, tiny_gpt2_run, tmp_path, capsys, fresh_cache
 ) -> None:
@@ -536,6 +538,7 @@ def _tokenizer_json(run_dir: Path, edit: Callable[[dict], object]) -> str:
         ),
     ],
 )
+@pytest.mark.slow
 def test_a_malformed_tokenizer_is_one_line_and_exit_2(
     tiny_gpt2_run, tiny_model_dir, tmp_path, capsys, name, text, message
 ) -> None:
@@ -640,6 +643,7 @@ def _large_predictions(tiny_gpt2_run, folder: Path, rows: int) -> Results:
     return consistent_results(results, labels, logits, list(results.dataset.label_names))
 
 
+@pytest.mark.slow
 def test_predictions_csv_is_read_in_a_fraction_of_its_size(tiny_gpt2_run, tmp_path) -> None:
     """Holding every line, field and float as Python objects took ten times the file (a million rows, 48 MB:
     +505 MB); streamed, the rows' compact result is about what stays."""

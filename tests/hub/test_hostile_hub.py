@@ -303,6 +303,7 @@ def test_plain_http_to_another_host_is_refused_before_any_request(
 # Row 7: a trickle ends at the deadline
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "trickle",
     [{"repo_info": "headers"}, {"tree": "body"}, {"resolve": "headers"}, {"resolve": "body"}],
@@ -335,6 +336,7 @@ def test_a_wait_asked_past_the_deadline_is_not_waited(hostile, published: str, t
     assert time.monotonic() - started < DEADLINE_S
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "trickle", [{"create_repo": "headers"}, {"repo_info": "body"}], ids=["repo-headers", "info-body"]
 )
@@ -517,6 +519,7 @@ def test_an_lfs_batch_answer_over_its_cap_stops_the_push(hostile, tiny_gpt2_run)
     assert hostile.request_count("commit") == 0  # nothing was committed
 
 
+@pytest.mark.slow
 def test_a_server_that_never_answers_is_not_asked_again(
     hostile, published: str, tiny_gpt2_run, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:

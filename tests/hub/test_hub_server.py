@@ -365,6 +365,7 @@ def test_fixture_points_the_default_client_at_the_hub(hub: LoopbackHub, repo: st
 # Faults
 
 
+@pytest.mark.slow
 def test_preupload_503_burst_is_retried_by_the_client(hub: LoopbackHub, api: HfApi, repo: str) -> None:
     hub.faults.add("preupload", "status", status=503, times=2)
     head = commit_files(api, {"config.json": CONFIG})
@@ -383,6 +384,7 @@ def test_commit_500_surfaces_and_leaves_the_repo_unchanged(hub: LoopbackHub, api
     assert commit_files(api, {"config.json": b"{}"}) == hub.head(repo) != head
 
 
+@pytest.mark.slow
 def test_rate_limit_with_retry_after_is_honoured(hub: LoopbackHub, api: HfApi, repo: str) -> None:
     hub.faults.add("tree", "rate_limit", retry_after=1)
     started = time.monotonic()

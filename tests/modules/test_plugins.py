@@ -262,6 +262,7 @@ def client(plugin_run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Itera
     close_session()
 
 
+@pytest.mark.slow
 def test_the_run_records_and_shows_the_plugins_package(plugin_run, plugin_site):
     run_dir = plugin_run[0]
     results = Results.load(run_dir)
@@ -285,6 +286,7 @@ def test_the_run_records_and_shows_the_plugins_package(plugin_run, plugin_site):
     assert re.search(block, card), card[card.index("## Use it") :][:600]
 
 
+@pytest.mark.slow
 def test_the_run_loads_back_from_the_hub_and_reverifies(
     plugin_run, plugin_site, client, tiny_model_dir, tmp_path
 ):

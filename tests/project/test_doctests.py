@@ -87,6 +87,16 @@ def package_modules() -> list[str]:
 
 
 MODULES = package_modules()
+# The examples that train or publish a tiny run, or render every module's card, run in `make test-all`: the
+# fast loop stays within its three minutes.
+SLOW_MODULES = {
+    "attncard.modules.checks",
+    "attncard.pipeline.publish.publish",
+    "attncard.pipeline.run.scaling",
+    "attncard.pipeline.study.hub_leaderboard",
+    "attncard.pipeline.verify.download",
+    "attncard.testing",
+}
 
 
 def doctests_of(module: types.ModuleType) -> list[doctest.DocTest]:
@@ -263,7 +273,9 @@ def isolated(folder: Path, plugin: bool) -> Iterator[None]:
 # The tests
 
 
-@pytest.mark.parametrize("name", MODULES)
+@pytest.mark.parametrize(
+    "name", [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_MODULES else name for name in MODULES]
+)
 def test_examples_run(
     name: str, workspace: Path, names: Names, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -99,6 +99,7 @@ def child_cpu_seconds(command: list[str], environment: dict[str, str]) -> tuple[
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), completed.stdout
 
 
+@pytest.mark.slow
 def test_verify_predictions_prints_match_with_torch_made_to_fail(glue: Path, tmp_path):
     card = CARDS / "minilm-adaptive_span-sst2-seed0"
     command = [str(ATTNCARD), "verify", "--predictions", str(card), "--data-dir", str(glue)]
@@ -124,6 +125,7 @@ def test_bench_verify_predictions_costs_less_cpu_than_importing_torch(glue: Path
     assert verify_seconds < import_seconds
 
 
+@pytest.mark.slow
 def test_lint_and_each_modules_card_and_plots_run_with_torch_made_to_fail(tmp_path):
     """`attncard lint` on a cards copy; and the card and plots of a run of each built-in module rendered from
     its results.json, as a download's card check renders them (the module's folder, its spec, config and plot

@@ -207,6 +207,7 @@ def test_cards_copy_leaves_the_weights_out(tiny_run, tmp_path):
     assert (destination / "README.md").read_bytes() == (run_dir / "README.md").read_bytes()
 
 
+@pytest.mark.slow
 def test_same_seed_same_run(tiny_run, tmp_path):
     """On the CPU a seed fixes everything: losses and predictions repeat exactly."""
     run_dir, argv = tiny_run
@@ -334,6 +335,7 @@ def test_minilm_on_real_sst2_reloads_with_peft(glue, minilm_sst2_run):
     assert digest == results.metrics.predictions_sha256
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module_name", module_names())
 def test_every_module_publishes_a_lint_clean_run(tiny_model_dir, small_glue, tmp_path, capsys, module_name):
     family = "llama" if module_name == "span_expanded" else "bert"  # one decoder with grouped-query heads

@@ -156,6 +156,7 @@ def copy_run(run_dir: Path, tmp_path: Path, edit: Callable[[Path], None]) -> Pat
 # Commits and tags
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lfs", [False, True], ids=["regular", "lfs"])
 def test_first_push_is_one_commit_of_every_file_and_an_identical_push_makes_none(
     hub: LoopbackHub, passed: Path, lfs: bool
@@ -315,6 +316,7 @@ def test_a_burst_of_5xx_on_the_commit_is_retried(hub: LoopbackHub, passed: Path,
     assert_never_a_card_without_weights(hub)
 
 
+@pytest.mark.slow
 def test_a_commit_that_keeps_failing_gives_up_and_leaves_the_repo_as_it_was(
     hub: LoopbackHub, passed: Path, previous: str
 ) -> None:
@@ -370,6 +372,7 @@ def test_a_lost_answer_finds_the_commit_that_landed(hub: LoopbackHub, passed: Pa
     assert_never_a_card_without_weights(hub)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("delay", "first_wait", "lands"),
     [(1.5, 1.5, "before the retry"), (2.0, 0.05, "after the retry")],
@@ -470,6 +473,7 @@ def test_transient_failures_of_the_other_calls_are_retried(hub: LoopbackHub, pas
     assert hub.refs(REPO)["tags"] == {result.tag: result.commit} and holds(hub, passed)
 
 
+@pytest.mark.slow
 def test_a_stalled_hub_cannot_hang_a_push(hub: LoopbackHub, passed: Path, previous: str) -> None:
     hub.faults.add("repo_info", "delay", delay=60, times=None)
     started = time.monotonic()
@@ -492,6 +496,7 @@ def test_a_stalled_hub_cannot_hang_a_push(hub: LoopbackHub, passed: Path, previo
 # The command line, the round trip, the token
 
 
+@pytest.mark.slow
 def test_publish_push_round_trip_then_tampering_is_caught(
     hub: LoopbackHub, runs, gpt2_base, tmp_path: Path
 ) -> None:
@@ -537,6 +542,7 @@ def test_publish_push_checks_what_it_needs_before_training(
     assert not (tmp_path / "runs").exists() and hub.requests == []
 
 
+@pytest.mark.slow
 def test_the_token_never_shows(
     hub: LoopbackHub, passed: Path, failed: Path, tmp_path: Path, capfd, caplog
 ) -> None:

@@ -45,6 +45,7 @@ def scikit_learn_figures(labels: np.ndarray, predictions: np.ndarray, count: int
     }
 
 
+@pytest.mark.slow
 def test_the_scores_are_scikit_learns_bit_for_bit():
     generator = np.random.default_rng(0)
     for case in range(400):

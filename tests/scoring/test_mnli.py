@@ -69,6 +69,7 @@ def mnli_run(tiny_model_dir, tmp_path_factory) -> tuple[Path, Path]:
     return root / "runs" / "gpt2-none-mnli", glue
 
 
+@pytest.mark.slow
 def test_both_splits_are_evaluated_recorded_and_gated(mnli_run):
     run_dir, _ = mnli_run
     results = Results.load(run_dir)

@@ -88,6 +88,7 @@ def model_index(run_dir: Path) -> list[dict]:
     return metadata["model-index"][0]["results"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "metric", "label", "positive"),
     [

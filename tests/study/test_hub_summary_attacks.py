@@ -154,6 +154,7 @@ def test_a_required_key_is_named_by_its_fingerprint_not_its_path(
 # --- item 7: one deadline for the whole command -------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_trickling_repositories_cannot_hold_the_command_past_its_deadline(
     hostile: HostileHub, tiny_gpt2_run, tmp_path: Path
 ) -> None:

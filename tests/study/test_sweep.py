@@ -115,6 +115,7 @@ def trained(monkeypatch) -> list[str]:
 # --- the sweep ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_sweep_runs_every_row_and_seed_into_its_folder_the_dense_runs_first(study):
     assert sorted(path.name for path in study.runs.iterdir()) == sorted(study.names())
     assert sorted(path.name for path in study.cards.iterdir()) == sorted(study.names())
@@ -167,6 +168,7 @@ def test_a_second_sweep_trains_nothing_and_says_so(study, copied, trained, capsy
         assert (cards / name / "results.json").is_file()  # copied to --cards again
 
 
+@pytest.mark.slow
 def test_a_failing_row_is_one_line_and_the_sweep_goes_on(study, copied, trained, tmp_path, capsys):
     """A row whose model folder holds broken weights passes the checks (a config and weights are there) and
     fails when loaded: each of its runs is one line, and the sweep trains the deleted run after them."""

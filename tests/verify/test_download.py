@@ -227,6 +227,7 @@ def test_reverify_refuses_other_data(gpt2_base, tiny_gpt2_run, tmp_path: Path) -
         reverify(run_dir, data_dir=other, base_model=gpt2_base)
 
 
+@pytest.mark.slow
 def test_hub_repo_loads_by_branch_tag_and_commit(
     gpt2_base, hub, published: str, tiny_gpt2_run, fresh_cache
 ) -> None:
@@ -244,6 +245,7 @@ def test_hub_repo_loads_by_branch_tag_and_commit(
     assert check.matches and check.revision == published, check.problems
 
 
+@pytest.mark.slow
 def test_tampered_file_on_the_server(gpt2_base, hub, published: str, fresh_cache) -> None:
     cache = fresh_cache()
     load_verified(REPO, endpoint=hub.endpoint, cache_dir=cache, base_model=gpt2_base)

@@ -53,6 +53,7 @@ def span_run(tiny_model_dir, tmp_path_factory) -> tuple[Path, Path, Path]:
     return publish_tiny(base, "adaptive_span", glue, root / "runs"), glue, base
 
 
+@pytest.mark.slow
 def test_stock_accuracy_is_what_stock_peft_gives_on_the_saved_run(span_run):
     run_dir, glue, base = span_run
     results = Results.load(run_dir)
@@ -97,6 +98,7 @@ def test_stock_accuracy_is_what_stock_peft_gives_on_the_saved_run(span_run):
         assert f" gives {stock_pct} instead of {own_pct} " in line, line
 
 
+@pytest.mark.slow
 def test_an_adapter_stock_peft_cannot_load_records_its_error(
     tiny_model_dir, small_glue, tmp_path, monkeypatch
 ):
@@ -150,6 +152,7 @@ def test_a_stock_predictions_hash_that_is_no_sha256_is_refused():
         Results.from_dict(data)
 
 
+@pytest.mark.slow
 def test_reverify_measures_the_stock_load_again(span_run, tmp_path):
     run_dir, glue, base = span_run
     check = reverify(run_dir, data_dir=glue, base_model=base)
