@@ -38,7 +38,10 @@ PLOT_STYLES = (PLOT_STYLE,)
 # run.
 CARD_TEMPLATE = 2
 CARD_TEMPLATES = (1, CARD_TEMPLATE)
-# The first schema that records `Metrics.official`, and the names it may have (the model-index's types).
+# The first schema that records `Metrics.official`, and the names it may have (the model-index's types). The
+# scoring registers how each is computed and shown (pipeline.scoring.metrics.register_official_metric) and
+# refuses a name this schema lacks: a new official metric is a name here (and in text.ONE_CLASS_METRICS when
+# it is of one class) and an entry there.
 OFFICIAL_METRIC_SCHEMA = 4
 OFFICIAL_METRIC_NAMES = ("accuracy", "f1", "matthews_correlation")
 

@@ -329,6 +329,10 @@ def _officials(results: Results) -> dict[str, OfficialMetric | None]:
     }
 
 
+# The official metrics of one class, whose `positive_label` names the class, and how a refusal names one.
+ONE_CLASS_METRICS = {"f1": "an F1"}
+
+
 def official_label_problems(results: Results) -> None:
     """Raises [`ResultsError`] when an official metric's `positive_label` does not fit its name: an F1 names
     the class whose F1 it is, no other metric names one."""
@@ -336,13 +340,14 @@ def official_label_problems(results: Results) -> None:
     for where, official in _officials(results).items():
         if official is None:
             continue
-        # An F1 is the F1 of one class (the card and the model-index name it); no other metric has one.
-        if official.name == "f1" and not official.positive_label:
+        # An F1 is the F1 of one class (the card and the model-index name it); accuracy and MCC have none.
+        one_class = ONE_CLASS_METRICS.get(official.name)
+        if one_class and not official.positive_label:
             raise ResultsError(
-                f"results.json: {where}.official is an F1 of no class: its positive_label must name one of "
-                f"dataset.label_names {labels}"
+                f"results.json: {where}.official is {one_class} of no class: its positive_label must name "
+                f"one of dataset.label_names {labels}"
             )
-        if official.name != "f1" and official.positive_label:
+        if not one_class and official.positive_label:
             raise ResultsError(
                 f"results.json: {where}.official is {official.name}, which has no positive_label, but names "
                 f"{official.positive_label[:40]!r}"
@@ -362,6 +367,7 @@ def _positive_label(where: str, officials: dict[str, OfficialMetric | None]) -> 
 __all__ = [
     "COMMIT_RE",
     "MAX_PROSE_CHARS",
+    "ONE_CLASS_METRICS",
     "SHA_PREFIX",
     "TextFormat",
     "check_names",

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..record.results import ClassScores, MccDifference, Metrics, OfficialMetric
+from ..record.results import OFFICIAL_METRIC_NAMES, ClassScores, MccDifference, Metrics, OfficialMetric
+from ..record.text import ONE_CLASS_METRICS
 from .tolerances import FIGURE_TOLERANCES
 
 # How far a recomputed loss may be from the recorded one, relatively. The loss is computed here in float64;
@@ -320,7 +321,8 @@ def register_official_metric(spec: OfficialMetricSpec, replace: bool = False) ->
         `spec`.
 
     Raises:
-        ValueError: a metric of that name is registered and `replace` is not given.
+        ValueError: a metric of that name is registered and `replace` is not given, or results.json's schema
+            does not name it (`record.results.OFFICIAL_METRIC_NAMES`, `record.text.ONE_CLASS_METRICS`).
 
     Example:
         >>> balanced = OfficialMetricSpec(
@@ -332,14 +334,22 @@ def register_official_metric(spec: OfficialMetricSpec, replace: bool = False) ->
         ...     card_label="Balanced accuracy",
         ...     reported="balanced accuracy",
         ... )
-        >>> official_metric(register_official_metric(balanced).name, [0, 0, 1], [0, 1, 1], 2)
-        0.75
-        >>> del OFFICIAL_METRICS["balanced_accuracy"]
+        >>> try:  # before results.json's schema names it
+        ...     register_official_metric(balanced)
+        ... except ValueError as error:
+        ...     print(str(error).split(": ")[1])
+        add it to record.results.OFFICIAL_METRIC_NAMES
     """
     if spec.name in OFFICIAL_METRICS and not replace:
         raise ValueError(
             f"an official metric named {spec.name!r} is registered already; give another name, or "
             "replace=True"
+        )
+    if spec.name not in OFFICIAL_METRIC_NAMES or spec.of_one_class != (spec.name in ONE_CLASS_METRICS):
+        raise ValueError(
+            f"results.json cannot record the official metric {spec.name!r} as registered: add it to "
+            "record.results.OFFICIAL_METRIC_NAMES"
+            + (" and to record.text.ONE_CLASS_METRICS (it is of one class)" if spec.of_one_class else "")
         )
     OFFICIAL_METRICS[spec.name] = spec
     return spec

@@ -28,6 +28,7 @@ from attncard.pipeline.record.errors import UnknownNameError
 from attncard.pipeline.record.manifest import CARD_FILE
 from attncard.pipeline.record.results import OfficialMetric, Results
 from attncard.pipeline.run.data import load_task, load_validation
+from attncard.pipeline.scoring import metrics
 from attncard.pipeline.scoring.metrics import (
     OFFICIAL_METRICS,
     OfficialMetricSpec,
@@ -98,8 +99,14 @@ def wnli() -> Iterator[TaskSpec]:
 
 
 @pytest.fixture
-def balanced_accuracy() -> Iterator[OfficialMetricSpec]:
-    """Balanced accuracy registered for one test, and taken out of `OFFICIAL_METRICS` after it."""
+def balanced_accuracy(monkeypatch) -> Iterator[OfficialMetricSpec]:
+    """Balanced accuracy registered for one test as a contributor adds it (its name in results.json's schema,
+    record.results.OFFICIAL_METRIC_NAMES, here as the scoring reads it, and its entry), and taken out of
+    `OFFICIAL_METRICS` after it."""
+    with pytest.raises(ValueError, match=r"add it to record\.results\.OFFICIAL_METRIC_NAMES$"):
+        register_official_metric(BALANCED_ACCURACY)
+    schema = (*metrics.OFFICIAL_METRIC_NAMES, "balanced_accuracy")
+    monkeypatch.setattr(metrics, "OFFICIAL_METRIC_NAMES", schema)
     yield register_official_metric(BALANCED_ACCURACY)
     del OFFICIAL_METRICS["balanced_accuracy"]
 
