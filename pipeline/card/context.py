@@ -21,8 +21,9 @@ from dataclasses import dataclass
 
 from ...modules import get_module
 from ..record.citations import LORA_BIBTEX
+from ..record.comparison import Comparison
 from ..record.manifest import SECOND_PREDICTIONS_FILE
-from ..record.results import Comparison, Results, ScalingRow, SplitResult, Status, TrainConfig
+from ..record.results import Results, ScalingRow, SplitResult, Status, TrainConfig
 from ..scoring import paired
 from ..scoring.metrics import get_official_metric
 from ..scoring.tasks import GLUE_BIBTEX, GLUE_CITATION, TASKS, title_of_task

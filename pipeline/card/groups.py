@@ -12,9 +12,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..record.comparison import Comparison, Verdict
 from ..record.errors import AttncardError
 from ..record.manifest import RESULTS_FILE, sha256_file
-from ..record.results import Comparison, Results, ScalingRow, Status, Verdict, Verification
+from ..record.results import Results, ScalingRow, Status, Verification
 from ..scoring.paired import DENSE_MODULE, pool_comparisons
 
 

@@ -21,9 +21,10 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from ..record.comparison import Verdict
 from ..record.errors import markdown_text
 from ..record.manifest import RESULTS_FILE
-from ..record.results import Results, ScalingRow, Status, Verdict
+from ..record.results import Results, ScalingRow, Status
 from ..scoring.paired import DENSE_MODULE
 from .groups import (
     Group,

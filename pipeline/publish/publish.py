@@ -43,6 +43,7 @@ from ..card.render import render_card, render_license
 from ..card.snippet import REPOSITORY_PLUGINS, run_folder_location, usage_snippet
 from ..checks.lint import card_text_problems, lint_run_folder
 from ..checks.predictions import baseline_predictions, write_predictions
+from ..record.comparison import Comparison
 from ..record.environment import EnvironmentRecord
 from ..record.errors import AttncardError, BaselineError, CardLintError, first_line
 from ..record.manifest import (
@@ -59,7 +60,6 @@ from ..record.results import (
     CARD_TEMPLATE,
     PLOT_STYLE,
     SCHEMA_VERSION,
-    Comparison,
     DatasetRecord,
     ModelRecord,
     ModuleRecord,

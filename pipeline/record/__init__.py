@@ -1,6 +1,8 @@
 """The record of a run: what results.json holds and how it is read and written, each file of one role:
 
-- `results.py`: the schema (its dataclasses, versions and constants) and `Results.load` / `save`;
+- `results.py`: the schema (its dataclasses, versions and constants), `Results.load` / `save`, and the
+  agreement of the names a record holds;
+- `comparison.py`: the paired verdict's records;
 - `text.py`: the text formats a field declares where it is defined, and the checks walked from them;
 - `json_strict.py`: strict JSON, which every reader of a run reads alike;
 - `manifest.py`: a run folder's files, their sizes and sha256, the manifest;

@@ -15,6 +15,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from . import text
+from .comparison import Comparison
 from .environment import EnvironmentRecord
 from .errors import NonFiniteNumberError, ResultsError, UnknownSchemaError
 from .frozen_schemas import FROZEN_SCHEMA_TASKS, check_frozen_provenance
@@ -40,7 +41,7 @@ CARD_TEMPLATE = 2
 CARD_TEMPLATES = (1, CARD_TEMPLATE)
 # The first schema that records `Metrics.official`, and the names it may have (the model-index's types). The
 # scoring registers how each is computed and shown (pipeline.scoring.metrics.register_official_metric) and
-# refuses a name this schema lacks: a new official metric is a name here (and in text.ONE_CLASS_METRICS when
+# refuses a name this schema lacks: a new official metric is a name here (and in ONE_CLASS_METRICS when
 # it is of one class) and an entry there.
 OFFICIAL_METRIC_SCHEMA = 4
 OFFICIAL_METRIC_NAMES = ("accuracy", "f1", "matthews_correlation")
@@ -350,103 +351,6 @@ class StockLoad:
     error: str = field(default="", metadata={"text": text.OPTIONAL_PROSE})
 
 
-class Verdict(StrEnum):
-    """Non-inferiority of a module run against its dense baseline at a margin (see [`Comparison`])."""
-
-    NON_INFERIOR = "NON_INFERIOR"  # the interval's lower end is above −margin
-    INFERIOR = "INFERIOR"  # the interval's upper end is below −margin
-    INCONCLUSIVE = "INCONCLUSIVE"  # the interval straddles −margin
-
-
-@dataclass
-class BaselineRecord:
-    """The dense run (module `none`) a module run is compared with: the same base model and revision, task,
-    split, data, seed and training settings; identified by its results.json and predictions.
-
-    Attributes:
-        repo_name: its run folder's (and Hub repository's) name.
-        repo_id: its Hub repository, when it was published with one.
-        results_sha256: sha256 of its results.json.
-        predictions_sha256: its `metrics.predictions_sha256`.
-        accuracy: its accuracy on the evaluated split.
-        seed: its training seed.
-    """
-
-    repo_name: str = field(metadata={"text": text.HUB_NAME})
-    repo_id: str | None = field(metadata={"text": text.HUB_ID})
-    results_sha256: str = field(metadata={"text": text.SHA256})
-    predictions_sha256: str = field(metadata={"text": text.SHA256})
-    accuracy: float
-    seed: int
-
-
-@dataclass
-class MccDifference:
-    """The MCC difference (module − dense) of a CoLA run on the same rows, with a paired bootstrap interval
-    (schema 4; see [`pipeline.scoring.metrics.mcc_difference_interval`]).
-
-    Each of `resamples` resamples draws the evaluated rows with replacement (numpy's `default_rng(seed)`) and
-    takes both runs' MCC on the same drawn rows; the interval is the percentile interval of the resampled
-    differences at `confidence`. The seed is the run's training seed, so the interval is recomputable from
-    both runs' predictions.csv and cannot be picked among seeds.
-
-    Attributes:
-        difference: the module's MCC minus the dense run's, on all rows.
-        ci_low, ci_high: the interval's ends.
-        confidence: of the interval (the comparison's, 0.95).
-        resamples: bootstrap resamples (`pipeline.scoring.metrics.BOOTSTRAP_RESAMPLES`).
-        seed: of the resampling: the run's training seed.
-    """
-
-    difference: float
-    ci_low: float
-    ci_high: float
-    confidence: float
-    resamples: int
-    seed: int
-
-
-@dataclass
-class Comparison:
-    """The paired verdict of a module run against its dense baseline, on the same evaluated rows.
-
-    Each row is counted by which of the two runs classify it correctly. The accuracy difference (module −
-    baseline) is the mean of the per-row differences of correctness (−1, 0 or 1), its interval the normal
-    interval of that mean at `confidence`; `mcnemar_p` is the exact two-sided McNemar test on the discordant
-    rows (binomial, p = ½). The verdict compares the interval with −`margin` (in accuracy, 0.01 = one
-    point). Pooled over seeds, the rows of every seed count (n = rows × seeds).
-
-    Attributes:
-        baselines: the dense runs compared with, one per seed pooled (empty: no baseline was found; every
-            count below is then 0 and `verdict` None).
-        n: rows compared.
-        both_correct, module_only, baseline_only, both_wrong: rows by correctness (module_only: the module
-            right, the baseline wrong).
-        difference: accuracy of the module run minus the baseline's.
-        ci_low, ci_high: the interval of the difference.
-        confidence: of the interval (0.95).
-        mcnemar_p: exact two-sided McNemar p-value (1.0 when no row is discordant).
-        margin: the non-inferiority margin, in accuracy (0.01 by default).
-        verdict: NON_INFERIOR, INFERIOR or INCONCLUSIVE; None without a baseline.
-        method: how the figures were computed, in words, for the card.
-    """
-
-    baselines: list[BaselineRecord]
-    n: int
-    both_correct: int
-    module_only: int
-    baseline_only: int
-    both_wrong: int
-    difference: float
-    ci_low: float
-    ci_high: float
-    confidence: float
-    mcnemar_p: float
-    margin: float
-    verdict: Verdict | None
-    method: str
-    # CoLA (from schema 4 on): the MCC difference with its paired bootstrap interval; None otherwise.
-    mcc_difference: MccDifference | None = None
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -702,7 +606,7 @@ class Results:
                 f"templates {', '.join(map(str, CARD_TEMPLATES))}: upgrade attncard (pip install -U attncard)"
             )
         text.check_text_formats(results)
-        text.check_names(results)
+        check_names(results)
         if version in FROZEN_SCHEMA_TASKS:
             check_frozen_provenance(version, results.environment)
         return results
@@ -760,18 +664,107 @@ def training_log(losses: list[float], rows: int = LOGGED_STEPS) -> list[LoggedSt
     ]
 
 
+# ----------------------------------------------------------------------------------------------------------
+# The names results.json holds agree with each other
+
+
+def check_names(results: Results) -> None:
+    """The names results.json holds agree with each other: a module's package names its version, every label
+    is named once in `dataset.label_names`, and every other field that names a label names one of those."""
+    module = results.module
+    if module.package not in ("", "attncard") and not module.package_version:
+        raise ResultsError(
+            f"results.json: module.package is {module.package!r} with no module.package_version; a run names "
+            "the version of the package its module comes from"
+        )
+    labels = results.dataset.label_names
+    if not labels or len(set(labels)) != len(labels):
+        raise ResultsError("results.json: dataset.label_names must name each label once")
+    official_label_problems(results)
+    officials = _officials(results)
+    second = results.second_split
+    named = [
+        ("verification.class_counts", set(results.verification.class_counts)),
+        ("verification.majority_label", {results.verification.majority_label}),
+        *(
+            (f"dataset.statistics.{split}.label_counts", set(s.label_counts))
+            for split, s in results.dataset.statistics.items()
+        ),
+        *(
+            (f"dataset.samples[{i}].label", {sample.label})
+            for i, sample in enumerate(results.dataset.samples)
+        ),
+        *_positive_label("metrics", officials),
+    ]
+    if second is not None:
+        named += [
+            ("second_split.verification.class_counts", set(second.verification.class_counts)),
+            ("second_split.verification.majority_label", {second.verification.majority_label}),
+            ("second_split.metrics.per_class", {scores.label for scores in second.metrics.per_class}),
+            *_positive_label("second_split.metrics", officials),
+        ]
+    for where, names in named:
+        if not names <= set(labels):
+            raise ResultsError(
+                f"results.json: {where} names {sorted(names - set(labels))[0][:40]!r}, which is not one of "
+                f"dataset.label_names {labels}"
+            )
+
+
+def _officials(results: Results) -> dict[str, OfficialMetric | None]:
+    """The official metric of each evaluated split, by where results.json holds it."""
+    second = results.second_split
+    return {
+        "metrics": results.metrics.official,
+        "second_split.metrics": second.metrics.official if second is not None else None,
+    }
+
+
+# The official metrics of one class, whose `positive_label` names the class, and how a refusal names one.
+ONE_CLASS_METRICS = {"f1": "an F1"}
+
+
+def official_label_problems(results: Results) -> None:
+    """Raises [`ResultsError`] when an official metric's `positive_label` does not fit its name: an F1 names
+    the class whose F1 it is, no other metric names one."""
+    labels = results.dataset.label_names
+    for where, official in _officials(results).items():
+        if official is None:
+            continue
+        # An F1 is the F1 of one class (the card and the model-index name it); accuracy and MCC have none.
+        one_class = ONE_CLASS_METRICS.get(official.name)
+        if one_class and not official.positive_label:
+            raise ResultsError(
+                f"results.json: {where}.official is {one_class} of no class: its positive_label must name "
+                f"one of dataset.label_names {labels}"
+            )
+        if not one_class and official.positive_label:
+            raise ResultsError(
+                f"results.json: {where}.official is {official.name}, which has no positive_label, but names "
+                f"{official.positive_label[:40]!r}"
+            )
+
+
+def _positive_label(where: str, officials: dict[str, OfficialMetric | None]) -> list[tuple[str, set[str]]]:
+    """The label an official metric of `where` names, as `check_names` checks names: none, or one."""
+    official = officials[where]
+    return (
+        [(f"{where}.official.positive_label", {official.positive_label})]
+        if official and official.positive_label
+        else []
+    )
+
+
 __all__ = [
     "OFFICIAL_METRIC_NAMES",
     "OFFICIAL_METRIC_SCHEMA",
+    "ONE_CLASS_METRICS",
     "READABLE_SCHEMA_VERSIONS",
     "SCHEMA_VERSION",
-    "BaselineRecord",
     "ClassScores",
-    "Comparison",
     "DatasetRecord",
     "Efficiency",
     "LoggedStep",
-    "MccDifference",
     "Metrics",
     "ModelRecord",
     "ModuleRecord",
@@ -786,7 +779,8 @@ __all__ = [
     "StockLoad",
     "TokenLengths",
     "TrainingRecord",
-    "Verdict",
     "Verification",
+    "check_names",
+    "official_label_problems",
     "training_log",
 ]

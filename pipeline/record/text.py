@@ -26,9 +26,6 @@ from packaging.version import InvalidVersion, Version
 from .errors import ResultsError
 from .json_strict import MAX_INT, json_kind
 
-if typing.TYPE_CHECKING:
-    from .results import OfficialMetric, Results
-
 # The characters of a sha (a commit, a sha256) a message shows: enough to tell any two apart.
 SHA_PREFIX = 12
 # A git commit (or blob) id: 40 lowercase hex digits; match with `fullmatch`.
@@ -277,105 +274,15 @@ def check_text_formats(record: typing.Any) -> None:
             raise ResultsError(f"results.json: {where} is {value[:80]!r}, which is not {text_format.name}")
 
 
-def check_names(results: Results) -> None:
-    """The names results.json holds agree with each other: a module's package names its version, every label
-    is named once in `dataset.label_names`, and every other field that names a label names one of those."""
-    module = results.module
-    if module.package not in ("", "attncard") and not module.package_version:
-        raise ResultsError(
-            f"results.json: module.package is {module.package!r} with no module.package_version; a run names "
-            "the version of the package its module comes from"
-        )
-    labels = results.dataset.label_names
-    if not labels or len(set(labels)) != len(labels):
-        raise ResultsError("results.json: dataset.label_names must name each label once")
-    official_label_problems(results)
-    officials = _officials(results)
-    second = results.second_split
-    named = [
-        ("verification.class_counts", set(results.verification.class_counts)),
-        ("verification.majority_label", {results.verification.majority_label}),
-        *(
-            (f"dataset.statistics.{split}.label_counts", set(s.label_counts))
-            for split, s in results.dataset.statistics.items()
-        ),
-        *(
-            (f"dataset.samples[{i}].label", {sample.label})
-            for i, sample in enumerate(results.dataset.samples)
-        ),
-        *_positive_label("metrics", officials),
-    ]
-    if second is not None:
-        named += [
-            ("second_split.verification.class_counts", set(second.verification.class_counts)),
-            ("second_split.verification.majority_label", {second.verification.majority_label}),
-            ("second_split.metrics.per_class", {scores.label for scores in second.metrics.per_class}),
-            *_positive_label("second_split.metrics", officials),
-        ]
-    for where, names in named:
-        if not names <= set(labels):
-            raise ResultsError(
-                f"results.json: {where} names {sorted(names - set(labels))[0][:40]!r}, which is not one of "
-                f"dataset.label_names {labels}"
-            )
-
-
-def _officials(results: Results) -> dict[str, OfficialMetric | None]:
-    """The official metric of each evaluated split, by where results.json holds it."""
-    second = results.second_split
-    return {
-        "metrics": results.metrics.official,
-        "second_split.metrics": second.metrics.official if second is not None else None,
-    }
-
-
-# The official metrics of one class, whose `positive_label` names the class, and how a refusal names one.
-ONE_CLASS_METRICS = {"f1": "an F1"}
-
-
-def official_label_problems(results: Results) -> None:
-    """Raises [`ResultsError`] when an official metric's `positive_label` does not fit its name: an F1 names
-    the class whose F1 it is, no other metric names one."""
-    labels = results.dataset.label_names
-    for where, official in _officials(results).items():
-        if official is None:
-            continue
-        # An F1 is the F1 of one class (the card and the model-index name it); accuracy and MCC have none.
-        one_class = ONE_CLASS_METRICS.get(official.name)
-        if one_class and not official.positive_label:
-            raise ResultsError(
-                f"results.json: {where}.official is {one_class} of no class: its positive_label must name "
-                f"one of dataset.label_names {labels}"
-            )
-        if not one_class and official.positive_label:
-            raise ResultsError(
-                f"results.json: {where}.official is {official.name}, which has no positive_label, but names "
-                f"{official.positive_label[:40]!r}"
-            )
-
-
-def _positive_label(where: str, officials: dict[str, OfficialMetric | None]) -> list[tuple[str, set[str]]]:
-    """The label an official metric of `where` names, as `check_names` checks names: none, or one."""
-    official = officials[where]
-    return (
-        [(f"{where}.official.positive_label", {official.positive_label})]
-        if official and official.positive_label
-        else []
-    )
-
-
 __all__ = [
     "COMMIT_RE",
     "MAX_PROSE_CHARS",
-    "ONE_CLASS_METRICS",
     "SHA_PREFIX",
     "TextFormat",
-    "check_names",
     "check_text_formats",
     "empty_or",
     "is_prose",
     "is_version",
-    "official_label_problems",
     "text_fields",
     "value_words",
 ]

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..record.results import OFFICIAL_METRIC_NAMES, ClassScores, MccDifference, Metrics, OfficialMetric
-from ..record.text import ONE_CLASS_METRICS
+from ..record.comparison import MccDifference
+from ..record.results import OFFICIAL_METRIC_NAMES, ONE_CLASS_METRICS, ClassScores, Metrics, OfficialMetric
 from .tolerances import FIGURE_TOLERANCES
 
 # How far a recomputed loss may be from the recorded one, relatively. The loss is computed here in float64;
@@ -322,7 +322,7 @@ def register_official_metric(spec: OfficialMetricSpec, replace: bool = False) ->
 
     Raises:
         ValueError: a metric of that name is registered and `replace` is not given, or results.json's schema
-            does not name it (`record.results.OFFICIAL_METRIC_NAMES`, `record.text.ONE_CLASS_METRICS`).
+            does not name it (`record.results.OFFICIAL_METRIC_NAMES`, `record.results.ONE_CLASS_METRICS`).
 
     Example:
         >>> balanced = OfficialMetricSpec(
@@ -349,7 +349,7 @@ def register_official_metric(spec: OfficialMetricSpec, replace: bool = False) ->
         raise ValueError(
             f"results.json cannot record the official metric {spec.name!r} as registered: add it to "
             "record.results.OFFICIAL_METRIC_NAMES"
-            + (" and to record.text.ONE_CLASS_METRICS (it is of one class)" if spec.of_one_class else "")
+            + (" and to record.results.ONE_CLASS_METRICS (it is of one class)" if spec.of_one_class else "")
         )
     OFFICIAL_METRICS[spec.name] = spec
     return spec

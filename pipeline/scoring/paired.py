@@ -23,9 +23,10 @@ import re
 from dataclasses import fields
 from pathlib import Path
 
+from ..record.comparison import BaselineRecord, Comparison, Verdict
 from ..record.errors import AttncardError, ResultsError
 from ..record.manifest import RESULTS_FILE, sha256_file
-from ..record.results import BaselineRecord, Comparison, Results, TrainConfig, Verdict
+from ..record.results import Results, TrainConfig
 from .tolerances import difference_note, same_figure
 
 DEFAULT_MARGIN = 0.01  # one accuracy point

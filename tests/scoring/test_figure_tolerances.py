@@ -18,8 +18,9 @@ import torch
 
 from attncard.pipeline.checks.figures import Figure, recorded_figure_problems
 from attncard.pipeline.checks.reverification import settled
+from attncard.pipeline.record.comparison import Verdict
 from attncard.pipeline.record.errors import IntegrityError
-from attncard.pipeline.record.results import Results, Verdict
+from attncard.pipeline.record.results import Results
 from attncard.pipeline.scoring.paired import COUNT_FIELDS, comparison_from_counts, comparison_problems
 from attncard.pipeline.scoring.tolerances import (
     EXACT,

@@ -21,8 +21,9 @@ from attncard.modules import get_module
 from attncard.pipeline.card.plots import write_plots
 from attncard.pipeline.card.render import render_card, render_license
 from attncard.pipeline.checks.lint import lint_run_folder
+from attncard.pipeline.record.comparison import BaselineRecord, Comparison, Verdict
 from attncard.pipeline.record.manifest import CARD_FILE, RESULTS_FILE, build_manifest, sha256_file
-from attncard.pipeline.record.results import BaselineRecord, Comparison, Results, TrainConfig, Verdict
+from attncard.pipeline.record.results import Results, TrainConfig
 from attncard.pipeline.scoring.paired import (
     DEFAULT_MARGIN,
     ComparisonError,
