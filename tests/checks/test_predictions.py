@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -48,20 +47,7 @@ from attncard.pipeline.scoring.gate import verification_from_counts
 from attncard.pipeline.scoring.metrics import label_metrics, quality_metrics
 from attncard.pipeline.verify.download import download_verified
 from attncard.pipeline.verify.reverify_predictions import reverify_predictions
-from run_folders import consistent_results, reseal
-
-
-def copy_run(tiny_gpt2_run, tmp_path: Path) -> Path:
-    copy = tmp_path / "run"
-    shutil.copytree(tiny_gpt2_run[0], copy)
-    return copy
-
-
-def refresh_manifest(run_dir: Path) -> None:
-    """What an attacker does after editing a file: make the manifest list its new digest."""
-    data = json.loads((run_dir / RESULTS_FILE).read_text())
-    data["manifest"] = build_manifest(run_dir)
-    (run_dir / RESULTS_FILE).write_text(json.dumps(data, indent=2))
+from run_folders import consistent_results, copy_run, refresh_manifest, reseal
 
 
 def edit_lines(run_dir: Path, edit: Callable[[list[str]], list[str]], refresh: bool = True) -> None:
