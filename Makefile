@@ -67,7 +67,7 @@ actionlint:
 # olah, a Hub mirror server we did not write, in its own environment .tools/olah, for
 # tests/hub/test_olah_interop.py (the test makes it itself when it is missing).
 olah: $(STAMP)
-	$(BIN)/python -c 'import sys; sys.path.insert(0, "tests"); from olah_hub import olah_python; olah_python()'
+	$(BIN)/python -c 'import sys; sys.path.insert(0, "tests/support"); from olah_hub import olah_python; olah_python()'
 
 # The main job: LoRA recovery fine-tuning of MiniLM-L6 on SST-2, verified and rendered into
 # runs/minilm-none-sst2/. Reads GLUE_DIR when set, else the Hub (nyu-mll/glue). demo-data checks that the data
