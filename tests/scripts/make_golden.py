@@ -14,9 +14,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+sys.path[:0] = [str(Path(__file__).resolve().parents[1] / folder) for folder in ("", "support")]
 
-from golden import GOLDEN, golden_card
+from golden import GOLDEN, golden_card  # noqa: E402 (tests/ and tests/support/ first: conftest, the card)
 
 if __name__ == "__main__":
     GOLDEN.write_text(golden_card(), encoding="utf-8")

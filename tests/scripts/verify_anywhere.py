@@ -359,7 +359,7 @@ def forge_loss_plot(run_dir: Path, forged_dir: Path) -> Path:
 @contextlib.contextmanager
 def serve_fresh_run(work: Path) -> Iterator[FreshRun]:
     """Makes the fresh run and its forged copy, serves both from a loopback Hub for the block."""
-    sys.path.insert(0, str(TESTS / "support"))
+    sys.path[:0] = [str(TESTS), str(TESTS / "support")]  # conftest, and the servers and helpers it imports
     from hub_server import LoopbackHub, client_settings
 
     run_dir, glue, base_model = make_fresh_run(work)
