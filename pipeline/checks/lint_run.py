@@ -89,10 +89,9 @@ from ...modules.base import FAMILIES
 from ..card.eval_results import EVAL_RESULTS_DIR
 from ..card.model_index import model_index_results
 from ..card.render import template_environment
-from ..hub.fetch import is_weights
 from ..record.errors import AttncardError, NonFiniteNumberError, ResultsError, first_line
 from ..record.json_strict import loads_strict
-from ..record.manifest import CARD_FILE, MAX_RESULTS_BYTES, RESULTS_FILE, check_manifest
+from ..record.manifest import CARD_FILE, MAX_RESULTS_BYTES, RESULTS_FILE, check_manifest, is_weights
 from ..record.placeholders import line_placeholders
 from ..record.results import Results
 from ..record.text import COMMIT_RE

@@ -43,7 +43,7 @@ from ..record.errors import (
     RevisionNotFoundError,
     first_line,
 )
-from ..record.manifest import RESULTS_FILE, WEIGHTS_SUFFIX, hash_file, max_file_bytes
+from ..record.manifest import RESULTS_FILE, hash_file, is_weights, max_file_bytes
 from ..record.text import COMMIT_RE, SHA_PREFIX
 from .endpoint import endpoint_key, hub_endpoint, origin, redacted
 from .http import (
@@ -580,16 +580,6 @@ def _remove_others(folder: Path, paths: set[str]) -> None:
                 path.unlink()
 
 
-def is_weights(path: str) -> bool:
-    """Whether a file of a run is model weights (`*.safetensors`), which a cards copy leaves out.
-
-    Example:
-        >>> is_weights("adapter_model.safetensors"), is_weights("results.json")
-        (True, False)
-    """
-    return path.endswith(WEIGHTS_SUFFIX)
-
-
 def _complete(root: Path, commit: str, hub: str, without_weights: bool = False) -> list[_File] | None:
     """The files of `commit` when a fetch of it from `hub` completed and they are all still there and
     intact (a fetch that left out the weights serves only another that leaves them out); else None."""
@@ -669,5 +659,4 @@ __all__ = [
     "check_options",
     "fetch_run",
     "hub_options",
-    "is_weights",
 ]

@@ -146,6 +146,16 @@ def check_manifest(
     return differences
 
 
+def is_weights(path: str) -> bool:
+    """Whether a file of a run is model weights (`*.safetensors`), which a cards copy leaves out.
+
+    Example:
+        >>> is_weights("adapter_model.safetensors"), is_weights("results.json")
+        (True, False)
+    """
+    return path.endswith(WEIGHTS_SUFFIX)
+
+
 __all__ = [
     "CARD_FILE",
     "PREDICTIONS_FILE",
@@ -160,6 +170,7 @@ __all__ = [
     "check_manifest",
     "hash_file",
     "is_transport_path",
+    "is_weights",
     "max_file_bytes",
     "sha256_file",
 ]
