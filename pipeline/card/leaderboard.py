@@ -180,7 +180,7 @@ def render_leaderboard(
         "|" + "---|" * len(columns),
     ]
     for group in groups:
-        cells = _row(group, groups)
+        cells = group_cells(group, groups)
         if checks is not None:
             passed = sorted({checks.get(card.folder, "") for card in group.cards})
             cells.insert(len(cells) - 1, "; ".join(passed))
@@ -247,10 +247,10 @@ def _answer(groups: list[Group]) -> list[str]:
         for group in rows:
             cells = [
                 group.name if len(tasks) == 1 else f"{group.name} ({group.task})",
-                _keeps_accuracy(group, groups),
-                _speed(group, longest_layer_row),
-                _speed(group, task_length_row),
-                _memory(group, longest_layer_row),
+                keeps_accuracy(group, groups),
+                speed_words(group, longest_layer_row),
+                speed_words(group, task_length_row),
+                memory_words(group, longest_layer_row),
             ]
             lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
         lines.append("")
@@ -268,7 +268,9 @@ def _answer(groups: list[Group]) -> list[str]:
     return lines
 
 
-def _keeps_accuracy(group: Group, groups: Sequence[Group]) -> str:
+def keeps_accuracy(group: Group, groups: Sequence[Group]) -> str:
+    """Whether the module keeps the dense model's accuracy, in words: the pooled paired verdict, or why
+    there is no answer (the cell "Keeps dense accuracy" of the leaderboard's first table)."""
     pooled, _ = pooled_comparison(group)
     if pooled is None or pooled.verdict is None:
         return "not compared with dense runs"
@@ -289,7 +291,7 @@ def _lengths(rows: list[ScalingRow]) -> str:
     return "/".join(str(n) for n in sorted({row.n for row in rows}))
 
 
-def _speed(group: Group, pick: Callable[[Results], ScalingRow | None]) -> str:
+def speed_words(group: Group, pick: Callable[[Results], ScalingRow | None]) -> str:
     """The median speed-up over seeds in words: faster, slower, or no measurable difference."""
     rows = scaling_rows(group, pick)
     if not rows:
@@ -303,7 +305,8 @@ def _speed(group: Group, pick: Callable[[Results], ScalingRow | None]) -> str:
     return f"{1 / median:.2f}× slower (N {lengths})"
 
 
-def _memory(group: Group, pick: Callable[[Results], ScalingRow | None]) -> str:
+def memory_words(group: Group, pick: Callable[[Results], ScalingRow | None]) -> str:
+    """The median memory ratio over seeds in words: `0.52 of dense (N 4096)`."""
     rows = scaling_rows(group, pick)
     ratios = [row.memory_ratio for row in rows if row.memory_ratio is not None]
     if not rows:
@@ -313,7 +316,7 @@ def _memory(group: Group, pick: Callable[[Results], ScalingRow | None]) -> str:
     return f"{statistics.median(ratios):.2f} of dense (N {_lengths(rows)})"
 
 
-def _row(group: Group, groups: Sequence[Group]) -> list[str]:
+def group_cells(group: Group, groups: Sequence[Group]) -> list[str]:
     """The cells of a group's table row, in the order of `COLUMNS`."""
     first = group.cards[0].results
     accuracy = _mean_sd(group.accuracies)
@@ -435,6 +438,10 @@ __all__ = [
     "COLUMNS",
     "LEADERBOARD_FILE",
     "LEADERBOARD_PLOT",
+    "group_cells",
+    "keeps_accuracy",
+    "memory_words",
     "render_leaderboard",
+    "speed_words",
     "write_summary",
 ]

@@ -34,6 +34,8 @@ token goes to the endpoint only. Nothing here imports torch.
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
+import json
 import multiprocessing
 import os
 import re
@@ -56,6 +58,7 @@ from ..hub.endpoint import hub_endpoint, redacted
 from ..hub.fetch import HubOptions, check_options, fetch_run, hub_options
 from ..hub.http import DEFAULT_DEADLINE_S, DEFAULT_TIMEOUT_S, Deadline, hub_client_timeout
 from ..hub.signing import SignerOptions, check_signer_identity, key_fingerprint, signer_options
+from ..record.environment import git_commit
 from ..record.errors import (
     AttncardError,
     DownloadError,
@@ -67,6 +70,7 @@ from ..record.errors import (
 from ..record.manifest import RESULTS_FILE, SIGNATURE_FILE, WEIGHTS_SUFFIX
 from ..record.run_names import RUN_TAG_RE
 from ..record.text import SHA_PREFIX
+from ..scoring.paired import DENSE_MODULE
 
 HUB_TAG = "attncard"  # every card attncard renders carries it (pipeline.card.render)
 MAX_LISTED_RUNS = 1000  # more models than any study publishes: a longer listing is refused, not followed
@@ -92,6 +96,12 @@ class HubSummaryOptions(HubOptions, SignerOptions, total=False):
         total_deadline: seconds the whole leaderboard may take, listing, fetches and checks together
             (default: `DEFAULT_SUMMARY_DEADLINE_S`); a run not fetched and checked by then is refused as not
             reached within the deadline.
+        memo: a JSON file of the runs verified before, which this writes (a file of this machine's, never of
+            the Hub): a run whose run tag, dense runs' run tags and checking settings (attncard's version,
+            data_dir, the signer or key required) are those of a verified run there is fetched (from the
+            cache) and checked against its tag and manifest again, but its figures are not recomputed: the
+            tag names its results.json and the manifest every file, so nothing it shows changed. A leaderboard
+            checked on a schedule (`attncard space ORG`) re-checks only what changed.
 
     Example:
         >>> options: HubSummaryOptions = {"require_key": "signing-key.pub", "total_deadline": 600}
@@ -99,6 +109,7 @@ class HubSummaryOptions(HubOptions, SignerOptions, total=False):
 
     data_dir: str | os.PathLike | None
     total_deadline: float | None
+    memo: str | os.PathLike | None
 
 
 @dataclass(frozen=True)
@@ -118,12 +129,25 @@ class HubSummary:
         plot: `OUTPUT/leaderboard.png`, or None when no run passed (nothing to plot).
         verified: the repositories of the runs in the table, by name.
         refused: the runs left out, with the reason, by name.
+        runs: the runs in the table, each with the tag it was verified at and the checks it passed.
     """
 
     readme: Path
     plot: Path | None
     verified: list[str]
     refused: list[RefusedRun]
+    runs: list[VerifiedRun] = dataclasses.field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class VerifiedRun:
+    """A run of the leaderboard's table: its repository, its cards copy's folder in the output, the run tag it
+    was fetched and verified at, and the checks it passed."""
+
+    repo_id: str
+    folder: str
+    tag: str
+    checks: tuple[str, ...]
 
 
 @dataclass
@@ -251,15 +275,26 @@ def write_hub_summary(
     staged, refused = _stage_all(repos, output, hub, where_from, total)
     # Every copy is in place before any is checked: the paired verdicts read their dense runs among them.
     verified: list[_Staged] = []
+    memo = _Memo(options)
     for run in staged:
         if total.left() <= 0:
             refused.append(RefusedRun(run.repo_id, _not_reached(total.seconds, "checked")))
             continue
-        try:
-            run.checks += _check(run, output, options)
+        key = memo.key(run, staged)
+        if key in memo.before:
+            run.checks += memo.before[key]
             verified.append(run)
+            memo.now[key] = memo.before[key]
+            continue
+        try:
+            passed = _check(run, output, options)
         except AttncardError as error:
             refused.append(RefusedRun(run.repo_id, _reason(error, output)))
+            continue
+        run.checks += passed
+        verified.append(run)
+        memo.now[key] = passed
+    memo.save()
     for run in staged:
         if run not in verified:
             shutil.rmtree(run.folder)
@@ -276,7 +311,65 @@ def write_hub_summary(
         encoding="utf-8",
     )
     plot = draw_leaderboard(groups, output / LEADERBOARD_PLOT)
-    return HubSummary(readme, plot, sorted(run.repo_id for run in verified), refused)
+    runs = [VerifiedRun(run.repo_id, run.folder.name, run.tag, tuple(run.checks)) for run in verified]
+    return HubSummary(readme, plot, sorted(run.repo_id for run in verified), refused, runs)
+
+
+class _Memo:
+    """The runs verified before (`HubSummaryOptions.memo`), by key: the checks each passed. `now` holds what
+    this leaderboard verified, written back by `save`; a memo unreadable, or written under other settings, is
+    as none."""
+
+    def __init__(self, options: HubSummaryOptions) -> None:
+        self.path = Path(options["memo"]) if options.get("memo") else None
+        key = options.get("require_key")
+        self.settings = {
+            # attncard's code checks and renders: another commit may check otherwise.
+            "attncard": f"{_attncard_version()} {git_commit(Path(__file__).resolve().parents[2])}",
+            "data_dir": str(Path(options["data_dir"]).resolve()) if options.get("data_dir") else "",
+            "require_signer": options.get("require_signer") or "",
+            "signer_issuer": options.get("signer_issuer") or "",
+            "require_key": key_fingerprint(key) if key is not None else "",
+        }
+        self.before: dict[str, list[str]] = {}
+        self.now: dict[str, list[str]] = {}
+        if self.path is None or not self.path.is_file():
+            return
+        try:
+            memo = json.loads(self.path.read_text(encoding="utf-8"))
+            if memo.get("settings") == self.settings:
+                self.before = {
+                    str(key): [str(check) for check in checks] for key, checks in memo["verified"].items()
+                }
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            self.before = {}  # ours, but damaged: everything is checked again
+
+    def key(self, run: _Staged, staged: list[_Staged]) -> str:
+        """The run's tag, with the tags of the dense runs of its model and task its paired verdict reads."""
+        results = run.checked.read()
+        setting = (results.model.model_id, results.dataset.task)
+        dense = sorted(
+            other.tag
+            for other in staged
+            if other.checked.read().module.name == DENSE_MODULE
+            and (other.checked.read().model.model_id, other.checked.read().dataset.task) == setting
+        )
+        return f"{run.repo_id}@{run.tag}:" + ",".join(dense)
+
+    def save(self) -> None:
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = self.path.with_name(self.path.name + ".new")
+        scratch.write_text(json.dumps({"settings": self.settings, "verified": self.now}, indent=1), "utf-8")
+        scratch.replace(self.path)  # whole or not at all
+
+
+def _attncard_version() -> str:
+    try:
+        return importlib.metadata.version("attncard")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def _stage_all(
@@ -449,6 +542,7 @@ __all__ = [
     "HubSummary",
     "HubSummaryOptions",
     "RefusedRun",
+    "VerifiedRun",
     "list_runs",
     "write_hub_summary",
 ]
