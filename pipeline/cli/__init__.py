@@ -28,6 +28,7 @@ COMMANDS = {
     "verify": ("verify", "re-evaluate a published run and compare with its card"),
     "sweep": ("sweep", "publish every (row, seed) of a matrix file, resumable; the dense runs first"),
     "summary": ("summary", "write a cards folder's leaderboard: accuracy over seeds, verdicts, speed-ups"),
+    "space": ("space", "the leaderboard as a web page: serve it here, or write and push a Hub Space"),
     "lint": ("lint", "check a run folder, a cards copy, or a cards folder's leaderboard and its cards"),
     "bench": ("bench", "benchmarks: `attncard bench attention [--json FILE]`"),
 }

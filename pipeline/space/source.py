@@ -12,7 +12,6 @@ checked.
 from __future__ import annotations
 
 import datetime
-import multiprocessing
 import os
 import shutil
 import threading
@@ -57,7 +56,7 @@ def check_cards(
         >>> _ = copy_to_cards(Path("runs/tiny-gpt2-none-sst2"), Path("cards"))
         >>> board = check_cards("cards", data_dir="glue", work_dir="page")
         >>> [row.module for row in board.rows], board.refused, board.rows[0].cards
-        (['none'], (), ((0, 'tiny-gpt2-none-sst2/README.md'),))
+        (['none'], (), ((0, 'cards/tiny-gpt2-none-sst2/README.md'),))
     """
     cards_dir = Path(cards_dir)
     copies = sorted(path.parent for path in cards_dir.glob(f"*/{RESULTS_FILE}")) if cards_dir.is_dir() else []
@@ -85,7 +84,7 @@ def check_cards(
         shutil.copytree(copy, verified / copy.name, ignore=shutil.ignore_patterns(f"*{WEIGHTS_SUFFIX}"))
     groups = read_cards(verified) if checks else []
     board = Leaderboard(
-        rows=page_rows(groups, checks, lambda name: f"{name}/README.md"),
+        rows=page_rows(groups, checks, lambda name: f"cards/{name}/README.md"),
         refused=tuple(refused),
         points=plot_points(groups),
         source=f"the cards folder {cards_dir.as_posix()}",
@@ -135,9 +134,9 @@ def check_hub(
 class Checker:
     """The page's leaderboard, checked by `check` now and then again every `interval` seconds.
 
-    Each check runs in a process of its own (spawned: the page's threads are not copied into it), so that
-    the page stays responsive and a check that hangs is stopped at `deadline` seconds. A check that raises
-    keeps the last rows, with `problem` saying why; the first check's failure leaves no rows.
+    The checks after the first run in a thread of their own, so that the page stays responsive; a check of the
+    Hub has its own deadline (`total_deadline` of [`check_hub`]'s options). A check that raises keeps the last
+    rows, with `problem` saying why; the first check's failure leaves no rows.
 
     Example:
         >>> from functools import partial
@@ -154,11 +153,9 @@ class Checker:
         source: str,
         *,
         interval: float | None = None,
-        deadline: float | None = None,
     ) -> None:
         self._check = check
         self.interval = interval
-        self.deadline = deadline
         self._lock = threading.Lock()
         self._current = Leaderboard(rows=(), refused=(), points=(), source=source)
         self._stop = threading.Event()
@@ -170,10 +167,10 @@ class Checker:
             return self._current
 
     def refresh(self) -> Leaderboard:
-        """Checks the study again, in a process of its own; keeps and returns the new leaderboard, or the last
-        with the reason this one failed."""
+        """Checks the study again; keeps and returns the new leaderboard, or the last with the reason this one
+        failed."""
         try:
-            board = _in_process(self._check, self.deadline)
+            board = self._check()
         except AttncardError as error:
             board = with_checked(self.current, _now(), first_line(error))
         with self._lock:
@@ -193,28 +190,6 @@ class Checker:
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
             self.refresh()
-
-
-def _in_process(check: Callable[[], Leaderboard], deadline: float | None) -> Leaderboard:
-    """`check()` in a spawned process; its AttncardError raised here, a hang past `deadline` as one."""
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        result = pool.apply_async(_call, (check,))
-        try:
-            board, problem = result.get(timeout=deadline)
-        except multiprocessing.TimeoutError:
-            raise AttncardError(
-                f"the check did not end within {deadline:g} s; the rows are those of the last check"
-            ) from None
-    if problem:
-        raise AttncardError(problem)
-    return board
-
-
-def _call(check: Callable[[], Leaderboard]) -> tuple[Leaderboard | None, str]:
-    try:
-        return check(), ""
-    except AttncardError as error:
-        return None, first_line(error)
 
 
 def _new_folder(work_dir: Path, kind: str) -> Path:

@@ -104,10 +104,11 @@ class Leaderboard:
 
 
 # The columns of the table of every group, each with how its cell is shown; the numbers sort as numbers.
+# The module and task first: a phone shows the first column or two before the table scrolls sideways.
 COLUMNS: dict[str, Callable[[PageRow], object]] = {
-    "Model": lambda row: row.model,
     "Module": lambda row: row.module,
     "Task": lambda row: row.task,
+    "Model": lambda row: row.model,
     "GLUE metric": lambda row: row.metric,
     "GLUE metric (mean)": lambda row: _number(row.metric_mean, 4),
     "Accuracy (mean)": lambda row: _number(row.accuracy_mean, 4),
@@ -137,13 +138,13 @@ NUMBER_COLUMNS = (
 )
 # The answer: which module keeps dense accuracy, and how much faster or leaner it is.
 ANSWER_COLUMNS: dict[str, Callable[[PageRow], object]] = {
-    "Model": lambda row: row.model,
-    "Task": lambda row: row.task,
     "Module": lambda row: row.module,
+    "Task": lambda row: row.task,
     "Keeps dense accuracy": lambda row: row.keeps,
     "Attention layer 0 at the longest N": lambda row: row.layer_words,
     "Whole model at the task's length": lambda row: row.model_words,
     "Memory of layer 0 at the longest N": lambda row: row.memory_words,
+    "Model": lambda row: row.model,
     "Cards": COLUMNS["Cards"],
 }
 
