@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 LOCK := requirements.lock
 # The extras requirements.lock holds: all of them, so that every test and the docs run from the lock.
-LOCK_EXTRAS := gpu demo dev docs ray slurm
+LOCK_EXTRAS := gpu demo dev docs ray slurm space
 # `make test-floors`: an environment of its own, with the floors of pyproject.toml's ranges (slurm: the fast
 # tests of --executor slurm run submitit against a stand-in sbatch).
 FLOORS := .venv-floors
