@@ -45,6 +45,7 @@ def build_page(checker: Checker, *, title: str):
 
     Example:
         >>> from functools import partial
+        >>> from pathlib import Path
         >>> from attncard.pipeline.publish.publish import copy_to_cards
         >>> from attncard.pipeline.space.source import check_cards
         >>> _ = copy_to_cards(Path("runs/tiny-gpt2-none-sst2"), Path("cards"))
@@ -184,6 +185,7 @@ def serve(
 
     Example:
         >>> from functools import partial
+        >>> from pathlib import Path
         >>> from attncard.pipeline.publish.publish import copy_to_cards
         >>> from attncard.pipeline.space.source import check_cards
         >>> _ = copy_to_cards(Path("runs/tiny-gpt2-none-sst2"), Path("cards"))

@@ -105,11 +105,13 @@ def check_hub(
         [`AttncardError`]: the organisation's runs cannot be listed (see [`write_hub_summary`]).
 
     Example:
+        >>> from attncard.pipeline.publish.push import push_run_folder
+        >>> _ = push_run_folder("runs/tiny-gpt2-none-sst2", "loopback-user/tiny-gpt2-none-sst2")  # run-… tag
         >>> board = check_hub("loopback-user", work_dir="page", data_dir="glue")
         >>> [row.module for row in board.rows], board.refused
         (['none'], ())
-        >>> board.rows[0].cards  # doctest: +ELLIPSIS
-        ((0, 'http://127.0.0.1:.../loopback-user/tiny-gpt2-none-sst2/blob/v1/README.md'),)
+        >>> board.rows[0].cards
+        ((0, 'http://127.0.0.1:.../loopback-user/tiny-gpt2-none-sst2/blob/run-.../README.md'),)
     """
     work_dir = Path(work_dir)
     output = _new_folder(work_dir, "hub")
@@ -140,6 +142,7 @@ class Checker:
 
     Example:
         >>> from functools import partial
+        >>> from pathlib import Path
         >>> from attncard.pipeline.publish.publish import copy_to_cards
         >>> _ = copy_to_cards(Path("runs/tiny-gpt2-none-sst2"), Path("cards"))
         >>> checker = Checker(partial(check_cards, "cards", data_dir="glue", work_dir="page"), "the cards")

@@ -103,39 +103,39 @@ class Leaderboard:
     problem: str = ""
 
 
-# The columns of the table of every group, each with how its cell is shown; the numbers sort as numbers.
-# The module and task first: a phone shows the first column or two before the table scrolls sideways.
+# The figures of the table of every group, by column: sorted by these, shown rounded (`COLUMNS`).
+NUMBER_COLUMNS: dict[str, tuple[Callable[[PageRow], float | None], int]] = {
+    "GLUE metric (mean)": (lambda row: row.metric_mean, 4),
+    "Accuracy (mean)": (lambda row: row.accuracy_mean, 4),
+    "Accuracy (sd)": (lambda row: row.accuracy_sd, 4),
+    "Accuracy − dense (points)": (lambda row: row.difference, 2),
+    "Speed-up at the task's length": (lambda row: row.speedup, 2),
+    "Memory at the task's length": (lambda row: row.memory, 2),
+    "Layer speed-up at the longest N": (lambda row: row.layer_speedup, 2),
+    "Layer memory at the longest N": (lambda row: row.layer_memory, 2),
+    "Compression": (lambda row: row.compression, 2),
+}
+# The columns of the table of every group, each with how its cell is shown (None: an empty cell). The
+# module and task first: a phone shows the first column or two before the table scrolls sideways.
 COLUMNS: dict[str, Callable[[PageRow], object]] = {
     "Module": lambda row: row.module,
     "Task": lambda row: row.task,
     "Model": lambda row: row.model,
     "GLUE metric": lambda row: row.metric,
-    "GLUE metric (mean)": lambda row: _number(row.metric_mean, 4),
-    "Accuracy (mean)": lambda row: _number(row.accuracy_mean, 4),
-    "Accuracy (sd)": lambda row: _number(row.accuracy_sd, 4),
-    "Accuracy − dense (points)": lambda row: _number(row.difference, 2),
+    **{
+        name: (lambda row, figure=figure, digits=digits: _number(figure(row), digits))
+        for name, (figure, digits) in list(NUMBER_COLUMNS.items())[:4]
+    },
     "Keeps dense accuracy": lambda row: row.keeps,
-    "Speed-up at the task's length": lambda row: _number(row.speedup, 2),
-    "Memory at the task's length": lambda row: _number(row.memory, 2),
-    "Layer speed-up at the longest N": lambda row: _number(row.layer_speedup, 2),
-    "Layer memory at the longest N": lambda row: _number(row.layer_memory, 2),
-    "Compression": lambda row: _number(row.compression, 2),
+    **{
+        name: (lambda row, figure=figure, digits=digits: _number(figure(row), digits))
+        for name, (figure, digits) in list(NUMBER_COLUMNS.items())[4:]
+    },
     "Seeds": lambda row: ", ".join(str(seed) for seed in row.seeds),
     "Status": lambda row: row.status,
     "Checks passed": lambda row: row.checks,
     "Cards": lambda row: ", ".join(f"[seed {seed}]({link})" for seed, link in row.cards),
 }
-NUMBER_COLUMNS = (
-    "GLUE metric (mean)",
-    "Accuracy (mean)",
-    "Accuracy (sd)",
-    "Accuracy − dense (points)",
-    "Speed-up at the task's length",
-    "Memory at the task's length",
-    "Layer speed-up at the longest N",
-    "Layer memory at the longest N",
-    "Compression",
-)
 # The answer: which module keeps dense accuracy, and how much faster or leaner it is.
 ANSWER_COLUMNS: dict[str, Callable[[PageRow], object]] = {
     "Module": lambda row: row.module,
@@ -160,7 +160,10 @@ def page_rows(
         link: the address of a cards copy's card, from its folder's name.
 
     Example:
+        >>> from pathlib import Path
         >>> from attncard.pipeline.card.groups import read_cards
+        >>> from attncard.pipeline.publish.publish import copy_to_cards
+        >>> _ = copy_to_cards(Path("runs/tiny-gpt2-none-sst2"), Path("cards"))
         >>> [row] = page_rows(read_cards("cards"), {"tiny-gpt2-none-sst2": "card"}, lambda name: name)
         >>> row.module, row.keeps, row.speedup, row.cards
         ('none', 'the dense baseline', None, ((0, 'tiny-gpt2-none-sst2'),))
@@ -240,10 +243,19 @@ def select_rows(
     numbers, a row without the figure last, either way; the leaderboard's order on a tie).
 
     Example:
-        >>> [row.task for row in select_rows(rows, tasks=["mrpc"])]
-        ['mrpc', 'mrpc']
+        >>> import dataclasses
+        >>> from pathlib import Path
+        >>> from attncard.pipeline.card.groups import read_cards
+        >>> from attncard.pipeline.publish.publish import copy_to_cards
+        >>> _ = copy_to_cards(Path("runs/tiny-gpt2-none-sst2"), Path("cards"))
+        >>> [dense] = page_rows(read_cards("cards"), {}, lambda name: name)
+        >>> rows = [dense, dataclasses.replace(dense, module="svd_lowrank", task="mrpc", speedup=2.5)]
+        >>> [row.module for row in select_rows(rows, tasks=["mrpc"])]
+        ['svd_lowrank']
         >>> [row.speedup for row in select_rows(rows, sort_by="Speed-up at the task's length")]
-        [2.5, 1.0, None]
+        [2.5, None]
+        >>> [row.module for row in select_rows(rows, search="SVD mrpc")]
+        ['svd_lowrank']
     """
     chosen = [
         row
@@ -259,10 +271,12 @@ def select_rows(
         return chosen
     if sort_by not in COLUMNS:
         raise ValueError(f"no column {sort_by!r}; sort by one of {', '.join(COLUMNS)}")
-    present = [row for row in chosen if COLUMNS[sort_by](row) is not None]
-    missing = [row for row in chosen if COLUMNS[sort_by](row) is None]
-    key = (lambda row: COLUMNS[sort_by](row)) if sort_by in NUMBER_COLUMNS else _text_key(sort_by)
-    return sorted(present, key=key, reverse=descending) + missing
+    if sort_by in NUMBER_COLUMNS:
+        figure = NUMBER_COLUMNS[sort_by][0]
+        present = [row for row in chosen if _number(figure(row), 12) is not None]
+        missing = [row for row in chosen if _number(figure(row), 12) is None]
+        return sorted(present, key=figure, reverse=descending) + missing
+    return sorted(chosen, key=lambda row: str(COLUMNS[sort_by](row)).casefold(), reverse=descending)
 
 
 def table(rows: Sequence[PageRow], columns: Mapping[str, Callable[[PageRow], object]]) -> list[list[object]]:
@@ -281,10 +295,6 @@ def with_checked(board: Leaderboard, checked_at: str, problem: str = "") -> Lead
 
 def _text(row: PageRow) -> str:
     return " ".join(str(cell(row)) for cell in COLUMNS.values()).casefold()
-
-
-def _text_key(column: str) -> Callable[[PageRow], str]:
-    return lambda row: str(COLUMNS[column](row)).casefold()
 
 
 def _median(values: Sequence[float | None]) -> float | None:

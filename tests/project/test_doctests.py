@@ -93,6 +93,8 @@ SLOW_MODULES = {
     "attncard.modules.checks",
     "attncard.pipeline.publish.publish",
     "attncard.pipeline.run.scaling",
+    "attncard.pipeline.space.app",  # imports Gradio
+    "attncard.pipeline.space.source",
     "attncard.pipeline.study.hub_leaderboard",
     "attncard.pipeline.verify.download",
     "attncard.testing",
