@@ -6,8 +6,8 @@ venvs), are the fixtures: tests/support/fixtures/plots/training_loss_matplotlib_
 3.11.2's pixels, other bytes: its Software chunk names 3.11.1) and ..._3.10.9.png (another family: the legend
 elsewhere, the per-step line simplified otherwise), both of cards/minilm-adaptive_span-mrpc-seed0.
 leaderboard_style2_matplotlib_3.10.9.png is cards/leaderboard.png drawn by matplotlib 3.10.9 (issue 44: the
-FAIL points marked; `draw_leaderboard` with `PYTHONPATH` at a `pip install --target` of 3.10.9): the same
-pixels as the locked 3.11.2's, other bytes (its Software chunk).
+FAIL points marked; issue 46: the names placed apart; `draw_leaderboard` with `PYTHONPATH` at a `pip install
+--target` of 3.10.9): the same pixels as the locked 3.11.2's, other bytes (its Software chunk).
 The ..._style2_... fixtures are that run's training-loss plot in plot style 2, as every run published now
 records it, drawn by 3.10.9 and 3.8.4 (`draw --style 2`), and with one step's loss moved by 0.05 (`forge
 --style 2`, its step-loss-0.05).
