@@ -176,6 +176,10 @@ class Checker:
             board = self._check()
         except AttncardError as error:
             board = with_checked(self.current, _now(), first_line(error))
+        except Exception as error:  # a page that serves for weeks says what went wrong, and serves on
+            board = with_checked(
+                self.current, _now(), f"an unexpected {type(error).__name__}: {first_line(error)}"
+            )
         with self._lock:
             self._current = board
         return board
