@@ -296,6 +296,7 @@ def _retried(
     retries = HUB_BACKOFF.retries if retries is None else retries
     attempt = 0
     while True:
+        tries = f" after {attempt + 1} attempts" if attempt else ""
         try:
             return call()
         except HfHubHTTPError as error:
@@ -303,14 +304,14 @@ def _retried(
             wait = HUB_BACKOFF.wait_s(attempt, error.response)
             if code not in HUB_BACKOFF.statuses or attempt == retries:
                 raise PushError(
-                    f"{what} failed ({reason}); nothing was pushed: {_advice(code, owner)}"
+                    f"{what} failed{tries} ({reason}); nothing was pushed: {_advice(code, owner)}"
                 ) from None
         except _TRANSIENT_ERRORS as error:
             reason, wait = transport_failure(error), HUB_BACKOFF.wait_s(attempt)
             if attempt == retries:
                 raise PushError(
-                    f"{what} failed ({reason}); nothing was pushed: check the network and the endpoint "
-                    "(endpoint=, HF_ENDPOINT), then push again",
+                    f"{what} failed{tries} ({reason}); nothing was pushed: check the network and the "
+                    "endpoint (endpoint=, HF_ENDPOINT), then push again",
                     options=("endpoint",),
                 ) from None
         attempt += 1
