@@ -57,9 +57,10 @@ _T = TypeVar("_T")
 def check_space_folder(folder: str | os.PathLike, space_id: str) -> list[str]:
     """Checks, without any network access, that `folder` may be pushed to the Space `space_id`.
 
-    The folder must hold app.py, requirements.txt and README.md, and README.md's metadata must load with
-    huggingface_hub's `SpaceCard` and say `sdk: gradio` and an `app_file` that is a file of the folder.
-    `space_id` must be `OWNER/NAME` as huggingface_hub's `validate_repo_id` accepts it.
+    The folder must hold app.py, requirements.txt and README.md, and no symbolic link (it would push what it
+    points to, wherever that is); README.md's metadata must load with huggingface_hub's `SpaceCard` and say
+    `sdk: gradio` and an `app_file` that is a file of the folder. `space_id` must be `OWNER/NAME` as
+    huggingface_hub's `validate_repo_id` accepts it.
 
     Args:
         folder: the Space folder, e.g. the one `attncard space --output space` writes.
@@ -87,11 +88,15 @@ def check_space_folder(folder: str | os.PathLike, space_id: str) -> list[str]:
         ) from None
     if "/" not in space_id:
         raise PushRefusedError(
-            f"{space_id!r} names no owner; nothing was pushed: pass OWNER/NAME, e.g. {space_id!r} under the "
-            "organisation the leaderboard is of"
+            f"{space_id!r} names no owner; nothing was pushed: pass OWNER/NAME, e.g. ORG/{space_id}"
         )
     if not folder.is_dir():
         raise PushRefusedError(f"{folder} is not a folder; nothing was pushed: pass the Space folder")
+    links = sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_symlink())
+    if links:  # what it points to may be any file of this machine
+        raise PushRefusedError(
+            f"{folder}/{links[0]} is a symbolic link; nothing was pushed: put the file itself in the folder"
+        )
     files = sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file())
     missing = [name for name in SPACE_FILES if name not in files]
     if missing:

@@ -236,6 +236,10 @@ def _no_requirements(folder: Path) -> None:
     (folder / "requirements.txt").unlink()
 
 
+def _a_link(folder: Path) -> None:
+    (folder / "cards" / "secrets.txt").symlink_to(folder.parent / "elsewhere.txt")
+
+
 @pytest.mark.parametrize(
     ("edit", "space_id", "says"),
     [
@@ -244,6 +248,7 @@ def _no_requirements(folder: Path) -> None:
         (_no_app_file, SPACE, "README.md's app_file (main.py) is not a file of"),
         (_broken_yaml, SPACE, "the metadata of"),
         (_no_requirements, SPACE, "is not a Space folder: it has no requirements.txt"),
+        (_a_link, SPACE, "cards/secrets.txt is a symbolic link"),
         (None, "leaderboard", "'leaderboard' names no owner"),
         (None, "loopback-user/lead--board", "is not a Space id"),
         (None, f"spaces/{SPACE}", "is not a Space id"),
