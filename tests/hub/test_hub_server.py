@@ -231,6 +231,45 @@ def test_state_survives_a_restart(hub: LoopbackHub, api: HfApi, repo: str, tmp_p
         assert again.read_file(repo, "config.json") == CONFIG
 
 
+def test_spaces_are_served_apart_from_models(hub: LoopbackHub, api: HfApi, repo: str, tmp_path: Path) -> None:
+    """A Space is created with its SDK, committed to, listed, downloaded and faulted through its own routes
+    (`/api/spaces/…`, `/spaces/…/resolve/…`) under the models' route names; a model of the same id is another
+    repository, and both survive a restart."""
+    url = api.create_repo(REPO, repo_type="space", space_sdk="gradio")
+    assert url == f"{hub.endpoint}/spaces/{REPO}" and hub.space_sdk(REPO) == "gradio"
+    assert api.create_repo(REPO, repo_type="space", space_sdk="gradio", exist_ok=True) == url
+    with pytest.raises(HfHubHTTPError) as excinfo:
+        api.create_repo(REPO, repo_type="space", space_sdk="gradio")
+    assert excinfo.value.response.status_code == 409
+    # Like the Hub, a new Space has one system commit: .gitattributes and a README.md naming its SDK.
+    (initial,) = hub.commits(REPO, repo_type="space")
+    assert initial.author == "system" and set(initial.files) == {".gitattributes", "README.md"}
+    assert "sdk: gradio" in hub.read_file(REPO, "README.md", repo_type="space").decode()
+
+    hub.faults.add("commit", "status", status=500)
+    with pytest.raises(HfHubHTTPError):
+        api.upload_file(path_or_fileobj=b"print(1)\n", path_in_repo="app.py", repo_id=REPO, repo_type="space")
+    assert [r.path for r in hub.requests if r.fault] == [f"/api/spaces/{REPO}/commit/main"]
+    head = api.upload_file(
+        path_or_fileobj=b"print(1)\n", path_in_repo="app.py", repo_id=REPO, repo_type="space"
+    ).oid
+    assert api.space_info(REPO).sha == head == hub.head(REPO, repo_type="space")
+    assert [c.oid for c in hub.commits(REPO, repo_type="space")] == [head, initial.oid]
+    assert sorted(api.list_repo_files(REPO, repo_type="space")) == [".gitattributes", "README.md", "app.py"]
+    path = hf_hub_download(REPO, "app.py", repo_type="space", cache_dir=tmp_path / "cache")
+    assert Path(path).read_bytes() == b"print(1)\n"
+    assert hub.request_count("resolve", method="GET") == 1
+
+    # The model of the same id is untouched, and listed alone among the models.
+    assert set(hub.snapshot(repo)) == {".gitattributes"} and hub.repo_ids() == [repo]
+    assert [model.id for model in api.list_models(author=USER)] == [repo]
+    hub.stop()
+    with LoopbackHub(tmp_path / "hub", token=TOKEN) as again:
+        assert again.repo_ids("space") == [REPO] and again.space_sdk(REPO) == "gradio"
+        assert again.read_file(REPO, "app.py", repo_type="space") == b"print(1)\n"
+        assert again.head(repo) != again.head(REPO, repo_type="space")
+
+
 def test_resolve_headers_and_ranges(hub: LoopbackHub, api: HfApi, repo: str) -> None:
     hub.lfs_threshold = 1024 * 1024
     head = commit_files(api, {"config.json": CONFIG, "weights/model.bin": WEIGHTS})

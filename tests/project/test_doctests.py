@@ -12,10 +12,11 @@ reader would name theirs:
 - `plugins/`: the example plugin `examples/sliding_window`, installed there (not on `sys.path`). An example
   that says it runs "with examples/sliding_window installed" runs with `plugins/` on `sys.path`.
 
-An example that names the repository `loopback-user/tiny-gpt2-none-sst2` runs against a loopback Hub (see
-tests/support/hub_server.py), with huggingface_hub pointed at it and `HF_TOKEN` set: it holds the run folder
-committed to `main` and tagged `v1`, except for the examples of `attncard.pipeline.publish.push`, which push
-it themselves. Everything else runs offline.
+An example that names a repository of `loopback-user/` (e.g. `loopback-user/tiny-gpt2-none-sst2`, or the
+Space `loopback-user/leaderboard`) runs against a loopback Hub (see tests/support/hub_server.py), with
+huggingface_hub pointed at it and `HF_TOKEN` set: it holds the run folder committed to
+`loopback-user/tiny-gpt2-none-sst2`'s `main` and tagged `v1`, except for the examples of
+`attncard.pipeline.publish.push`, which push it themselves. Everything else runs offline.
 
 Examples may also use, without building them, the objects `Names` lists: `results`, `data`, `evaluation`,
 `trained`, `loaded`, `model`, `tokenizer`, `batch`, `load_base`, `minilm`. Each docstring (a module's, a
@@ -290,7 +291,7 @@ def test_examples_run(
         source = "\n".join(example.source for example in test.examples)
         hub = loopback_hub(folder.parent, name not in EMPTY_HUB_MODULES)
         with (
-            hub if TINY_GPT2_REPO in source else contextlib.nullcontext(),
+            hub if f"{HUB_USER}/" in source else contextlib.nullcontext(),
             isolated(folder, PLUGIN_MARK in source),
         ):
             test.globs.update(names.build(test))

@@ -175,6 +175,29 @@ def test_publish_ends_with_the_leaderboard_of_every_run_on_the_hub_signed_by_thi
     assert upload["if"] == "always()" and upload["with"]["path"] == "leaderboard/"
 
 
+def test_publish_pushes_the_leaderboard_space_after_the_leaderboard() -> None:
+    job = _publish_workflow()["jobs"]["space"]
+    assert job["needs"] == "leaderboard" and "github.event_name == 'push'" in job["if"]
+    assert job["permissions"] == {"contents": "read"}
+    runs = "\n".join(step.get("run", "") for step in job["steps"])
+    assert "make install" in runs
+    (push,) = [step for step in job["steps"] if "attncard space" in step.get("run", "")]
+    assert (
+        '.venv/bin/attncard space "$HF_ORG" --output space --push "$HF_ORG/leaderboard" '
+        '--require-signer "$IDENTITY"' in push["run"]
+    )
+    assert 'test -n "$HF_ORG"' in push["run"] and 'test -n "$HF_TOKEN"' in push["run"]
+    assert "unset GLUE_DIR HF_HUB_OFFLINE" in push["run"]
+    assert push["env"]["HF_TOKEN"] == "${{ secrets.HF_TOKEN }}"
+    assert push["env"]["HF_ORG"] == "${{ vars.HF_ORG }}"
+    # The leaderboard's signer: this workflow at any tag.
+    assert push["env"]["IDENTITY"] == (
+        "${{ github.server_url }}/${{ github.repository }}/.github/workflows/publish.yml@refs/tags/*"
+    )
+    (upload,) = [step for step in job["steps"] if step.get("uses", "").startswith("actions/upload-artifact@")]
+    assert upload["if"] == "always()" and upload["with"]["path"] == "space/"
+
+
 def _matrix(tmp_path: Path, event: str, **inputs: str) -> list[dict]:
     """The matrix the workflow's first job writes to GITHUB_OUTPUT, run here on cards/matrix.yaml."""
     (read,) = [step for step in _publish_workflow()["jobs"]["matrix"]["steps"] if step.get("id") == "read"]

@@ -6,8 +6,9 @@ tag, list and download. It keeps a git-like history per repository (40-hex commi
 branches) so tests can exercise the *real* client over HTTP, inject faults with `FaultPlan` and then
 look at what the server holds.
 
-Only model repositories are served. Xet storage is not spoken: clients must run with Xet disabled
-(see `client_settings`), so that large files go through the legacy LFS batch API.
+Model and Space repositories are served (datasets are not), each kind in a namespace of its own as on the
+Hub: the test helpers take `repo_type="space"` for a Space. Xet storage is not spoken: clients must run with
+Xet disabled (see `client_settings`), so that large files go through the legacy LFS batch API.
 
 The routes, payloads and headers follow what the installed client sends and expects; see the
 `_match_route` table for the list.
@@ -86,6 +87,9 @@ _GITATTRIBUTES = (
     b"*.zip filter=lfs diff=lfs merge=lfs -text\n"
 )
 _SYSTEM_AUTHOR = "system"
+# The repository types served, with the prefix of their paths (`/api/spaces/…`, `/spaces/…/resolve/…`).
+_URL_PREFIXES = {"model": "", "space": "spaces/"}
+_SPACE_SDKS = ("gradio", "streamlit", "docker", "static")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _OID_PREFIX_RE = re.compile(r"^[0-9a-f]{7,40}$")
@@ -189,6 +193,20 @@ class _Repo:
     branches: dict[str, str] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
     lfs_objects: set[str] = field(default_factory=set)
+    repo_type: str = "model"
+    sdk: str | None = None  # a Space's
+
+    @property
+    def key(self) -> str:
+        """Its key in `LoopbackHub._repos` and `state.json`, and the path of its pages: `ns/name` for a model,
+        `spaces/ns/name` for a Space."""
+        return _repo_key(self.repo_id, self.repo_type)
+
+
+def _repo_key(repo_id: str, repo_type: str = "model") -> str:
+    if repo_type not in _URL_PREFIXES:
+        raise ValueError(f"LoopbackHub serves {' and '.join(_URL_PREFIXES)} repositories, not {repo_type!r}")
+    return _URL_PREFIXES[repo_type] + repo_id
 
 
 @dataclass(frozen=True)
@@ -429,7 +447,20 @@ _REPO_ACTIONS: dict[tuple[str, str], tuple[str, int, int]] = {
 
 
 def _match_route(method: str, seg: list[str]) -> tuple[str, dict[str, str]]:
-    """Map a request to a route name and its path parameters (segments are already unquoted)."""
+    """Map a request to a route name and its path parameters (segments are already unquoted).
+
+    A Space's routes are a model's with `spaces` in place of `models` (`/api/spaces/{ns}/{name}/…`) or
+    before the repository (`/spaces/{ns}/{name}/resolve/…`, `/spaces/{ns}/{name}.git/info/lfs/…`), under
+    the same route names; their parameters hold `repo_type: "space"`.
+    """
+    if len(seg) >= 3 and seg[0] == "spaces" and seg[1] not in {"", "api"}:
+        route, params = _match_route(method, seg[1:])
+        if "repo" in params:
+            return route, {**params, "repo_type": "space"}
+        return "unknown", {}
+    if len(seg) >= 4 and seg[:2] == ["api", "spaces"]:
+        route, params = _match_route(method, ["api", "models", *seg[2:]])
+        return route, {**params, "repo_type": "space"} if "repo" in params else params
     if seg == ["api", "whoami-v2"]:
         return "whoami", {}
     if seg == ["api", "validate-yaml"]:
@@ -696,51 +727,62 @@ class LoopbackHub:
         with self._lock:
             self._log.clear()
 
-    def repo_ids(self) -> list[str]:
-        """Ids of the repositories the server holds."""
+    def repo_ids(self, repo_type: str = "model") -> list[str]:
+        """Ids of the repositories of this type (`"model"` or `"space"`) the server holds."""
         with self._lock:
-            return sorted(self._repos)
+            return sorted(repo.repo_id for repo in self._repos.values() if repo.repo_type == repo_type)
 
-    def head(self, repo_id: str, branch: str = "main") -> str:
+    def space_sdk(self, repo_id: str) -> str | None:
+        """The SDK a Space was created with (`POST /api/repos/create`'s `sdk`)."""
+        with self._lock:
+            return self._existing_repo(repo_id, "space").sdk
+
+    # Every helper below takes `repo_type="space"` for a Space (the default is a model repository).
+
+    def head(self, repo_id: str, branch: str = "main", *, repo_type: str = "model") -> str:
         """Commit id at the head of `branch`."""
         with self._lock:
-            repo = self._existing_repo(repo_id)
+            repo = self._existing_repo(repo_id, repo_type)
             if branch not in repo.branches:
                 raise KeyError(f"{repo_id} has no branch {branch!r}")
             return repo.branches[branch]
 
-    def refs(self, repo_id: str) -> dict[str, dict[str, str]]:
+    def refs(self, repo_id: str, *, repo_type: str = "model") -> dict[str, dict[str, str]]:
         """`{"branches": {name: oid}, "tags": {name: oid}}`."""
         with self._lock:
-            repo = self._existing_repo(repo_id)
+            repo = self._existing_repo(repo_id, repo_type)
             return {"branches": dict(repo.branches), "tags": dict(repo.tags)}
 
-    def commits(self, repo_id: str, revision: str = "main") -> list[HubCommit]:
+    def commits(self, repo_id: str, revision: str = "main", *, repo_type: str = "model") -> list[HubCommit]:
         """History reachable from `revision` (branch, tag or commit id), newest first."""
         with self._lock:
-            repo = self._existing_repo(repo_id)
+            repo = self._existing_repo(repo_id, repo_type)
             return [
                 self._public_commit(c)
                 for c in self._history(repo, self._resolve_or_key_error(repo, revision))
             ]
 
-    def snapshot(self, repo_id: str, revision: str = "main") -> dict[str, bytes]:
+    def snapshot(self, repo_id: str, revision: str = "main", *, repo_type: str = "model") -> dict[str, bytes]:
         """Every file of `revision`, as path -> content."""
         with self._lock:
-            repo = self._existing_repo(repo_id)
+            repo = self._existing_repo(repo_id, repo_type)
             files = dict(self._resolve_or_key_error(repo, revision).files)
         return {path: self._read_blob(entry.sha256) for path, entry in sorted(files.items())}
 
-    def read_file(self, repo_id: str, path: str, revision: str = "main") -> bytes:
+    def read_file(
+        self, repo_id: str, path: str, revision: str = "main", *, repo_type: str = "model"
+    ) -> bytes:
         """Content of one file at `revision`; KeyError when it is not there."""
         with self._lock:
-            commit = self._resolve_or_key_error(self._existing_repo(repo_id), revision)
+            commit = self._resolve_or_key_error(self._existing_repo(repo_id, repo_type), revision)
             if path not in commit.files:
                 raise KeyError(f"{path!r} is not in {repo_id}@{revision}")
             entry = commit.files[path]
         return self._read_blob(entry.sha256)
 
-    def tamper(self, repo_id: str, path: str, new_bytes: bytes, revision: str = "main") -> None:
+    def tamper(
+        self, repo_id: str, path: str, new_bytes: bytes, revision: str = "main", *, repo_type: str = "model"
+    ) -> None:
         """Overwrite an existing file in place in the commit at `revision`, without making a commit.
 
         Simulates a corrupted server copy: the commit id stays the same, while everything the server
@@ -748,25 +790,27 @@ class LoopbackHub:
         file keeps its storage mode (regular or LFS). Every ref pointing to that commit sees it.
         """
         with self._lock:
-            repo = self._existing_repo(repo_id)
+            repo = self._existing_repo(repo_id, repo_type)
             commit = self._resolve_or_key_error(repo, revision)
             if path not in commit.files:
                 raise KeyError(f"{path!r} is not in {repo_id}@{revision}")
             entry = _Entry.of(new_bytes, lfs=commit.files[path].lfs)
             self._write_blob(new_bytes, entry.sha256)
             commit.files[path] = entry
-            self._tree_cache.pop((repo_id, commit.oid), None)
+            self._tree_cache.pop((repo.key, commit.oid), None)
             self._save_state()
 
-    def delete_file_silently(self, repo_id: str, path: str, revision: str = "main") -> None:
+    def delete_file_silently(
+        self, repo_id: str, path: str, revision: str = "main", *, repo_type: str = "model"
+    ) -> None:
         """Remove a file in place from the commit at `revision`, without making a commit."""
         with self._lock:
-            repo = self._existing_repo(repo_id)
+            repo = self._existing_repo(repo_id, repo_type)
             commit = self._resolve_or_key_error(repo, revision)
             if path not in commit.files:
                 raise KeyError(f"{path!r} is not in {repo_id}@{revision}")
             del commit.files[path]
-            self._tree_cache.pop((repo_id, commit.oid), None)
+            self._tree_cache.pop((repo.key, commit.oid), None)
             self._save_state()
 
     # ---------------------------------------------------------------------------- storage
@@ -788,7 +832,8 @@ class LoopbackHub:
 
     def _save_state(self) -> None:
         state = {
-            repo_id: {
+            key: {
+                **({"type": repo.repo_type, "sdk": repo.sdk} if repo.repo_type != "model" else {}),
                 "private": repo.private,
                 "created_at": repo.created_at,
                 "branches": repo.branches,
@@ -807,7 +852,7 @@ class LoopbackHub:
                     for c in repo.commits.values()
                 ],
             }
-            for repo_id, repo in self._repos.items()
+            for key, repo in self._repos.items()
         }
         path = self.root / "state.json"
         tmp = path.with_suffix(".tmp")
@@ -818,8 +863,15 @@ class LoopbackHub:
         path = self.root / "state.json"
         if not path.exists():
             return
-        for repo_id, raw in json.loads(path.read_text()).items():
-            repo = _Repo(repo_id=repo_id, private=raw["private"], created_at=raw["created_at"])
+        for key, raw in json.loads(path.read_text()).items():
+            repo_type = raw.get("type", "model")
+            repo = _Repo(
+                repo_id=key.removeprefix(_URL_PREFIXES[repo_type]),
+                private=raw["private"],
+                created_at=raw["created_at"],
+                repo_type=repo_type,
+                sdk=raw.get("sdk"),
+            )
             repo.branches, repo.tags, repo.lfs_objects = raw["branches"], raw["tags"], set(raw["lfs_objects"])
             for c in raw["commits"]:
                 files = {
@@ -828,14 +880,15 @@ class LoopbackHub:
                 repo.commits[c["oid"]] = _Commit(
                     c["oid"], c["parent"], c["title"], c["description"], c["author"], c["created_at"], files
                 )
-            self._repos[repo_id] = repo
+            self._repos[key] = repo
 
     # ---------------------------------------------------------------------------- model helpers
 
-    def _existing_repo(self, repo_id: str) -> _Repo:
-        if repo_id not in self._repos:
-            raise KeyError(f"LoopbackHub holds no repository {repo_id!r}")
-        return self._repos[repo_id]
+    def _existing_repo(self, repo_id: str, repo_type: str = "model") -> _Repo:
+        key = _repo_key(repo_id, repo_type)
+        if key not in self._repos:
+            raise KeyError(f"LoopbackHub holds no {repo_type} repository {repo_id!r}")
+        return self._repos[key]
 
     def _resolve_or_key_error(self, repo: _Repo, revision: str) -> _Commit:
         try:
@@ -880,7 +933,7 @@ class LoopbackHub:
         )
 
     def _trees(self, repo: _Repo, commit: _Commit) -> dict[str, str]:
-        key = (repo.repo_id, commit.oid)
+        key = (repo.key, commit.oid)
         if key not in self._tree_cache:
             self._tree_cache[key] = _tree_oids(commit.files)
         return self._tree_cache[key]
@@ -905,15 +958,24 @@ class LoopbackHub:
         repo.commits.setdefault(oid, commit)
         return repo.commits[oid]
 
-    def _create_repo_state(self, repo_id: str, private: bool) -> _Repo:
-        repo = _Repo(repo_id=repo_id, private=private, created_at=time.time())
-        entry = _Entry.of(_GITATTRIBUTES, lfs=False)
-        self._write_blob(_GITATTRIBUTES, entry.sha256)
-        initial = self._new_commit(
-            repo, None, {".gitattributes": entry}, "initial commit", "", _SYSTEM_AUTHOR
-        )
+    def _create_repo_state(
+        self, repo_id: str, private: bool, repo_type: str = "model", sdk: str | None = None
+    ) -> _Repo:
+        repo = _Repo(repo_id=repo_id, private=private, created_at=time.time(), repo_type=repo_type, sdk=sdk)
+        files = {".gitattributes": _GITATTRIBUTES}
+        if repo_type == "space":
+            # The Hub starts a Space with a README.md whose metadata names its SDK.
+            name = repo_id.split("/")[1]
+            files["README.md"] = (
+                f"---\ntitle: {name}\nsdk: {sdk}\napp_file: app.py\npinned: false\n---\n".encode()
+            )
+        entries = {}
+        for path, data in files.items():
+            entries[path] = _Entry.of(data, lfs=False)
+            self._write_blob(data, entries[path].sha256)
+        initial = self._new_commit(repo, None, entries, "initial commit", "", _SYSTEM_AUTHOR)
         repo.branches["main"] = initial.oid
-        self._repos[repo_id] = repo
+        self._repos[repo.key] = repo
         return repo
 
     # ---------------------------------------------------------------------------- dispatch
@@ -1024,9 +1086,13 @@ class LoopbackHub:
             raise _HubError(401, "Invalid credentials in Authorization header")
         return True
 
+    @staticmethod
+    def _repo_key_of(req: _Request) -> str:
+        return _repo_key(req.params["repo"], req.params.get("repo_type", "model"))
+
     def _readable_repo(self, req: _Request) -> _Repo:
         authenticated = self._authenticate(req, write=False)
-        repo = self._repos.get(req.params["repo"])
+        repo = self._repos.get(self._repo_key_of(req))
         # Like the Hub, a private repo is "not found" for anonymous readers.
         if repo is None or (repo.private and not authenticated and self.token is not None):
             raise _HubError(404, "Repository not found", code="RepoNotFound")
@@ -1034,7 +1100,7 @@ class LoopbackHub:
 
     def _writable_repo(self, req: _Request) -> _Repo:
         self._authenticate(req, write=True)
-        repo = self._repos.get(req.params["repo"])
+        repo = self._repos.get(self._repo_key_of(req))
         if repo is None:
             raise _HubError(404, "Repository not found", code="RepoNotFound")
         return repo
@@ -1072,23 +1138,27 @@ class LoopbackHub:
         payload = req.json()
         if not isinstance(payload, dict):
             raise _HubError(400, "Expected a JSON object")
-        if payload.get("type", "model") not in {None, "model"}:
-            raise _HubError(501, "LoopbackHub only serves model repositories")
+        repo_type = payload.get("type") or "model"
+        if repo_type not in _URL_PREFIXES:
+            raise _HubError(501, f"LoopbackHub serves model and space repositories, not {repo_type!r}")
+        sdk = payload.get("sdk") if repo_type == "space" else None
+        if repo_type == "space" and sdk not in _SPACE_SDKS:
+            raise _HubError(400, f"Invalid sdk {sdk!r}: a Space needs one of {', '.join(_SPACE_SDKS)}")
         name, namespace = payload.get("name"), payload.get("organization") or self.user
         if not isinstance(name, str) or not _NAME_RE.match(name) or name.endswith(".git"):
             raise _HubError(400, f"Invalid repository name: {name!r}")
         if not _NAME_RE.match(namespace):
             raise _HubError(400, f"Invalid namespace: {namespace!r}")
         repo_id = f"{namespace}/{name}"
-        url = f"{self._base_url}/{repo_id}"
+        url = f"{self._base_url}/{_repo_key(repo_id, repo_type)}"
         private = payload.get("visibility") == "private" or bool(payload.get("private"))
         with self._lock:
-            if repo_id in self._repos:
+            if _repo_key(repo_id, repo_type) in self._repos:
                 # The client reads "url" from this 409 answer when exist_ok=True.
                 return _Response.json(
-                    {"error": "You already created this model repo", "url": url}, status=409
+                    {"error": f"You already created this {repo_type} repo", "url": url}, status=409
                 )
-            self._create_repo_state(repo_id, private)
+            self._create_repo_state(repo_id, private, repo_type, sdk)
             self._save_state()
         return _Response.json(
             {"url": url, "name": repo_id, "id": hashlib.sha1(repo_id.encode()).hexdigest()[:24]}
@@ -1100,10 +1170,12 @@ class LoopbackHub:
         if not isinstance(payload, dict) or not isinstance(payload.get("name"), str):
             raise _HubError(400, "Expected a JSON object with a 'name'")
         repo_id = f"{payload.get('organization') or self.user}/{payload['name']}"
+        repo_type = payload.get("type") or "model"
+        key = _repo_key(repo_id, repo_type) if repo_type in _URL_PREFIXES else None
         with self._lock:
-            if repo_id not in self._repos:
+            if key not in self._repos:
                 raise _HubError(404, "Repository not found", code="RepoNotFound")
-            del self._repos[repo_id]
+            del self._repos[key]
             self._save_state()
         return _Response.json({})
 
@@ -1129,9 +1201,9 @@ class LoopbackHub:
             siblings.append(sibling)
         namespace = repo.repo_id.split("/")[0]
         info: dict[str, Any] = {
-            "_id": hashlib.sha1(repo.repo_id.encode()).hexdigest()[:24],
+            "_id": hashlib.sha1(repo.key.encode()).hexdigest()[:24],
             "id": repo.repo_id,
-            "modelId": repo.repo_id,
+            **({"modelId": repo.repo_id} if repo.repo_type == "model" else {"sdk": repo.sdk}),
             "author": namespace,
             "sha": commit.oid,
             "lastModified": _iso(commit.created_at),
@@ -1163,6 +1235,8 @@ class LoopbackHub:
             repos = sorted(self._repos.values(), key=lambda repo: (repo.created_at, repo.repo_id))
             listed = []
             for repo in repos:
+                if repo.repo_type != "model":
+                    continue
                 if author is not None and repo.repo_id.split("/")[0] != author:
                     continue
                 if repo.private and not authenticated and self.token is not None:
@@ -1412,7 +1486,7 @@ class LoopbackHub:
             {
                 "success": True,
                 "commitOid": commit.oid,
-                "commitUrl": f"{self._base_url}/{repo.repo_id}/commit/{commit.oid}",
+                "commitUrl": f"{self._base_url}/{repo.key}/commit/{commit.oid}",
                 "hookOutput": "",
                 "pullRequestUrl": None,
             }
@@ -1563,7 +1637,7 @@ class LoopbackHub:
                     continue
                 # Like a presigned S3 URL: the PUT carries no token, the ticket in the URL authorizes it.
                 ticket = secrets.token_urlsafe(18)
-                self._upload_tickets[ticket] = (repo.repo_id, oid, size)
+                self._upload_tickets[ticket] = (repo.key, oid, size)
                 answers.append(
                     {
                         "oid": oid,
@@ -1571,9 +1645,7 @@ class LoopbackHub:
                         "authenticated": True,
                         "actions": {
                             "upload": {"href": f"{self._base_url}/__loopback__/lfs-upload/{ticket}"},
-                            "verify": {
-                                "href": f"{self._base_url}/{repo.repo_id}.git/info/lfs/objects/verify"
-                            },
+                            "verify": {"href": f"{self._base_url}/{repo.key}.git/info/lfs/objects/verify"},
                         },
                     }
                 )
@@ -1587,13 +1659,13 @@ class LoopbackHub:
             ticket = self._upload_tickets.get(req.params["ticket"])
         if ticket is None:
             raise _HubError(403, "Unknown or expired upload URL")
-        repo_id, oid, size = ticket
+        key, oid, size = ticket
         if len(req.body) != size or hashlib.sha256(req.body).hexdigest() != oid:
             raise _HubError(400, f"Uploaded content does not match LFS object {oid} ({size} bytes)")
         self._write_blob(req.body, oid)
         with self._lock:
-            if repo_id in self._repos:
-                self._repos[repo_id].lfs_objects.add(oid)
+            if key in self._repos:
+                self._repos[key].lfs_objects.add(oid)
                 self._save_state()
         return _Response(status=200, headers={"ETag": f'"{oid}"'})
 
