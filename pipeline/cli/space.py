@@ -145,22 +145,22 @@ def _check_arguments(args: argparse.Namespace) -> None:
     if args.push is not None and args.output is None:
         raise AttncardError("--push pushes the Space folder --output writes; add --output DIR")
     if args.cards is not None:
-        hub_only = [
-            option
-            for option, value in (
-                ("--hub-endpoint", args.hub_endpoint),
-                ("--require-signer", args.require_signer),
-                ("--require-key", args.require_key),
-                ("--signer-issuer", args.signer_issuer),
-                ("--hub-timeout", args.hub_timeout),
-                ("--hub-deadline", args.hub_deadline),
-                ("--deadline", args.deadline),
-                ("--interval", args.interval),
-            )
-            if value is not None
-        ]
-        if hub_only:
-            raise AttncardError(f"{hub_only[0]} applies to ORG only; drop it, or give ORG instead of --cards")
+        for option, value in (
+            ("--require-signer", args.require_signer),
+            ("--require-key", args.require_key),
+            ("--signer-issuer", args.signer_issuer),
+            ("--deadline", args.deadline),
+            ("--interval", args.interval),
+        ):
+            if value is not None:
+                raise AttncardError(f"{option} applies to ORG only; drop it, or give ORG instead of --cards")
+        for option, value in (
+            ("--hub-endpoint", args.hub_endpoint),
+            ("--hub-timeout", args.hub_timeout),
+            ("--hub-deadline", args.hub_deadline),
+        ):
+            if value is not None and args.push is None:
+                raise AttncardError(f"{option} applies to ORG or --push only; drop it, or add --push SPACE")
         if not args.cards.is_dir():
             raise AttncardError(f"{args.cards}: no such folder; pass the cards folder, e.g. --cards cards")
     if args.push is not None:

@@ -113,8 +113,14 @@ def test_write_space_folder_refuses_a_folder_that_holds_files(tmp_path: Path) ->
             ("attncard", "--serve", "--push", "attncard/leaderboard"),
             "--push pushes the Space folder --output",
         ),
-        (("--cards", "cards", "--serve", "--require-signer", "x"), "--require-signer applies to ORG only"),
-        (("--cards", "cards", "--serve", "--interval", "60"), "--interval applies to ORG only; drop it"),
+        (
+            ("--cards", "cards", "--serve", "--require-signer", "x"),
+            "--require-signer applies to ORG only",
+        ),
+        (
+            ("--cards", "cards", "--serve", "--interval", "60"),
+            "--interval applies to ORG only; drop it",
+        ),
         (("--cards", "no-such-cards", "--serve"), "no-such-cards: no such folder; pass the cards folder"),
         (("attncard", "--output", "OUT", "--require-key", "key.pub"), "--require-key names a file of this"),
         (("attncard", "--serve", "--port", "0"), "--port"),
@@ -135,3 +141,19 @@ def test_push_without_a_token_is_refused_before_anything_is_written(tmp_path: Pa
     code, _, err = _run("attncard", "--output", str(tmp_path / "space"), "--push", "attncard/leaderboard")
     assert code == 2 and "needs a Hub token with write access to attncard: set HF_TOKEN" in err, err
     assert not (tmp_path / "space").exists()
+
+
+def test_output_and_push_write_the_space_folder_and_push_it_as_one_commit(hub, tmp_path: Path) -> None:
+    code, out, err = _run(
+        *("--cards", str(CARDS), "--output", str(tmp_path / "space")),
+        *("--push", "loopback-user/leaderboard", "--hub-endpoint", hub.endpoint),
+    )
+    assert code == 0, err
+    wrote, pushed = out.splitlines()
+    assert wrote.startswith(f"wrote {(tmp_path / 'space').as_posix()}/: app.py, requirements.txt, README.md")
+    assert pushed.startswith(
+        f"pushed {(tmp_path / 'space').as_posix()}/ to the Space loopback-user/leaderboard"
+    )
+    for path in ("app.py", "README.md", "cards/minilm-none-sst2-seed0/results.json"):
+        local = (tmp_path / "space" / path).read_bytes()
+        assert hub.read_file("loopback-user/leaderboard", path, repo_type="space") == local, path
