@@ -121,6 +121,10 @@ def test_write_space_folder_refuses_a_folder_that_holds_files(tmp_path: Path) ->
             ("--cards", "cards", "--serve", "--interval", "60"),
             "--interval applies to ORG only; drop it",
         ),
+        (
+            ("--cards", "cards", "--serve", "--hub-endpoint", "https://hub.example"),
+            "--hub-endpoint applies to ORG or --push only; drop it, or add --push SPACE",
+        ),
         (("--cards", "no-such-cards", "--serve"), "no-such-cards: no such folder; pass the cards folder"),
         (("attncard", "--output", "OUT", "--require-key", "key.pub"), "--require-key names a file of this"),
         (("attncard", "--serve", "--port", "0"), "--port"),
