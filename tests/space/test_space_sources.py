@@ -106,3 +106,12 @@ def test_the_hub_is_checked_again_only_where_something_changed(hub, tiny_gpt2_ru
     (work / "verified.json").write_text("{not json", encoding="utf-8")
     check_hub(HUB_USER, work_dir=work, endpoint=hub.endpoint, data_dir=other)
     assert recomputed == [TINY_GPT2_REPO] * 3
+
+
+def test_an_organisation_without_runs_is_said_so(hub, tmp_path: Path) -> None:
+    from attncard.pipeline.space.app import _status
+
+    board = check_hub("nobody-here", work_dir=tmp_path / "page", endpoint=hub.endpoint)
+    assert board.rows == () and board.refused == () and board.problem == ""
+    status = _status(board, 0)
+    assert status.startswith("No attncard run of the Hub organisation nobody-here") and "was found" in status
