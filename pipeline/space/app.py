@@ -128,21 +128,9 @@ def build_page(checker: Checker, *, title: str):
                     "Which module keeps the dense model's accuracy, and is it faster? A yes needs the pooled "
                     "paired verdict's interval above minus the margin and every run it pools to PASS."
                 )
-                answer = gr.Dataframe(
-                    headers=list(ANSWER_COLUMNS),
-                    datatype=[_kind(name) for name in ANSWER_COLUMNS],
-                    interactive=False,
-                    wrap=True,
-                    elem_id="attncard-answer",
-                )
+                answer = _table(gr, ANSWER_COLUMNS, "attncard-answer")
             with gr.Tab("Every group", elem_id="attncard-groups-tab"):
-                groups = gr.Dataframe(
-                    headers=list(COLUMNS),
-                    datatype=[_kind(name) for name in COLUMNS],
-                    interactive=False,
-                    wrap=True,
-                    elem_id="attncard-groups",
-                )
+                groups = _table(gr, COLUMNS, "attncard-groups")
             with gr.Tab("Plot", elem_id="attncard-plot-tab"):
                 plot = gr.ScatterPlot(
                     x="speed-up (attention layer 0, longest N)",
@@ -153,13 +141,7 @@ def build_page(checker: Checker, *, title: str):
                     elem_id="attncard-plot",
                 )
             with gr.Tab("Refused runs", elem_id="attncard-refused-tab"):
-                refused = gr.Dataframe(
-                    headers=["Run", "Reason"],
-                    datatype=["str", "str"],
-                    interactive=False,
-                    wrap=True,
-                    elem_id="attncard-refused",
-                )
+                refused = _table(gr, ["Run", "Reason"], "attncard-refused")
         with gr.Accordion("How each column is computed", open=False):
             gr.Markdown("\n".join(f"- **{name}**: {meaning}" for name, meaning in MEANINGS.items()))
         inputs = [tasks, models, modules, search, sort_by, order]
@@ -247,6 +229,17 @@ def _choices(board: Leaderboard) -> dict[str, list[str]]:
         "models": sorted({row.model for row in board.rows}),
         "modules": sorted({row.module for row in board.rows}),
     }
+
+
+def _table(gr, columns, elem_id: str):
+    """A read-only table of the page with these columns, each cell text but the Cards links."""
+    return gr.Dataframe(
+        headers=list(columns),
+        datatype=[_kind(name) for name in columns],
+        interactive=False,
+        wrap=True,
+        elem_id=elem_id,
+    )
 
 
 def _kind(column: str) -> str:
