@@ -209,7 +209,8 @@ def _status(board: Leaderboard, shown: int) -> str:
             f" The check failed: {markdown_text(board.problem)}" if board.problem else ""
         )
     if not board.rows and not board.refused and not board.problem:
-        return f"No attncard run of {markdown_text(board.source)} was found (last checked {board.checked_at})."
+        source = markdown_text(board.source)
+        return f"No attncard run of {source} was found (last checked {board.checked_at})."
     runs = sum(len(row.seeds) for row in board.rows)
     groups = len(board.rows)
     line = (
