@@ -31,7 +31,7 @@ from attncard.pipeline.cli import main
 from attncard.pipeline.record.manifest import sha256_file
 from attncard.pipeline.record.run_names import run_tag
 from attncard.pipeline.space.source import Checker, check_hub
-from attncard.pipeline.space.table import Leaderboard
+from attncard.pipeline.space.table import Leaderboard, with_checked
 from conftest import HUB_TOKEN, HUB_USER, quick_scaling, serve, write_sst2_folder
 from hub_server import LoopbackHub
 from signing_keys import make_key
@@ -39,7 +39,7 @@ from signing_keys import make_key
 # The module's fixture trains and pushes a sweep of 8 tiny runs; the page is read by Chromium.
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-MODULES = ("none", "svd_lowrank")
+MODULES = ("none", "svd_lowrank", "adaptive_span")
 TASKS = ("sst2", "mrpc")
 SEEDS = (0, 1)
 FIGURE_FORGED = f"{HUB_USER}/bert-svd_lowrank-sst2-seed1"  # results.json's accuracy edited, committed, tagged
@@ -266,13 +266,35 @@ def _card_links(page, table_id: str) -> list[list[tuple[str, str]]]:
     )
 
 
+def _repo_id(module: str, task: str, seed: int) -> str:
+    return f"{HUB_USER}/bert-{module}-{task}-seed{seed}"
+
+
+def _group_and_seed(repo_id: str) -> tuple[str, str, int]:
+    """`(module, task, seed)` of a run of the study by its repo id."""
+    pattern = rf"{HUB_USER}/bert-(.+)-({'|'.join(TASKS)})-seed(\d+)"
+    module, task, seed = re.fullmatch(pattern, repo_id).groups()
+    return module, task, int(seed)
+
+
+def _refused_with_its_dense_run() -> list[str]:
+    """The runs of a module whose dense run of the same task and seed was forged: their paired verdict
+    cannot be recomputed, so they are refused too."""
+    return [
+        _repo_id(module, task, seed)
+        for module in MODULES[1:]
+        for task in TASKS
+        for seed in SEEDS
+        if _repo_id("none", task, seed) in FORGED and _repo_id(module, task, seed) not in FORGED
+    ]
+
+
 def _expected_seeds() -> dict[tuple[str, str], tuple[int, ...]]:
-    """The seeds each `(module, task)` group keeps once the forged runs are refused."""
-    forged = set(FORGED)
+    """The seeds each `(module, task)` group keeps once the forged runs, and those paired with a forged
+    dense run, are refused."""
+    refused = {*FORGED, *_refused_with_its_dense_run()}
     return {
-        (module, task): tuple(
-            seed for seed in SEEDS if f"{HUB_USER}/bert-{module}-{task}-seed{seed}" not in forged
-        )
+        (module, task): tuple(seed for seed in SEEDS if _repo_id(module, task, seed) not in refused)
         for module in MODULES
         for task in TASKS
     }
@@ -284,8 +306,11 @@ def test_the_page_loads_within_5_s(chromium, study: Study, page_url: str) -> Non
         assert seconds < LOAD_LIMIT_S, f"the answer table took {seconds:.2f} s to show"
         runs = sum(len(row.seeds) for row in board.rows)
         status = page.inner_text("#attncard-status")
-        shown = f"{runs} runs verified in {len(board.rows)} groups ({len(board.rows)} shown), 3 refused."
-        assert shown in status, status
+        source = f"Runs of the Hub organisation {HUB_USER} ({study.hub.endpoint}), last checked"
+        found = f"{runs} runs verified in {len(board.rows)} groups ({len(board.rows)} shown)"
+        assert status.startswith(source) and f"{found}, {len(board.refused)} refused." in status, status
+        # The Hub's address is text: Gradio's Markdown would link a bare address (it once took in a `\`).
+        assert page.eval_on_selector_all("#attncard-status a", "links => links.length") == 0
         assert row_count(page, "attncard-answer") == len([row for row in board.rows if row.module != "none"])
     print(f"the page loaded in {seconds:.2f} s")
 
@@ -347,8 +372,14 @@ def test_a_forged_run_is_only_among_the_refused_runs_with_its_reason(
 ) -> None:
     board = study.board
     reasons = dict(board.refused)
-    assert sorted(reasons) == sorted(FORGED)
+    dependents = _refused_with_its_dense_run()
+    assert sorted(reasons) == sorted([*FORGED, *dependents])
     assert "contradicts itself" in reasons[FIGURE_FORGED] and "predictions.csv" in reasons[PREDICTIONS_FORGED]
+    for repo_id in dependents:
+        _, task, seed = _group_and_seed(repo_id)
+        dense = _repo_id("none", task, seed).split("/")[1]
+        missing = f"the dense baseline {dense} of the paired verdict is not in the verified runs"
+        assert missing in reasons[repo_id], reasons[repo_id]
     with opened(chromium, page_url) as (page, _):
         shown = {}  # each table's text, and its rows' groups and card links
         for tab, table_id in (("The answer", "attncard-answer"), ("Every group", "attncard-groups")):
@@ -358,9 +389,11 @@ def test_a_forged_run_is_only_among_the_refused_runs_with_its_reason(
         _show_tab(page, "Refused runs", "attncard-refused")
         assert row_count(page, "attncard-refused") == len(board.refused)
         assert dict((run, reason) for run, reason in table_rows(page, "attncard-refused")) == reasons
-    for repo_id in FORGED:
+        # A Space's page is public: no path of this machine (the checks' work folder) in it.
+        assert str(study.verified.parent.parent) not in page.inner_text("body")
+    for repo_id in [*FORGED, *dependents]:
         name = repo_id.split("/")[1]
-        module, task, seed = re.fullmatch(r"bert-(.+)-(sst2|mrpc)-seed(\d+)", name).groups()
+        module, task, seed = _group_and_seed(repo_id)
         for table_id, (text, groups, links) in shown.items():
             assert name not in text, table_id
             for group, cells in zip(groups, links, strict=True):
@@ -427,6 +460,20 @@ def test_a_refused_reason_is_shown_as_text(chromium, study: Study, page_url: str
         assert dict(table_rows(page, "attncard-refused"))[HOSTILE_FORGED] == reason
         assert page.eval_on_selector_all("img", "images => images.map(image => image.outerHTML)") == []
         assert page.evaluate("() => document.querySelectorAll('[onerror]').length") == 0
+        assert page.evaluate("() => window.attncardHostile") is None
+
+
+def test_a_failed_checks_problem_is_shown_as_text(chromium, study: Study) -> None:
+    """A check that could not be made keeps the last rows and says why; what a server sent stays text."""
+    problem = f"the listing named https://evil.example/x, www.evil.example, a@evil.example and {HOSTILE_HTML}"
+    failed = with_checked(study.board, study.board.checked_at, problem)
+    checker = Checker(lambda: failed, "a failed check")
+    checker.refresh()
+    with served_page(checker) as url, opened(chromium, url) as (page, _):
+        status = page.inner_text("#attncard-status")
+        assert status.endswith(f"the rows of the one before: {problem}"), status
+        markup = page.eval_on_selector_all("#attncard-status a, #attncard-status img", "all => all.length")
+        assert markup == 0
         assert page.evaluate("() => window.attncardHostile") is None
 
 
