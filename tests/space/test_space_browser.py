@@ -1,12 +1,14 @@
 """The leaderboard page (`attncard space`) in a real browser: headless Chromium under Playwright reads the
 page served over a loopback Hub's study, each of its runs checked by `check_hub` before it is shown.
 
-The study, swept and pushed once for this module: the dense `none` and `svd_lowrank` on two tasks, SST-2 and
-MRPC, two seeds each, two training steps (most runs FAIL, pushed with --allow-fail, as a leaderboard shows
-them), signed with a key the page requires. Then runs are forged on the Hub: one's results.json given a
-better accuracy, committed and tagged as a push tags a run (the tag agrees, the figures do not); one's
-predictions.csv edited in place; one's results.json given a task name that is HTML. The page must show the
-verified groups only, the forged runs under "Refused runs" with their reasons, as text.
+The study, swept and pushed once for this module (about 40 s): the dense `none`, `svd_lowrank` and
+`adaptive_span` on two tasks, SST-2 and MRPC, two seeds each, two training steps (most runs FAIL, pushed with
+--allow-fail, as a leaderboard shows them), signed with a key the page requires. Then three runs are forged on
+the Hub: one's results.json given a better accuracy, committed and tagged as a push tags a run (the tag
+agrees, the figures do not); one's predictions.csv edited in place; a dense run's results.json given a task
+name that is HTML (its module runs of that seed are refused with it: their paired verdict has no dense run).
+The page must show the verified groups only, the refused runs under "Refused runs" with their reasons, as
+text.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from conftest import HUB_TOKEN, HUB_USER, quick_scaling, serve, write_sst2_folde
 from hub_server import LoopbackHub
 from signing_keys import make_key
 
-# The module's fixture trains and pushes a sweep of 8 tiny runs; the page is read by Chromium.
+# The module's fixture trains and pushes a sweep of 12 tiny runs; the page is read by Chromium.
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 MODULES = ("none", "svd_lowrank", "adaptive_span")
@@ -82,8 +84,6 @@ class Study:
     """What the module's fixture published and what `check_hub` made of it."""
 
     hub: LoopbackHub
-    glue: Path
-    public_key: Path
     board: Leaderboard
     checker: Checker
     verified: Path  # the folder of the cards copies `check_hub` verified, the rows' source
@@ -140,7 +140,7 @@ def _forge_hostile(hub: LoopbackHub, repo_id: str, root: Path) -> None:
 
 @pytest.fixture(scope="module")
 def study(tiny_model_dir, tmp_path_factory) -> Iterator[Study]:
-    """The eight runs, pushed to a loopback Hub and signed, three of them forged afterwards, and checked by
+    """The twelve runs, pushed to a loopback Hub and signed, three of them forged afterwards, and checked by
     `check_hub` with the signing key required (the `Checker` the page is served over)."""
     root = tmp_path_factory.mktemp("space-browser")
     glue = write_mrpc_folder(write_sst2_folder(root / "glue"))
@@ -179,7 +179,7 @@ def study(tiny_model_dir, tmp_path_factory) -> Iterator[Study]:
             checker = Checker(check, f"the Hub organisation {HUB_USER}")
             board = checker.refresh()
             [verified] = (root / "page").glob("hub-*")
-            yield Study(hub, glue, public_key, board, checker, verified)
+            yield Study(hub, board, checker, verified)
 
 
 def _repo_and_tag(endpoint: str, link: str) -> tuple[str, str]:
@@ -441,7 +441,8 @@ def test_the_plot_draws_a_point_per_module_group_and_hovers_name_it(
             page.wait_for_selector("#vg-tooltip-element.visible", timeout=5_000)
             tooltip = page.eval_on_selector("#vg-tooltip-element", TOOLTIP_FIELDS)
             hovered[(tooltip["module"].removesuffix(" (FAIL)"), tooltip["task"])] = tooltip
-            page.mouse.move(0, 0)
+            page.mouse.move(0, 0)  # the tooltip hides before the next point's shows
+            page.wait_for_selector("#vg-tooltip-element.visible", state="detached", timeout=5_000)
     assert sorted(hovered) == sorted(points)
     for group, tooltip in hovered.items():
         assert tooltip["seeds"] == points[group].seeds
