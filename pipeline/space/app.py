@@ -108,7 +108,7 @@ def build_page(checker: Checker, *, title: str):
         )
 
     with gr.Blocks(title=title, analytics_enabled=False, elem_id="attncard-leaderboard") as page:
-        gr.Markdown(f"# {markdown_text(title)}")
+        gr.Markdown(f"# {_page_text(title)}")
         status = gr.Markdown(elem_id="attncard-status")
         with gr.Row(elem_id="attncard-filters"):
             tasks = gr.Dropdown(label="Task", multiselect=True, elem_id="attncard-task")
@@ -205,8 +205,8 @@ def serve(
 def _status(board: Leaderboard, shown: int) -> str:
     """The line above the tables: where the runs came from, when they were last checked, what was found."""
     if not board.checked_at:
-        return f"Checking the runs of {markdown_text(board.source)}…" + (
-            f" The check failed: {markdown_text(board.problem)}" if board.problem else ""
+        return f"Checking the runs of {_page_text(board.source)}…" + (
+            f" The check failed: {_page_text(board.problem)}" if board.problem else ""
         )
     if not board.rows and not board.refused and not board.problem:
         source = markdown_text(board.source)
@@ -214,14 +214,22 @@ def _status(board: Leaderboard, shown: int) -> str:
     runs = sum(len(row.seeds) for row in board.rows)
     groups = len(board.rows)
     line = (
-        f"Runs of {markdown_text(board.source)}, last checked {board.checked_at}: {runs} run"
+        f"Runs of {_page_text(board.source)}, last checked {board.checked_at}: {runs} run"
         f"{'s' if runs != 1 else ''} verified in {groups} group{'s' if groups != 1 else ''} ({shown} shown), "
         f"{len(board.refused)} refused."
     )
     if board.problem:
-        problem = markdown_text(board.problem)
+        problem = _page_text(board.problem)
         line += f" The last check failed, so these are the rows of the one before: {problem}"
     return line
+
+
+def _page_text(text: str) -> str:
+    """Text from a run, a server or the command line, for the page's Markdown: escaped as `markdown_text`
+    escapes it, and no bare address in it made a link. The page's Markdown links `http://…`, `www.…` and
+    e-mail addresses by themselves (GFM's autolinks), escapes or not: the status line showed the Hub's
+    address as a link to `http://…\\`, and a check's problem could carry a link from a server."""
+    return markdown_text(text).replace("://", "\\://").replace("www.", "www\\.").replace("@", "\\@")
 
 
 def _choices(board: Leaderboard) -> dict[str, list[str]]:

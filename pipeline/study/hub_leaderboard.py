@@ -446,9 +446,14 @@ def _refused_pairs(refused: list[RefusedRun]) -> list[tuple[str, str]]:
 
 
 def _reason(error: AttncardError, output: Path) -> str:
-    """The error's first line, without this machine's path to the output folder (the leaderboard has none)."""
-    text = first_line(error)
-    return text.replace(f"{output}{os.sep}", "").replace(str(output.resolve()) + os.sep, "")[:400]
+    """The error's first line, without this machine's path to the output folder (the leaderboard has none):
+    a path in it is made relative, and the folder itself named in words (a module run whose dense baseline
+    was refused is told the baseline "is not in" the folder)."""
+    text = first_line(error).replace(f"{output}{os.sep}", "").replace(str(output.resolve()) + os.sep, "")
+    # Only an absolute path alone: a relative folder's name ("leaderboard") may be a word of the message too.
+    for folder in {str(output.resolve()), str(output)} if output.is_absolute() else {str(output.resolve())}:
+        text = text.replace(folder, "the verified runs")
+    return text[:400]
 
 
 def _run_tag(repo_id: str, hub: str, options: HubOptions) -> str:
