@@ -14,6 +14,7 @@ themselves run on the checker's schedule, never per visitor.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -25,6 +26,17 @@ from .table import ANSWER_COLUMNS, COLUMNS, NUMBER_COLUMNS, Leaderboard, answer_
 
 POLL_S = 60.0  # how often an open page asks for the checker's latest leaderboard
 SORT_DEFAULT = "Layer speed-up at the longest N"
+# The plot: speed-ups on a log scale, as leaderboard.png draws them (Gradio's plots have no log axis: the x
+# value is its base-2 logarithm, 0 the dense model's speed, and a hover names the speed-up itself).
+PLOT_X = "log₂ speed-up of layer 0 (0: as fast as dense; 1: 2×)"
+PLOT_Y = "accuracy − dense (points)"
+PLOT_NOTE = (
+    "Each point is a module against the dense runs of its model and task: the accuracy difference pooled "
+    "over seeds (up), against attention layer 0's speed-up at the longest N (right; log₂, so 1 is twice as "
+    "fast, 4.6 is 25×), as leaderboard.png draws them. A hover names the module, task, seeds, speed-up and "
+    "interval; (FAIL) marks a module whose runs, or the dense runs it is compared with, FAIL verification."
+)
+PLOT_TOOLTIP = ("module", "task", "model", "seeds", "speed-up", "interval (points)")
 # A page fits a phone: the tables scroll sideways inside their frame, the filters stack.
 CSS = """
 #attncard-leaderboard .table-wrap { overflow-x: auto; }
@@ -75,25 +87,18 @@ def build_page(checker: Checker, *, title: str):
         plot = pandas.DataFrame(
             [
                 {
-                    "speed-up (attention layer 0, longest N)": point.speedup,
-                    "accuracy − dense (points)": round(point.difference, 2),
+                    PLOT_X: round(math.log2(point.speedup), 3),
+                    PLOT_Y: round(point.difference, 2),
                     "module": point.module + (" (FAIL)" if point.fails else ""),
                     "task": point.task,
                     "model": point.model,
                     "seeds": point.seeds,
+                    "speed-up": f"{point.speedup:.2f}×",
                     "interval (points)": f"[{point.ci_low:.2f}, {point.ci_high:.2f}]",
                 }
                 for point in points
             ],
-            columns=[
-                "speed-up (attention layer 0, longest N)",
-                "accuracy − dense (points)",
-                "module",
-                "task",
-                "model",
-                "seeds",
-                "interval (points)",
-            ],
+            columns=[PLOT_X, PLOT_Y, *PLOT_TOOLTIP],
         )
         choices = _choices(board)
         return (
@@ -123,24 +128,25 @@ def build_page(checker: Checker, *, title: str):
                 ["descending", "ascending"], value="descending", label="Order", elem_id="attncard-order"
             )
         with gr.Tabs():
-            with gr.Tab("The answer", elem_id="attncard-answer-tab"):
+            with gr.Tab("Answer", elem_id="attncard-answer-tab"):
                 gr.Markdown(
                     "Which module keeps the dense model's accuracy, and is it faster? A yes needs the pooled "
                     "paired verdict's interval above minus the margin and every run it pools to PASS."
                 )
                 answer = _table(gr, ANSWER_COLUMNS, "attncard-answer")
-            with gr.Tab("Every group", elem_id="attncard-groups-tab"):
+            with gr.Tab("Groups", elem_id="attncard-groups-tab"):
                 groups = _table(gr, COLUMNS, "attncard-groups")
             with gr.Tab("Plot", elem_id="attncard-plot-tab"):
                 plot = gr.ScatterPlot(
-                    x="speed-up (attention layer 0, longest N)",
-                    y="accuracy − dense (points)",
+                    x=PLOT_X,
+                    y=PLOT_Y,
                     color="task",
-                    tooltip=["module", "task", "model", "seeds", "interval (points)"],
+                    tooltip=list(PLOT_TOOLTIP),
                     title="accuracy kept against speed where modules differ",
                     elem_id="attncard-plot",
                 )
-            with gr.Tab("Refused runs", elem_id="attncard-refused-tab"):
+                gr.Markdown(PLOT_NOTE)
+            with gr.Tab("Refused", elem_id="attncard-refused-tab"):
                 refused = _table(gr, ["Run", "Reason"], "attncard-refused")
         with gr.Accordion("How each column is computed", open=False):
             gr.Markdown("\n".join(f"- **{name}**: {meaning}" for name, meaning in MEANINGS.items()))

@@ -98,7 +98,7 @@ def write_space_folder(
             f"# {title}\n\nThe leaderboard of attncard runs, served by `attncard space`: each run is "
             "fetched and checked before it is shown (its files against its manifest and run tag, every "
             "quality figure and the paired verdict recomputed from its predictions, its card rendered again, "
-            "its signature when one is required); a run that fails a check is listed under Refused runs "
+            "its signature when one is required); a run that fails a check is listed under Refused "
             "with the reason."
         ),
     )

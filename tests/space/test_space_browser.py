@@ -7,7 +7,7 @@ The study, swept and pushed once for this module (about 40 s): the dense `none`,
 the Hub: one's results.json given a better accuracy, committed and tagged as a push tags a run (the tag
 agrees, the figures do not); one's predictions.csv edited in place; a dense run's results.json given a task
 name that is HTML (its module runs of that seed are refused with it: their paired verdict has no dense run).
-The page must show the verified groups only, the refused runs under "Refused runs" with their reasons, as
+The page must show the verified groups only, the refused runs under "Refused" with their reasons, as
 text.
 """
 
@@ -321,7 +321,7 @@ def test_every_group_shows_exactly_the_verified_groups(chromium, study: Study, p
     expected = {group: seeds for group, seeds in _expected_seeds().items() if seeds}
     assert {(row.module, row.task): row.seeds for row in board.rows} == expected
     with opened(chromium, page_url) as (page, _):
-        _show_tab(page, "Every group", "attncard-groups")
+        _show_tab(page, "Groups", "attncard-groups")
         assert row_count(page, "attncard-groups") == len(board.rows)
         shown = _groups(page, "attncard-groups")
         assert sorted(shown) == sorted(expected)
@@ -338,7 +338,7 @@ def test_filtering_to_mrpc_leaves_the_mrpc_groups(chromium, study: Study, page_u
         answer = [group for group in mrpc if group[0] != "none"]
         assert sorted(_eventually(lambda: sorted(_groups(page, "attncard-answer")), answer)) == answer
         assert f"({len(mrpc)} shown)" in page.inner_text("#attncard-status")
-        _show_tab(page, "Every group", "attncard-groups")
+        _show_tab(page, "Groups", "attncard-groups")
         assert sorted(_eventually(lambda: sorted(_groups(page, "attncard-groups")), mrpc)) == mrpc
         assert row_count(page, "attncard-groups") == len(mrpc)
 
@@ -352,7 +352,7 @@ def test_sorting_by_the_speed_up_orders_its_column_empty_cells_last(
     untimed = [group for group, figure in figures.items() if figure is None]
     assert len(timed) >= 2 and untimed  # something to order, and empty cells to put last
     with opened(chromium, page_url) as (page, _):
-        _show_tab(page, "Every group", "attncard-groups")
+        _show_tab(page, "Groups", "attncard-groups")
         _choose(page, "attncard-sort", SPEEDUP_COLUMN)
         for order, descending in (("descending", True), ("ascending", False)):
             if order == "ascending":
@@ -382,11 +382,11 @@ def test_a_forged_run_is_only_among_the_refused_runs_with_its_reason(
         assert missing in reasons[repo_id], reasons[repo_id]
     with opened(chromium, page_url) as (page, _):
         shown = {}  # each table's text, and its rows' groups and card links
-        for tab, table_id in (("The answer", "attncard-answer"), ("Every group", "attncard-groups")):
+        for tab, table_id in (("Answer", "attncard-answer"), ("Groups", "attncard-groups")):
             _show_tab(page, tab, table_id)
             text = page.inner_text(f"#{table_id} [role=grid]")
             shown[table_id] = text, _groups(page, table_id), _card_links(page, table_id)
-        _show_tab(page, "Refused runs", "attncard-refused")
+        _show_tab(page, "Refused", "attncard-refused")
         assert row_count(page, "attncard-refused") == len(board.refused)
         assert dict((run, reason) for run, reason in table_rows(page, "attncard-refused")) == reasons
         # A Space's page is public: no path of this machine (the checks' work folder) in it.
@@ -405,7 +405,7 @@ def test_a_forged_run_is_only_among_the_refused_runs_with_its_reason(
 def test_a_rows_link_points_to_its_card_at_its_run_tag(chromium, study: Study, page_url: str) -> None:
     hub = study.hub
     with opened(chromium, page_url) as (page, _):
-        _show_tab(page, "Every group", "attncard-groups")
+        _show_tab(page, "Groups", "attncard-groups")
         rows = list(zip(_groups(page, "attncard-groups"), _card_links(page, "attncard-groups"), strict=True))
     checked = 0
     for (module, task), links in rows:
@@ -435,6 +435,12 @@ def test_the_plot_draws_a_point_per_module_group_and_hovers_name_it(
         page.wait_for_selector(marks, timeout=10_000)
         drawn = page.query_selector_all(marks)
         assert len(drawn) == len(points)
+        # What each point says to a screen reader (Vega's aria-label: "field: value; ..."), then a hover of
+        # each: two points may sit on one another, so a hover shows one of the points there.
+        labelled = {}
+        for mark in drawn:
+            fields = dict(part.split(": ", 1) for part in mark.get_attribute("aria-label").split("; "))
+            labelled[(fields["module"].removesuffix(" (FAIL)"), fields["task"])] = fields
         hovered = {}
         for mark in drawn:
             mark.hover(force=True)  # a 5 px circle: Playwright's hit test may land beside its edge
@@ -443,10 +449,11 @@ def test_the_plot_draws_a_point_per_module_group_and_hovers_name_it(
             hovered[(tooltip["module"].removesuffix(" (FAIL)"), tooltip["task"])] = tooltip
             page.mouse.move(0, 0)  # the tooltip hides before the next point's shows
             page.wait_for_selector("#vg-tooltip-element.visible", state="detached", timeout=5_000)
-    assert sorted(hovered) == sorted(points)
-    for group, tooltip in hovered.items():
-        assert tooltip["seeds"] == points[group].seeds
-        assert tooltip["module"].endswith(" (FAIL)") == points[group].fails
+    assert sorted(labelled) == sorted(points) and hovered and set(hovered) <= set(points)
+    for group, fields in [*labelled.items(), *hovered.items()]:
+        assert fields["seeds"] == points[group].seeds
+        assert fields["module"].endswith(" (FAIL)") == points[group].fails
+        assert fields["speed-up"] == f"{points[group].speedup:.2f}×"
 
 
 TOOLTIP_FIELDS = """tip => Object.fromEntries(Array.from(tip.querySelectorAll('tr')).map(
@@ -457,7 +464,7 @@ def test_a_refused_reason_is_shown_as_text(chromium, study: Study, page_url: str
     reason = dict(study.board.refused)[HOSTILE_FORGED]
     assert HOSTILE_HTML in reason  # the refusal quotes the forged field
     with opened(chromium, page_url) as (page, _):
-        _show_tab(page, "Refused runs", "attncard-refused")
+        _show_tab(page, "Refused", "attncard-refused")
         assert dict(table_rows(page, "attncard-refused"))[HOSTILE_FORGED] == reason
         assert page.eval_on_selector_all("img", "images => images.map(image => image.outerHTML)") == []
         assert page.evaluate("() => document.querySelectorAll('[onerror]').length") == 0

@@ -64,7 +64,7 @@ def test_the_committed_study_is_served_whole(served) -> None:
         assert {(cells[0], cells[1]) for cells in answer} == {
             (group.module, group.task) for group in groups if group.module != "none"
         }
-        page.get_by_role("tab", name="Every group").click()
+        page.get_by_role("tab", name="Groups").click()
         page.wait_for_selector("#attncard-groups .virtual-row")
         assert row_count(page, "attncard-groups") == 10
         links = page.eval_on_selector_all(
