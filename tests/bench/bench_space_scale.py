@@ -5,12 +5,15 @@ only that the runs were verified and the page showed them.
 Run: `.venv/bin/python -m pytest -q -p no:xdist -m benchmark tests/bench/bench_space_scale.py -s`.
 
 - **200 runs on the Hub.** Two real tiny GPT-2 runs on the 8-row SST-2 folder (`none`, the `tiny_gpt2_run`
-  fixture, and `svd_lowrank` with it as `--baseline`) are copied 100 times each, every copy with its own
-  seed and repository name, and the module copy's paired verdict naming the dense copy of its seed; each copy
-  is resealed (card, plots, manifest) and committed to `loopback-user/<name>` with its run tag, as `attncard
-  push` tags it. `check_hub` is timed cold (a new work_dir: nothing cached, no memo), warm (the same work_dir:
-  downloads cached, every run remembered) and warm after one dense run is pushed again with a new tag. Each
-  line gives the wall time, the runs verified and refused, and the files the Hub served (`resolve`).
+  fixture, and `svd_lowrank` with it as `--baseline`, a FAIL run after its 10 steps) are copied 100 times
+  each, every copy with its own seed and repository name, the module copy's paired verdict naming the dense
+  copy of its seed; each copy is resealed (card, plots, licence, manifest) and committed to
+  `loopback-user/<name>` with its run tag, as `attncard push` tags it. `check_hub` is timed cold (a new
+  work_dir: nothing cached, no memo), warm (the same work_dir: downloads cached, every run remembered), warm
+  after one module run is pushed again with a new tag, and warm after one dense run is, with the module run
+  of its seed (whose verdict names the dense run's results.json). Each line gives the wall time, the runs
+  verified, those whose figures were recomputed (not taken from the memo), the runs refused, and the files
+  the Hub served (`resolve`).
 - **1,000 rows on the page.** A `Leaderboard` of 1,000 `PageRow`s (the real rows of the committed study when
   the GLUE files are here, else the tiny run's rows, replicated under distinct module names) is served over a
   `Checker`; headless Chromium at desktop width times `goto` to the table shown, and choosing a task in the
@@ -40,7 +43,14 @@ from attncard.pipeline.record.manifest import RESULTS_FILE, sha256_file
 from attncard.pipeline.record.results import Results
 from attncard.pipeline.scoring.paired import DENSE_MODULE
 from attncard.pipeline.space.source import Checker, check_cards, check_hub
-from attncard.pipeline.space.table import Leaderboard, answer_rows, select_rows
+from attncard.pipeline.space.table import (
+    ANSWER_COLUMNS,
+    COLUMNS,
+    Leaderboard,
+    answer_rows,
+    select_rows,
+    table,
+)
 from attncard.pipeline.study import hub_leaderboard
 from conftest import HUB_TOKEN, HUB_USER, REPO_ROOT, commit_run_folder, glue_dir, quick_scaling, serve
 from hub_server import LoopbackHub
@@ -176,9 +186,10 @@ def test_check_hub_of_200_runs_cold_warm_and_one_changed(
     )
     timed("warm, one module run changed")
     # One dense run changed, and the module run of its seed, whose paired verdict names its results.json.
-    dense = finished_later(runs[2])
-    shutil.rmtree(runs[3])
-    compared = seed_copy(module_run, copies, runs[3].name, 1, dense)
+    seed = 1  # runs[2 * seed] is the dense copy of that seed, runs[2 * seed + 1] its module copy
+    dense = finished_later(runs[2 * seed])
+    shutil.rmtree(runs[2 * seed + 1])
+    compared = seed_copy(module_run, copies, runs[2 * seed + 1].name, seed, dense)
     for run_dir in (dense, compared):
         push_run_folder(run_dir, f"{HUB_USER}/{run_dir.name}", endpoint=bench_hub.endpoint, allow_fail=True)
     timed("warm, one dense run and its module run changed")
@@ -254,7 +265,7 @@ def test_page_of_1000_rows_loads_and_filters(tiny_gpt2_run, tmp_path: Path) -> N
     chosen = select_rows(rows, tasks=[task] if task else ())
     searched = select_rows(rows, tasks=[task] if task else (), search=SEARCH)
     print(
-        f"\n{len(rows)} rows from {source} ({len(study.rows)} rows, replicated), "
+        f"\n{len(rows)} rows from {source} ({len(study.rows)} of its rows, replicated), "
         f"{len(answer_rows(rows))} in the answer; task {task}: {len(answer_rows(chosen))}, "
         f"then '{SEARCH}': {len(answer_rows(searched))}"
     )
@@ -293,9 +304,31 @@ def test_page_of_1000_rows_loads_and_filters(tiny_gpt2_run, tmp_path: Path) -> N
             few_loads.append(seconds)
             page.close()
 
+    answer_bytes, groups_bytes = update_bytes(rows)
+    print(
+        f"each update sends the answer as {answer_bytes / 1e6:.2f} MB of JSON and every group as "
+        f"{groups_bytes / 1e6:.2f} MB ({sum(update_bytes(list(study.rows))) / 1e3:.1f} kB at "
+        f"{len(study.rows)} rows)"
+    )
     print(f"goto to the table shown ({DESKTOP['width']}×{DESKTOP['height']}): {figures(loads)}")
     print(f"  the same over the study's {len(study.rows)} rows: {figures(few_loads)}")
     print(f"a task chosen to the table updated: {figures(filters)}")
     print(f"a search typed to the table updated: {figures(searches)}")
     slowest = max(loads + filters + searches)
     print(f"loads and filters within {TARGET_S:g} s: {'met' if slowest <= TARGET_S else 'NOT met'}")
+
+
+def update_bytes(rows: list) -> tuple[int, int]:
+    """The bytes of JSON the page's two tables of `rows` are sent as on each update, as Gradio's Dataframe
+    writes them (`postprocess`): `(the answer, every group)`."""
+    import gradio as gr
+    import pandas
+
+    from attncard.pipeline.space.app import _kind
+
+    sizes = []
+    for shown, columns in ((answer_rows(rows), ANSWER_COLUMNS), (rows, COLUMNS)):
+        frame = pandas.DataFrame(table(shown, columns), columns=list(columns))
+        component = gr.Dataframe(headers=list(columns), datatype=[_kind(name) for name in columns])
+        sizes.append(len(component.postprocess(frame).model_dump_json().encode("utf-8")))
+    return sizes[0], sizes[1]
