@@ -70,7 +70,6 @@ from ..record.errors import (
 from ..record.manifest import RESULTS_FILE, SIGNATURE_FILE, WEIGHTS_SUFFIX
 from ..record.run_names import RUN_TAG_RE
 from ..record.text import SHA_PREFIX
-from ..scoring.paired import DENSE_MODULE
 
 HUB_TAG = "attncard"  # every card attncard renders carries it (pipeline.card.render)
 MAX_LISTED_RUNS = 1000  # more models than any study publishes: a longer listing is refused, not followed
@@ -97,11 +96,12 @@ class HubSummaryOptions(HubOptions, SignerOptions, total=False):
             (default: `DEFAULT_SUMMARY_DEADLINE_S`); a run not fetched and checked by then is refused as not
             reached within the deadline.
         memo: a JSON file of the runs verified before, which this writes (a file of this machine's, never of
-            the Hub): a run whose run tag, dense runs' run tags and checking settings (attncard's version,
-            data_dir, the signer or key required) are those of a verified run there is fetched (from the
-            cache) and checked against its tag and manifest again, but its figures are not recomputed: the
-            tag names its results.json and the manifest every file, so nothing it shows changed. A leaderboard
-            checked on a schedule (`attncard space ORG`) re-checks only what changed.
+            the Hub): a run whose run tag, the run tags of the dense runs its paired verdict names, and
+            checking settings (attncard's version, data_dir, the signer or key required) are those of a
+            verified run there is fetched (from the cache) and checked against its tag and manifest again, but
+            its figures are not recomputed: the tag names its results.json and the manifest every file, so
+            nothing it shows changed. A leaderboard checked on a schedule (`attncard space ORG`) re-checks
+            only what changed: a changed dense run, itself and the runs compared with it.
 
     Example:
         >>> options: HubSummaryOptions = {"require_key": "signing-key.pub", "total_deadline": 600}
@@ -345,14 +345,15 @@ class _Memo:
             self.before = {}  # ours, but damaged: everything is checked again
 
     def key(self, run: _Staged, staged: list[_Staged]) -> str:
-        """The run's tag, with the tags of the dense runs of its model and task its paired verdict reads."""
-        results = run.checked.read()
-        setting = (results.model.model_id, results.dataset.task)
+        """The run's tag, with the tags of the dense runs its paired verdict reads: the copies named by its
+        baselines (`_check` reads nothing else of another run), so that a changed dense run re-checks itself
+        and the runs compared with it, not every run of its model and task."""
+        comparison = run.checked.read().comparison
+        baselines = comparison.baselines if comparison is not None else []
+        # Any case: on a case-insensitive disk the verdict's name finds a copy whose name differs in case.
+        named = {baseline.repo_name.casefold() for baseline in baselines}
         dense = sorted(
-            other.tag
-            for other in staged
-            if other.checked.read().module.name == DENSE_MODULE
-            and (other.checked.read().model.model_id, other.checked.read().dataset.task) == setting
+            f"{other.folder.name}@{other.tag}" for other in staged if other.folder.name.casefold() in named
         )
         return f"{run.repo_id}@{run.tag}:" + ",".join(dense)
 
