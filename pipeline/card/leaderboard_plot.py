@@ -117,7 +117,7 @@ AXES_BOX = (0.125, 0.13, 0.95, 0.92)
 LABEL_FONTSIZE = 8.0  # points
 # A label's box as the placement estimates it: 0.65 em a character by 1.25 em, over-estimates, so that boxes
 # apart here are apart drawn. The committed study's names measure 0.52-0.61 em a character as drawn (0.6 was
-# short for span_expanded) and 1.0 em high.
+# short for the longest module name there) and 1.0 em high.
 CHAR_WIDTH = 0.65 * LABEL_FONTSIZE
 LABEL_HEIGHT = 1.25 * LABEL_FONTSIZE
 MARKER_RADIUS = 4.0  # points: the marker's 6-point diameter, its edge and a little room

@@ -249,13 +249,13 @@ def select_rows(
         >>> from attncard.pipeline.publish.publish import copy_to_cards
         >>> _ = copy_to_cards(Path("runs/tiny-gpt2-none-sst2"), Path("cards"))
         >>> [dense] = page_rows(read_cards("cards"), {}, lambda name: name)
-        >>> rows = [dense, dataclasses.replace(dense, module="svd_lowrank", task="mrpc", speedup=2.5)]
+        >>> rows = [dense, dataclasses.replace(dense, module="lowrank", task="mrpc", speedup=2.5)]
         >>> [row.module for row in select_rows(rows, tasks=["mrpc"])]
-        ['svd_lowrank']
+        ['lowrank']
         >>> [row.speedup for row in select_rows(rows, sort_by="Speed-up at the task's length")]
         [2.5, None]
-        >>> [row.module for row in select_rows(rows, search="SVD mrpc")]
-        ['svd_lowrank']
+        >>> [row.module for row in select_rows(rows, search="LOWRANK mrpc")]
+        ['lowrank']
     """
     chosen = [
         row
