@@ -517,6 +517,15 @@ def _check(run: _Staged, output: Path, options: HubSummaryOptions) -> list[str]:
     """The rest of the staged run's checks, on its copy: its figures and paired verdict recomputed from the
     predictions (its dense baselines among the other copies in `output`), its card and plots, and its
     signature; the checks passed."""
+    comparison = run.checked.read().comparison
+    for baseline in comparison.baselines if comparison is not None else []:
+        # Said in the Hub's terms: the copy a verdict reads is a run of this listing that was staged.
+        if not (output / baseline.repo_name / RESULTS_FILE).is_file():
+            raise IntegrityError(
+                f"{run.repo_id}: its paired verdict names the dense run {baseline.repo_name}, which is not "
+                "among the runs staged here (refused, or not published under this organisation), so the "
+                "verdict cannot be recomputed"
+            )
     checked = dataclasses.replace(
         run.checked,
         data_dir=options.get("data_dir"),

@@ -378,7 +378,7 @@ def test_a_forged_run_is_only_among_the_refused_runs_with_its_reason(
     for repo_id in dependents:
         _, task, seed = _group_and_seed(repo_id)
         dense = _repo_id("none", task, seed).split("/")[1]
-        missing = f"the dense baseline {dense} of the paired verdict is not in the verified runs"
+        missing = f"its paired verdict names the dense run {dense}, which is not among the runs staged here"
         assert missing in reasons[repo_id], reasons[repo_id]
     with opened(chromium, page_url) as (page, _):
         shown = {}  # each table's text, and its rows' groups and card links
