@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 
 import httpcore2
 import httpx2
+from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.utils import _http as hf_http
 from huggingface_hub.utils import parse_ratelimit_headers
 
@@ -376,6 +377,21 @@ class _FirstAnswerTransport(httpx2.BaseTransport):
         self._transport.close()
 
 
+# The failures of the network a push retries on `HUB_BACKOFF`'s schedule, as it retries a retried status.
+TRANSIENT_ERRORS = (httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProtocolError)
+
+
+def http_status(error: HfHubHTTPError) -> int | None:
+    """The status the Hub answered with, or None when the error carries no answer."""
+    return error.response.status_code if error.response is not None else None
+
+
+def http_reason(error: HfHubHTTPError) -> str:
+    """`HTTP 403: <the first line the server said>`, for one-line messages."""
+    message = (error.server_message or "").strip().splitlines()
+    return f"HTTP {http_status(error)}" + (f": {message[0]}" if message else "")
+
+
 def transport_failure(error: httpx2.TransportError) -> str:
     """`ConnectError: [Errno 111] Connection refused`, or the class name alone when the message is empty."""
     detail = first_line(error)
@@ -437,10 +453,13 @@ __all__ = [
     "FIRST_ANSWER_TIMEOUT_S",
     "HUB_BACKOFF",
     "MAX_ANSWER_BYTES",
+    "TRANSIENT_ERRORS",
     "BackoffPolicy",
     "Deadline",
     "HubAnswers",
     "bind_deadline",
+    "http_reason",
+    "http_status",
     "hub_client_timeout",
     "transport_failure",
     "unasked_encoding",

@@ -31,8 +31,11 @@ from ..hub.http import (
     DEFAULT_DEADLINE_S,
     DEFAULT_TIMEOUT_S,
     HUB_BACKOFF,
+    TRANSIENT_ERRORS,
     Deadline,
     HubAnswers,
+    http_reason,
+    http_status,
     hub_client_timeout,
     transport_failure,
 )
@@ -61,7 +64,6 @@ PUSH_TIMEOUT_S = DEFAULT_TIMEOUT_S
 # an overall deadline ends it.
 PUSH_DEADLINE_S = DEFAULT_DEADLINE_S
 CONFLICT_STATUSES = frozenset({409, 412})
-_TRANSIENT_ERRORS = (httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProtocolError)
 _UPLOAD_FAILED = re.compile(r"Error while uploading '(.*)' to the Hub\.")  # huggingface_hub's RuntimeError
 
 logger = logging.getLogger(__name__)
@@ -563,16 +565,16 @@ class _Pusher:
                     parent_commit=head,
                 ).oid
             except HfHubHTTPError as error:
-                code = _status_code(error)
+                code = http_status(error)
                 if code in CONFLICT_STATUSES:
                     return self._after_conflict(head, error)
                 if code not in HUB_BACKOFF.statuses:
                     raise PushError(
-                        f"{self.hub} refused the commit to {self.repo_id} ({_http_reason(error)}); "
+                        f"{self.hub} refused the commit to {self.repo_id} ({http_reason(error)}); "
                         f"{self._state(head, self._head_once())}: {_advice(code, self.repo_id)}"
                     ) from None
-                reason, wait = _http_reason(error), HUB_BACKOFF.wait_s(attempt, error.response)
-            except _TRANSIENT_ERRORS as error:
+                reason, wait = http_reason(error), HUB_BACKOFF.wait_s(attempt, error.response)
+            except TRANSIENT_ERRORS as error:
                 reason, wait = transport_failure(error), HUB_BACKOFF.wait_s(attempt)
             except RuntimeError as error:
                 if not _UPLOAD_FAILED.match(str(error)):
@@ -626,7 +628,7 @@ class _Pusher:
         cause = error.__cause__
         if isinstance(cause, HfHubHTTPError) and cause.response is not None:
             url = cause.response.request.url
-            reason = f"{_http_reason(cause)} from {url.scheme}://{url.netloc.decode()}"
+            reason = f"{http_reason(cause)} from {url.scheme}://{url.netloc.decode()}"
         elif self.answers.first_failure is not None:
             # Uploads run in threads: after one connection failed, the others fail on the client it closed.
             reason = self.answers.first_failure
@@ -641,7 +643,7 @@ class _Pusher:
             return current
         if current == head:
             raise PushConflictError(
-                f"{self.hub} refused the commit to {self.repo_id} as a conflict ({_http_reason(error)}): "
+                f"{self.hub} refused the commit to {self.repo_id} as a conflict ({http_reason(error)}): "
                 f"someone else is pushing to it; nothing was committed and it is still at "
                 f"{head[:SHA_PREFIX]}: re-run the push"
             )
@@ -680,7 +682,7 @@ class _Pusher:
             try:
                 self.api.create_tag(self.repo_id, tag=self.tag, tag_message=message, revision=commit)
             except HfHubHTTPError as error:
-                if _status_code(error) == 409:  # the tag is there already
+                if http_status(error) == 409:  # the tag is there already
                     return False
                 raise
             return True
@@ -715,11 +717,11 @@ class _Pusher:
             try:
                 return call()
             except HfHubHTTPError as error:
-                code = _status_code(error)
+                code = http_status(error)
                 if code not in HUB_BACKOFF.statuses or attempt == HUB_BACKOFF.retries:
-                    raise self._failure(what, _http_reason(error), attempt, code) from None
-                reason, wait = _http_reason(error), HUB_BACKOFF.wait_s(attempt, error.response)
-            except _TRANSIENT_ERRORS as error:
+                    raise self._failure(what, http_reason(error), attempt, code) from None
+                reason, wait = http_reason(error), HUB_BACKOFF.wait_s(attempt, error.response)
+            except TRANSIENT_ERRORS as error:
                 if attempt == HUB_BACKOFF.retries:
                     raise self._failure(what, transport_failure(error), attempt, None) from None
                 reason, wait = transport_failure(error), HUB_BACKOFF.wait_s(attempt)
@@ -734,8 +736,8 @@ class _Pusher:
         try:
             return call()
         except HfHubHTTPError as error:
-            raise self._failure(what, _http_reason(error), 0, _status_code(error)) from None
-        except _TRANSIENT_ERRORS as error:
+            raise self._failure(what, http_reason(error), 0, http_status(error)) from None
+        except TRANSIENT_ERRORS as error:
             raise self._failure(what, transport_failure(error), 0, None) from None
 
     def _failure(self, what: str, reason: str, retries: int, code: int | None) -> PushError:
@@ -773,14 +775,6 @@ def _same_file(remote: RepoFile, local: _LocalFile) -> bool:
     return remote.blob_id == local.git_oid
 
 
-def _status_code(error: HfHubHTTPError) -> int | None:
-    return error.response.status_code if error.response is not None else None
-
-
-def _http_reason(error: HfHubHTTPError) -> str:
-    code = _status_code(error)
-    message = (error.server_message or "").strip().splitlines()
-    return f"HTTP {code}" + (f": {message[0]}" if message else "")
 
 
 def _advice(code: int | None, repo_id: str) -> str:

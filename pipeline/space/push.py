@@ -35,7 +35,10 @@ from ..hub.http import (
     DEFAULT_DEADLINE_S,
     DEFAULT_TIMEOUT_S,
     HUB_BACKOFF,
+    TRANSIENT_ERRORS,
     Deadline,
+    http_reason,
+    http_status,
     hub_client_timeout,
     transport_failure,
 )
@@ -48,7 +51,6 @@ SPACE_FILES = ("app.py", "requirements.txt", "README.md")
 SPACE_SDK = "gradio"
 # Every Hub repository has one; a Space folder need not: the push neither compares nor deletes it.
 GITATTRIBUTES = ".gitattributes"
-_TRANSIENT_ERRORS = (httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProtocolError)
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -268,7 +270,7 @@ def _push(api: HfApi, folder: Path, files: list[str], space_id: str, deadline: D
             parent_commit=head,
         ).oid
     except HfHubHTTPError as error:
-        reason, code = _http_reason(error), _status_code(error)
+        reason, code = http_reason(error), http_status(error)
     except httpx2.HTTPError as error:
         reason, code = transport_failure(error), None
     except ValueError as error:  # the Hub's check of README.md's metadata, made before any upload
@@ -305,13 +307,13 @@ def _retried(
         try:
             return call()
         except HfHubHTTPError as error:
-            reason, code = _http_reason(error), _status_code(error)
+            reason, code = http_reason(error), http_status(error)
             wait = HUB_BACKOFF.wait_s(attempt, error.response)
             if code not in HUB_BACKOFF.statuses or attempt == retries:
                 raise PushError(
                     f"{what} failed{tries} ({reason}); nothing was pushed: {_advice(code, owner)}"
                 ) from None
-        except _TRANSIENT_ERRORS as error:
+        except TRANSIENT_ERRORS as error:
             reason, wait = transport_failure(error), HUB_BACKOFF.wait_s(attempt)
             if attempt == retries:
                 raise PushError(
@@ -360,15 +362,6 @@ def _advice(code: int | None, owner: str) -> str:
             "the endpoint (endpoint=, HF_ENDPOINT)"
         )
     return f"fix what the Hub says, check that the token has write access to {owner}, then push again"
-
-
-def _status_code(error: HfHubHTTPError) -> int | None:
-    return error.response.status_code if error.response is not None else None
-
-
-def _http_reason(error: HfHubHTTPError) -> str:
-    message = (error.server_message or "").strip().splitlines()
-    return f"HTTP {_status_code(error)}" + (f": {message[0]}" if message else "")
 
 
 __all__ = ["SPACE_FILES", "SPACE_SDK", "check_space_folder", "push_space"]
