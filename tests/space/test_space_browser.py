@@ -36,6 +36,7 @@ from attncard.pipeline.space.source import Checker, check_hub
 from attncard.pipeline.space.table import Leaderboard, with_checked
 from conftest import HUB_TOKEN, HUB_USER, quick_scaling, serve, write_sst2_folder
 from hub_server import LoopbackHub
+from run_folders import forge_predictions_on_hub
 from signing_keys import make_key
 
 # The module's fixture trains and pushes a sweep of 12 tiny runs; the page is read by Chromium.
@@ -120,17 +121,6 @@ def _forge_figure(hub: LoopbackHub, repo_id: str, root: Path) -> None:
     _retag(hub, repo_id, results, root, "better accuracy")
 
 
-def _forge_predictions(hub: LoopbackHub, repo_id: str) -> None:
-    """Flips the first prediction of predictions.csv, in place in the tagged commit."""
-    lines = hub.read_file(repo_id, "predictions.csv").decode().splitlines(keepends=True)
-    header = lines[0].rstrip("\n").split(",")
-    cells = lines[1].rstrip("\n").split(",")
-    column = header.index("prediction")
-    cells[column] = "1" if cells[column] == "0" else "0"
-    lines[1] = ",".join(cells) + "\n"
-    hub.tamper(repo_id, "predictions.csv", "".join(lines).encode())
-
-
 def _forge_hostile(hub: LoopbackHub, repo_id: str, root: Path) -> None:
     """A task named in HTML in results.json, committed and tagged: its refusal quotes the name."""
     results = json.loads(hub.read_file(repo_id, "results.json"))
@@ -166,7 +156,7 @@ def study(tiny_model_dir, tmp_path_factory) -> Iterator[Study]:
             with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()), quick_scaling():
                 assert main(argv) == 0, err.getvalue()[-3000:]
             _forge_figure(hub, FIGURE_FORGED, root)
-            _forge_predictions(hub, PREDICTIONS_FORGED)
+            forge_predictions_on_hub(hub, PREDICTIONS_FORGED)
             _forge_hostile(hub, HOSTILE_FORGED, root)
             check = partial(
                 check_hub,

@@ -30,6 +30,7 @@ from attncard.pipeline.record.manifest import sha256_file
 from attncard.pipeline.record.run_names import run_tag
 from conftest import HUB_TOKEN, HUB_USER, commit_run_folder, quick_scaling, serve, write_sst2_folder
 from hub_server import LoopbackHub
+from run_folders import forge_predictions_on_hub
 from signing_keys import make_key
 
 # The module's fixture trains and pushes a sweep of 12 tiny runs (about a minute): `make test-all` runs it.
@@ -78,20 +79,9 @@ def published(tiny_model_dir, tmp_path_factory) -> Iterator[Published]:
             err = io.StringIO()
             with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()), quick_scaling():
                 assert main(argv) == 0, err.getvalue()[-3000:]
-            _forge_predictions(hub, PREDICTIONS_FORGED)
+            forge_predictions_on_hub(hub, PREDICTIONS_FORGED)
             _forge_figure(hub, FIGURE_FORGED, root)
             yield Published(hub, glue, public_key, root)
-
-
-def _forge_predictions(hub: LoopbackHub, repo_id: str) -> None:
-    """Flips the first prediction of predictions.csv, in place in the tagged commit."""
-    lines = hub.read_file(repo_id, "predictions.csv").decode().splitlines(keepends=True)
-    header = lines[0].rstrip("\n").split(",")
-    cells = lines[1].rstrip("\n").split(",")
-    column = header.index("prediction")
-    cells[column] = "1" if cells[column] == "0" else "0"
-    lines[1] = ",".join(cells) + "\n"
-    hub.tamper(repo_id, "predictions.csv", "".join(lines).encode())
 
 
 def _forge_figure(hub: LoopbackHub, repo_id: str, root: Path) -> None:

@@ -53,6 +53,18 @@ def reseal(run_dir: Path, results: Results, eval_results: bool = True, usage: bo
     results.save(run_dir)
 
 
+def forge_predictions_on_hub(hub, repo_id: str) -> None:
+    """Flips the first prediction of a run's predictions.csv on a `LoopbackHub`, in place in the tagged
+    commit: what a tampered mirror serves (the manifest no longer matches)."""
+    lines = hub.read_file(repo_id, "predictions.csv").decode().splitlines(keepends=True)
+    header = lines[0].rstrip("\n").split(",")
+    cells = lines[1].rstrip("\n").split(",")
+    column = header.index("prediction")
+    cells[column] = "1" if cells[column] == "0" else "0"
+    lines[1] = ",".join(cells) + "\n"
+    hub.tamper(repo_id, "predictions.csv", "".join(lines).encode())
+
+
 def one_line(capsys) -> str:
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.count("\n") == 1, err
